@@ -1,0 +1,98 @@
+// The multi-head attention layer: project once, attend per head, mix once.
+//
+//   1. Project. Self-attention: one GEMM  x[B*n, d_model] · W_qkv → [B*n, (heads + kv_heads)
+//      * head_dim + kv_heads * v_head_dim]. The per-head "slabs" are column ranges of that
+//      matrix, handed to the kernel as strided views: splitting into heads is free.
+//      Cross-attention: x_q · W_q, x_k · W_k, x_v · W_v (key/value width kv_dim).
+//   2. Attend. The kernel writes head i's output straight into columns
+//      [i*v_head_dim, (i+1)*v_head_dim) of the concat buffer [B*n, heads*v_head_dim].
+//   3. Mix. One GEMM: concat · W_o (+ b_o) → out [B, n, d_model].
+// Weights are stored [in, out] (x · W), the transpose of PyTorch's nn.Linear.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "headcount/attention.h"
+#include "headcount/context.h"
+#include "headcount/tensor.h"
+
+namespace headcount {
+
+struct MultiHeadAttentionConfig {
+  std::int64_t d_model = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;    // 0: = heads
+  std::int64_t head_dim = 0;    // 0: = d_model / heads (must divide)
+  std::int64_t v_head_dim = 0;  // 0: = head_dim
+  std::int64_t kv_dim = 0;      // width of the key/value inputs; 0: = d_model
+  bool bias = true;
+};
+
+// Validates a config and fills in the defaults; throws Error naming the field.
+MultiHeadAttentionConfig resolve(const MultiHeadAttentionConfig& config);
+
+// f32 tensors, [in, out] layout. Biases are empty when config.bias is false.
+struct MultiHeadAttentionWeights {
+  Tensor w_q;  // [d_model, heads * head_dim]
+  Tensor w_k;  // [kv_dim, kv_heads * head_dim]
+  Tensor w_v;  // [kv_dim, kv_heads * v_head_dim]
+  Tensor w_o;  // [heads * v_head_dim, d_model]
+  Tensor b_q, b_k, b_v, b_o;  // [heads*head_dim], [kv_heads*head_dim], [kv_heads*v_head_dim], [d_model]
+
+  // Xavier-uniform weights, small uniform biases; deterministic in `seed`.
+  static MultiHeadAttentionWeights random(const MultiHeadAttentionConfig& config, std::uint64_t seed);
+};
+
+struct AttentionOptions {
+  Kernel kernel = Kernel::streaming;
+  bool causal = false;
+  std::int64_t window_left = -1, window_right = -1;
+  std::span<const std::int64_t> key_lengths;  // per batch element, keys past it are padding
+  TensorView bias;                             // [batch or 1, heads or 1, q_len, kv_len]
+  std::optional<float> scale;
+  // need_weights: the probabilities come from the reference kernel, which the layer then
+  // uses whatever `kernel` says. probs: [B, heads, q_len, kv_len] or [B, q_len, kv_len].
+  ProbsMode probs_mode = ProbsMode::none;
+  TensorView probs;
+};
+
+struct LayerStats {
+  std::int64_t q_macs = 0, k_macs = 0, v_macs = 0, o_macs = 0;
+  AttentionStats attention;
+};
+
+class MultiHeadAttention {
+ public:
+  MultiHeadAttention(const MultiHeadAttentionConfig& config, MultiHeadAttentionWeights weights);
+
+  const MultiHeadAttentionConfig& config() const { return config_; }
+  const MultiHeadAttentionWeights& weights() const { return weights_; }
+
+  // Self-attention: x [B, n, d_model] → out [B, n, d_model]. Requires kv_dim == d_model.
+  LayerStats forward(Context& ctx, const TensorView& x, const TensorView& out,
+                     const AttentionOptions& options = {}) const;
+
+  // Cross-attention: queries from x_q [B, n, d_model], keys from x_k and values from x_v,
+  // both [B, m, kv_dim] (they may be the same view). out [B, n, d_model].
+  LayerStats forward(Context& ctx, const TensorView& x_q, const TensorView& x_k,
+                     const TensorView& x_v, const TensorView& out,
+                     const AttentionOptions& options = {}) const;
+
+ private:
+  std::int64_t q_width() const { return config_.heads * config_.head_dim; }
+  std::int64_t k_width() const { return config_.kv_heads * config_.head_dim; }
+  std::int64_t v_width() const { return config_.kv_heads * config_.v_head_dim; }
+  std::int64_t concat_width() const { return config_.heads * config_.v_head_dim; }
+
+  LayerStats attend_and_mix(Context& ctx, AttentionParams params, std::int64_t batch,
+                            std::int64_t q_len, const TensorView& out,
+                            const AttentionOptions& options) const;
+
+  MultiHeadAttentionConfig config_;
+  MultiHeadAttentionWeights weights_;
+  Tensor w_qkv_;  // [d_model, q_width + k_width + v_width], when kv_dim == d_model
+  Tensor b_qkv_;
+};
+
+}  // namespace headcount

@@ -1,0 +1,106 @@
+#include "headcount/context.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "headcount/error.h"
+
+namespace headcount {
+
+Context::Context(ContextOptions options) {
+  check(options.threads >= 1 && options.threads <= 1024, "threads", "1 to 1024", options.threads);
+  threads_ = options.threads;
+  scratch_.resize(static_cast<std::size_t>(threads_));
+  for (int w = 1; w < threads_; ++w) pool_.emplace_back([this, w] { worker_loop(w); });
+}
+
+Context::~Context() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : pool_) t.join();
+  for (Buffer& b : scratch_) std::free(b.data);
+  for (Buffer& b : workspace_) std::free(b.data);
+}
+
+void* Context::grow(Buffer& buffer, std::size_t bytes) {
+  if (bytes <= buffer.bytes && buffer.data) return buffer.data;
+  constexpr std::size_t kAlign = 64;
+  std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (rounded == 0) rounded = kAlign;
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (!p) throw std::bad_alloc();
+  std::free(buffer.data);
+  buffer.data = static_cast<std::byte*>(p);
+  buffer.bytes = rounded;
+  return p;
+}
+
+void* Context::scratch(int worker, std::size_t bytes) {
+  return grow(scratch_.at(static_cast<std::size_t>(worker)), bytes);
+}
+
+void* Context::workspace(int slot, std::size_t bytes) {
+  if (slot >= static_cast<int>(workspace_.size())) workspace_.resize(static_cast<std::size_t>(slot) + 1);
+  return grow(workspace_[static_cast<std::size_t>(slot)], bytes);
+}
+
+std::size_t Context::reserved_bytes() const {
+  std::size_t total = 0;
+  for (const Buffer& b : scratch_) total += b.bytes;
+  for (const Buffer& b : workspace_) total += b.bytes;
+  return total;
+}
+
+void Context::parallel_for(std::int64_t count, const std::function<void(std::int64_t, int)>& fn) {
+  if (count <= 0) return;
+  if (threads_ == 1 || count == 1) {
+    for (std::int64_t t = 0; t < count; ++t) fn(t, 0);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &fn;
+    job_count_ = count;
+    next_task_ = 0;
+    busy_workers_ = threads_ - 1;
+    ++generation_;
+  }
+  wake_.notify_all();
+  // The caller is worker 0 and takes tasks like everyone else.
+  for (;;) {
+    std::int64_t task;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (next_task_ >= job_count_) break;
+      task = next_task_++;
+    }
+    fn(task, 0);
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [this] { return busy_workers_ == 0; });
+  job_ = nullptr;
+}
+
+void Context::worker_loop(int worker) {
+  std::uint64_t seen = 0;
+  for (;;) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+    if (stopping_) return;
+    seen = generation_;
+    while (next_task_ < job_count_) {
+      std::int64_t task = next_task_++;
+      const auto* job = job_;
+      lock.unlock();
+      (*job)(task, worker);
+      lock.lock();
+    }
+    if (--busy_workers_ == 0) done_.notify_all();
+  }
+}
+
+}  // namespace headcount

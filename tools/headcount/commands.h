@@ -1,0 +1,14 @@
+// One register function per CLI command; each lives in its own cmd_<name>.cpp.
+// A command's callback throws headcount::Error on bad input; main() prints it as one
+// line on stderr and exits with code 2.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace headcount::cli {
+
+void register_cost(CLI::App& app);
+void register_attention(CLI::App& app);
+void register_layer(CLI::App& app);
+
+}  // namespace headcount::cli
