@@ -1,0 +1,149 @@
+// Validation of AttentionParams at the public edge: every size, stride, mask and option,
+// and every input value (a NaN or inf in q, k, v or a NaN / +inf bias would otherwise come
+// out as NaN without a word). Costs one read of the inputs: O(n·h·d) next to O(n²·h·d).
+#include <cmath>
+#include <string>
+
+#include "headcount/attention.h"
+#include "headcount/error.h"
+
+namespace headcount {
+namespace {
+
+using detail::concat;
+
+void check_rank(const TensorView& view, const char* name, int rank, const char* dims) {
+  check(!view.empty(), name, concat("a tensor ", dims), "no data");
+  check(view.rank == rank, concat(name, " rank"), concat(rank, " dims ", dims),
+        concat(view.rank, " dims ", view.shape_string()));
+  check(view.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(view.dtype));
+  for (int d = 0; d < rank; ++d) {
+    check(view.shape[d] > 0, concat(name, " shape"), concat("every size >= 1 ", dims),
+          view.shape_string());
+    check(view.strides[d] >= 0, concat(name, " strides"), "non-negative strides",
+          view.strides_string());
+  }
+}
+
+// An output must not write two elements to one address.
+void check_writable(const TensorView& view, const char* name) {
+  for (int d = 0; d < view.rank; ++d) {
+    check(view.shape[d] == 1 || view.strides[d] > 0, concat(name, " strides"),
+          "non-zero strides on every dimension of size > 1 (an output)", view.strides_string());
+  }
+}
+
+void check_shape(const TensorView& view, const char* name, std::initializer_list<std::int64_t> want,
+                 const char* dims) {
+  std::vector<std::int64_t> expected(want);
+  bool same = view.rank == static_cast<int>(expected.size());
+  for (int d = 0; same && d < view.rank; ++d) same = view.shape[d] == expected[d];
+  check(same, concat(name, " shape"), concat(shape_string(expected), ' ', dims), view.shape_string());
+}
+
+// Calls f(element offset) for every element of a rank-4 view.
+template <typename F>
+void for_each_offset(const TensorView& v, F&& f) {
+  for (std::int64_t a = 0; a < v.shape[0]; ++a)
+    for (std::int64_t b = 0; b < v.shape[1]; ++b)
+      for (std::int64_t c = 0; c < v.shape[2]; ++c)
+        for (std::int64_t d = 0; d < v.shape[3]; ++d)
+          f(a * v.strides[0] + b * v.strides[1] + c * v.strides[2] + d * v.strides[3], a, b, c, d);
+}
+
+void check_finite(const TensorView& view, const char* name) {
+  const float* data = view.ptr<const float>();
+  for_each_offset(view, [&](std::int64_t off, auto a, auto b, auto c, auto d) {
+    if (!std::isfinite(data[off]))
+      fail(name, concat("expected finite values, got ", data[off], " at [", a, ", ", b, ", ", c,
+                        ", ", d, "]"));
+  });
+}
+
+}  // namespace
+
+AttentionShape validate(const AttentionParams& p) {
+  check_rank(p.q, "q", 4, "[batch, q_len, heads, head_dim]");
+  check_rank(p.k, "k", 4, "[batch, kv_len, kv_heads, head_dim]");
+  check_rank(p.v, "v", 4, "[batch, kv_len, kv_heads, v_head_dim]");
+  check_rank(p.out, "out", 4, "[batch, q_len, heads, v_head_dim]");
+  check_writable(p.out, "out");
+
+  AttentionShape s;
+  s.batch = p.q.shape[0];
+  s.q_len = p.q.shape[1];
+  s.heads = p.q.shape[2];
+  s.head_dim = p.q.shape[3];
+  s.kv_len = p.k.shape[1];
+  s.kv_heads = p.k.shape[2];
+  s.v_head_dim = p.v.shape[3];
+
+  check_shape(p.k, "k", {s.batch, s.kv_len, s.kv_heads, s.head_dim},
+              "(batch and head_dim of q)");
+  check_shape(p.v, "v", {s.batch, s.kv_len, s.kv_heads, s.v_head_dim},
+              "(batch, kv_len and kv_heads of k)");
+  check(s.heads % s.kv_heads == 0, "kv_heads", concat("a divisor of heads = ", s.heads), s.kv_heads);
+  s.group = s.heads / s.kv_heads;
+  check_shape(p.out, "out", {s.batch, s.q_len, s.heads, s.v_head_dim},
+              "[batch, q_len, heads, v_head_dim]");
+
+  if (!p.lse.empty()) {
+    check(p.lse.rank == 3, "lse rank", "3 dims [batch, heads, q_len]", p.lse.rank);
+    check(p.lse.dtype == DType::f32, "lse dtype", "f32", dtype_name(p.lse.dtype));
+    check_shape(p.lse, "lse", {s.batch, s.heads, s.q_len}, "[batch, heads, q_len]");
+    check_writable(p.lse, "lse");
+  }
+
+  // The scale is an fp32 value; the default is 1/sqrt(head_dim) correctly rounded to fp32.
+  s.scale = p.scale ? *p.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  check(std::isfinite(s.scale), "scale", "a finite number", s.scale);
+
+  check(p.window_left >= -1, "window_left", "-1 (unbounded) or >= 0", p.window_left);
+  check(p.window_right >= -1, "window_right", "-1 (unbounded) or >= 0", p.window_right);
+
+  if (!p.key_lengths.empty()) {
+    check(static_cast<std::int64_t>(p.key_lengths.size()) == s.batch, "key_lengths",
+          concat(s.batch, " entries (one per batch element)"), p.key_lengths.size());
+    for (std::size_t b = 0; b < p.key_lengths.size(); ++b)
+      check(p.key_lengths[b] >= 0 && p.key_lengths[b] <= s.kv_len, concat("key_lengths[", b, "]"),
+            concat("0 to kv_len = ", s.kv_len), p.key_lengths[b]);
+  }
+
+  if (!p.bias.empty()) {
+    check(p.bias.rank == 4, "bias rank", "4 dims [batch or 1, heads or 1, q_len, kv_len]",
+          concat(p.bias.rank, " dims ", p.bias.shape_string()));
+    check(p.bias.dtype == DType::f32, "bias dtype", "f32", dtype_name(p.bias.dtype));
+    const bool ok = (p.bias.shape[0] == 1 || p.bias.shape[0] == s.batch) &&
+                    (p.bias.shape[1] == 1 || p.bias.shape[1] == s.heads) &&
+                    p.bias.shape[2] == s.q_len && p.bias.shape[3] == s.kv_len;
+    check(ok, "bias shape",
+          concat("[1 or ", s.batch, ", 1 or ", s.heads, ", ", s.q_len, ", ", s.kv_len, "]"),
+          p.bias.shape_string());
+    const float* bias = p.bias.ptr<const float>();
+    for_each_offset(p.bias, [&](std::int64_t off, auto a, auto b, auto c, auto d) {
+      const float x = bias[off];
+      if (std::isnan(x) || x == INFINITY)
+        fail("bias", concat("expected finite values or -inf, got ", x, " at [", a, ", ", b, ", ",
+                            c, ", ", d, "]"));
+    });
+  }
+
+  if (p.probs_mode == ProbsMode::per_head) {
+    check_rank(p.probs, "probs", 4, "[batch, heads, q_len, kv_len]");
+    check_shape(p.probs, "probs", {s.batch, s.heads, s.q_len, s.kv_len}, "[batch, heads, q_len, kv_len]");
+    check_writable(p.probs, "probs");
+  } else if (p.probs_mode == ProbsMode::averaged) {
+    check(!p.probs.empty(), "probs", "a tensor [batch, q_len, kv_len]", "no data");
+    check(p.probs.rank == 3 && p.probs.dtype == DType::f32, "probs",
+          "an f32 tensor [batch, q_len, kv_len]", concat(dtype_name(p.probs.dtype), ' ', p.probs.shape_string()));
+    check_shape(p.probs, "probs", {s.batch, s.q_len, s.kv_len}, "[batch, q_len, kv_len]");
+    check_writable(p.probs, "probs");
+  }
+
+  check_finite(p.q, "q");
+  check_finite(p.k, "k");
+  check_finite(p.v, "v");
+  return s;
+}
+
+}  // namespace headcount

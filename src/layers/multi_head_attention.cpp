@@ -1,0 +1,278 @@
+// MultiHeadAttention: project once (one fused GEMM for self-attention), attend per head
+// through strided views of the projection, mix once. See the header for the data path.
+#include "headcount/multi_head_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "headcount/error.h"
+#include "layers/gemm.h"
+
+namespace headcount {
+
+using detail::concat;
+
+namespace {
+
+// Workspace slots in the context, one per intermediate the layer keeps.
+enum Slot : int { kSlotQkv = 0, kSlotQ, kSlotK, kSlotV, kSlotConcat };
+
+void check_tensor(const Tensor& t, const char* name, std::vector<std::int64_t> shape) {
+  check(!t.empty(), name, concat("a tensor ", shape_string(shape)), "no data");
+  check(t.dtype() == DType::f32, concat(name, " dtype"), "f32", dtype_name(t.dtype()));
+  check(t.shape() == shape, concat(name, " shape"), shape_string(shape), shape_string(t.shape()));
+  const float* data = t.data<const float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(data[i]))
+      fail(name, concat("expected finite values, got ", data[i], " at flat index ", i));
+}
+
+// x [batch, len, width], f32, unit stride along width, finite.
+void check_input(const TensorView& x, const char* name, std::int64_t width, const char* dims) {
+  check(!x.empty(), name, concat("a tensor ", dims), "no data");
+  check(x.rank == 3, concat(name, " rank"), concat("3 dims ", dims), concat(x.rank, " dims ", x.shape_string()));
+  check(x.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(x.dtype));
+  check(x.shape[0] > 0 && x.shape[1] > 0 && x.shape[2] == width, concat(name, " shape"),
+        concat("[batch >= 1, length >= 1, ", width, "] ", dims), x.shape_string());
+  check(x.strides[2] == 1 && x.strides[1] >= width && x.strides[0] >= 0, concat(name, " strides"),
+        "rows with unit stride along the feature dimension", x.strides_string());
+  const float* data = x.ptr<const float>();
+  for (std::int64_t b = 0; b < x.shape[0]; ++b)
+    for (std::int64_t i = 0; i < x.shape[1]; ++i)
+      for (std::int64_t c = 0; c < width; ++c)
+        if (!std::isfinite(data[b * x.strides[0] + i * x.strides[1] + c]))
+          fail(name, concat("expected finite values, got ", data[b * x.strides[0] + i * x.strides[1] + c],
+                            " at [", b, ", ", i, ", ", c, "]"));
+}
+
+// y[b] = x[b] · W (+ bias), batch by batch unless the rows are evenly spaced.
+void project(Context& ctx, const TensorView& x, const Tensor& w, const Tensor& bias, float* y,
+             std::int64_t ldy) {
+  const std::int64_t batch = x.shape[0], len = x.shape[1];
+  const std::int64_t in = w.size(0), out = w.size(1);
+  if (!bias.empty()) {
+    for (std::int64_t r = 0; r < batch * len; ++r)
+      std::copy(bias.data<const float>(), bias.data<const float>() + out, y + r * ldy);
+  }
+  const bool one_gemm = x.strides[0] == len * x.strides[1];
+  for (std::int64_t b = 0; b < (one_gemm ? 1 : batch); ++b) {
+    layers::gemm(ctx, {.m = one_gemm ? batch * len : len,
+                       .n = out,
+                       .k = in,
+                       .a = x.ptr<const float>() + b * x.strides[0],
+                       .lda = x.strides[1],
+                       .b = w.data<const float>(),
+                       .ldb = out,
+                       .c = y + b * len * ldy,
+                       .ldc = ldy,
+                       .accumulate = !bias.empty()});
+  }
+}
+
+// A [batch, len, heads, dim] view of columns [column, column + heads*dim) of a row-major
+// [batch*len, row_width] matrix.
+TensorView head_view(float* matrix, std::int64_t row_width, std::int64_t column, std::int64_t batch,
+                     std::int64_t len, std::int64_t heads, std::int64_t dim) {
+  return TensorView::strided(matrix + column, DType::f32, {batch, len, heads, dim},
+                             {len * row_width, row_width, dim, 1});
+}
+
+Tensor random_tensor(std::mt19937_64& rng, std::vector<std::int64_t> shape, float bound) {
+  Tensor t(DType::f32, std::move(shape));
+  std::uniform_real_distribution<float> dist(-bound, bound);
+  float* data = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) data[i] = dist(rng);
+  return t;
+}
+
+}  // namespace
+
+MultiHeadAttentionConfig resolve(const MultiHeadAttentionConfig& config) {
+  MultiHeadAttentionConfig c = config;
+  check(c.d_model >= 1, "d_model", ">= 1", c.d_model);
+  check(c.heads >= 1, "heads", ">= 1", c.heads);
+  if (c.kv_heads == 0) c.kv_heads = c.heads;
+  check(c.kv_heads >= 1 && c.heads % c.kv_heads == 0, "kv_heads",
+        concat("a divisor of heads = ", c.heads), c.kv_heads);
+  if (c.head_dim == 0) {
+    check(c.d_model % c.heads == 0, "heads",
+          concat("a divisor of d_model = ", c.d_model, " (or set head_dim)"), c.heads);
+    c.head_dim = c.d_model / c.heads;
+  }
+  check(c.head_dim >= 1, "head_dim", ">= 1", c.head_dim);
+  if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
+  check(c.v_head_dim >= 1, "v_head_dim", ">= 1", c.v_head_dim);
+  if (c.kv_dim == 0) c.kv_dim = c.d_model;
+  check(c.kv_dim >= 1, "kv_dim", ">= 1", c.kv_dim);
+  return c;
+}
+
+MultiHeadAttentionWeights MultiHeadAttentionWeights::random(const MultiHeadAttentionConfig& config,
+                                                            std::uint64_t seed) {
+  const MultiHeadAttentionConfig c = resolve(config);
+  std::mt19937_64 rng(seed);
+  auto xavier = [&](std::int64_t in, std::int64_t out) {
+    return random_tensor(rng, {in, out}, std::sqrt(6.0f / static_cast<float>(in + out)));
+  };
+  MultiHeadAttentionWeights w;
+  w.w_q = xavier(c.d_model, c.heads * c.head_dim);
+  w.w_k = xavier(c.kv_dim, c.kv_heads * c.head_dim);
+  w.w_v = xavier(c.kv_dim, c.kv_heads * c.v_head_dim);
+  w.w_o = xavier(c.heads * c.v_head_dim, c.d_model);
+  if (c.bias) {
+    w.b_q = random_tensor(rng, {c.heads * c.head_dim}, 0.1f);
+    w.b_k = random_tensor(rng, {c.kv_heads * c.head_dim}, 0.1f);
+    w.b_v = random_tensor(rng, {c.kv_heads * c.v_head_dim}, 0.1f);
+    w.b_o = random_tensor(rng, {c.d_model}, 0.1f);
+  }
+  return w;
+}
+
+MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
+                                       MultiHeadAttentionWeights weights)
+    : config_(resolve(config)), weights_(std::move(weights)) {
+  const auto& c = config_;
+  check_tensor(weights_.w_q, "w_q", {c.d_model, q_width()});
+  check_tensor(weights_.w_k, "w_k", {c.kv_dim, k_width()});
+  check_tensor(weights_.w_v, "w_v", {c.kv_dim, v_width()});
+  check_tensor(weights_.w_o, "w_o", {concat_width(), c.d_model});
+  const Tensor* biases[] = {&weights_.b_q, &weights_.b_k, &weights_.b_v, &weights_.b_o};
+  const char* bias_names[] = {"b_q", "b_k", "b_v", "b_o"};
+  const std::int64_t bias_sizes[] = {q_width(), k_width(), v_width(), c.d_model};
+  for (int i = 0; i < 4; ++i) {
+    if (c.bias) {
+      check_tensor(*biases[i], bias_names[i], {bias_sizes[i]});
+    } else {
+      check(biases[i]->empty(), bias_names[i], "no tensor (config.bias is false)",
+            shape_string(biases[i]->shape()));
+    }
+  }
+
+  // The fused projection: W_q, W_k, W_v side by side, so self-attention projects in one GEMM.
+  if (c.kv_dim == c.d_model) {
+    const std::int64_t width = q_width() + k_width() + v_width();
+    w_qkv_ = Tensor(DType::f32, {c.d_model, width});
+    const Tensor* parts[] = {&weights_.w_q, &weights_.w_k, &weights_.w_v};
+    std::int64_t column = 0;
+    for (const Tensor* part : parts) {
+      for (std::int64_t r = 0; r < c.d_model; ++r)
+        std::copy_n(part->data<const float>() + r * part->size(1), part->size(1),
+                    w_qkv_.data<float>() + r * width + column);
+      column += part->size(1);
+    }
+    if (c.bias) {
+      b_qkv_ = Tensor(DType::f32, {width});
+      float* dst = b_qkv_.data<float>();
+      for (const Tensor* part : {&weights_.b_q, &weights_.b_k, &weights_.b_v})
+        dst = std::copy_n(part->data<const float>(), part->numel(), dst);
+    }
+  }
+}
+
+LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x, const TensorView& out,
+                                       const AttentionOptions& options) const {
+  const auto& c = config_;
+  check(c.kv_dim == c.d_model, "kv_dim",
+        concat("d_model = ", c.d_model, " for self-attention (use the cross-attention forward)"), c.kv_dim);
+  check_input(x, "x", c.d_model, "[batch, seq_len, d_model]");
+  const std::int64_t batch = x.shape[0], len = x.shape[1];
+
+  // 1. Project once: [B*n, d_model] · W_qkv → [B*n, q_width + k_width + v_width].
+  const std::int64_t width = w_qkv_.size(1);
+  float* qkv = static_cast<float*>(ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
+  project(ctx, x, w_qkv_, b_qkv_, qkv, width);
+
+  // 2. Heads are column ranges of the projection: views, not copies.
+  AttentionParams params;
+  params.q = head_view(qkv, width, 0, batch, len, c.heads, c.head_dim);
+  params.k = head_view(qkv, width, q_width(), batch, len, c.kv_heads, c.head_dim);
+  params.v = head_view(qkv, width, q_width() + k_width(), batch, len, c.kv_heads, c.v_head_dim);
+  LayerStats stats = attend_and_mix(ctx, params, batch, len, out, options);
+  stats.q_macs = batch * len * c.d_model * q_width();
+  stats.k_macs = batch * len * c.d_model * k_width();
+  stats.v_macs = batch * len * c.d_model * v_width();
+  return stats;
+}
+
+LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x_q, const TensorView& x_k,
+                                       const TensorView& x_v, const TensorView& out,
+                                       const AttentionOptions& options) const {
+  const auto& c = config_;
+  check_input(x_q, "x_q", c.d_model, "[batch, q_len, d_model]");
+  check_input(x_k, "x_k", c.kv_dim, "[batch, kv_len, kv_dim]");
+  check_input(x_v, "x_v", c.kv_dim, "[batch, kv_len, kv_dim]");
+  const std::int64_t batch = x_q.shape[0], q_len = x_q.shape[1], kv_len = x_k.shape[1];
+  check(x_k.shape[0] == batch, "x_k shape", concat("batch = ", batch, " (of x_q)"), x_k.shape_string());
+  check(x_v.shape[0] == batch && x_v.shape[1] == kv_len, "x_v shape",
+        concat("[", batch, ", ", kv_len, ", ", c.kv_dim, "] (batch and kv_len of x_k)"), x_v.shape_string());
+
+  // 1. Project: three GEMMs, since queries and keys/values come from different inputs.
+  auto buffer = [&](Slot slot, std::int64_t rows, std::int64_t cols) {
+    return static_cast<float*>(ctx.workspace(slot, static_cast<std::size_t>(rows * cols) * sizeof(float)));
+  };
+  float* q = buffer(kSlotQ, batch * q_len, q_width());
+  float* k = buffer(kSlotK, batch * kv_len, k_width());
+  float* v = buffer(kSlotV, batch * kv_len, v_width());
+  project(ctx, x_q, weights_.w_q, weights_.b_q, q, q_width());
+  project(ctx, x_k, weights_.w_k, weights_.b_k, k, k_width());
+  project(ctx, x_v, weights_.w_v, weights_.b_v, v, v_width());
+
+  AttentionParams params;
+  params.q = head_view(q, q_width(), 0, batch, q_len, c.heads, c.head_dim);
+  params.k = head_view(k, k_width(), 0, batch, kv_len, c.kv_heads, c.head_dim);
+  params.v = head_view(v, v_width(), 0, batch, kv_len, c.kv_heads, c.v_head_dim);
+  LayerStats stats = attend_and_mix(ctx, params, batch, q_len, out, options);
+  stats.q_macs = batch * q_len * c.d_model * q_width();
+  stats.k_macs = batch * kv_len * c.kv_dim * k_width();
+  stats.v_macs = batch * kv_len * c.kv_dim * v_width();
+  return stats;
+}
+
+LayerStats MultiHeadAttention::attend_and_mix(Context& ctx, AttentionParams params,
+                                              std::int64_t batch, std::int64_t q_len,
+                                              const TensorView& out,
+                                              const AttentionOptions& options) const {
+  const auto& c = config_;
+  check(!out.empty() && out.rank == 3 && out.dtype == DType::f32, "out",
+        "an f32 tensor [batch, q_len, d_model]", concat(dtype_name(out.dtype), ' ', out.shape_string()));
+  check(out.shape[0] == batch && out.shape[1] == q_len && out.shape[2] == c.d_model, "out shape",
+        concat("[", batch, ", ", q_len, ", ", c.d_model, "]"), out.shape_string());
+  check(out.strides[2] == 1 && out.strides[1] >= c.d_model && out.strides[0] >= q_len * out.strides[1],
+        "out strides", "non-overlapping rows with unit stride along d_model", out.strides_string());
+
+  // 2. Attend: each head writes its columns of the concat buffer [B*n, heads * v_head_dim].
+  float* concat_buffer = static_cast<float*>(
+      ctx.workspace(kSlotConcat, static_cast<std::size_t>(batch * q_len * concat_width()) * sizeof(float)));
+  params.out = head_view(concat_buffer, concat_width(), 0, batch, q_len, c.heads, c.v_head_dim);
+  params.scale = options.scale;
+  params.causal = options.causal;
+  params.window_left = options.window_left;
+  params.window_right = options.window_right;
+  params.key_lengths = options.key_lengths;
+  params.bias = options.bias;
+  params.probs_mode = options.probs_mode;
+  params.probs = options.probs;
+  const Kernel kernel = options.probs_mode != ProbsMode::none ? Kernel::reference : options.kernel;
+
+  LayerStats stats;
+  stats.attention = attention(ctx, kernel, params);
+
+  // 3. Mix: out = concat · W_o + b_o, one GEMM when the output rows are evenly spaced.
+  const bool one_gemm = out.strides[0] == q_len * out.strides[1];
+  const std::int64_t rows = one_gemm ? batch * q_len : q_len;
+  for (std::int64_t b = 0; b < (one_gemm ? 1 : batch); ++b) {
+    float* y = out.ptr<float>() + b * out.strides[0];
+    if (c.bias)
+      for (std::int64_t i = 0; i < rows; ++i)
+        std::copy_n(weights_.b_o.data<const float>(), c.d_model, y + i * out.strides[1]);
+    layers::gemm(ctx, {.m = rows, .n = c.d_model, .k = concat_width(),
+                       .a = concat_buffer + b * q_len * concat_width(), .lda = concat_width(),
+                       .b = weights_.w_o.data<const float>(), .ldb = c.d_model,
+                       .c = y, .ldc = out.strides[1], .accumulate = c.bias});
+  }
+  stats.o_macs = batch * q_len * concat_width() * c.d_model;
+  return stats;
+}
+
+}  // namespace headcount

@@ -1,0 +1,35 @@
+// Inputs for a case of the table, and the tests' own independent implementations of
+// attention: a float64 one (the oracle of the oracle) and a plain float32 one (to measure
+// the rounding error a straightforward fp32 implementation makes on the same inputs).
+// Both test each mask per element from its definition, sharing nothing with the kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "case_table.h"
+#include "headcount/attention.h"
+
+namespace headcount::testing {
+
+struct AttentionInputs {
+  AttentionCase c;
+  Tensor q_storage, k_storage, v_storage, bias_storage;
+  TensorView q, k, v, bias;
+  std::vector<std::int64_t> key_lengths;
+
+  // Params with every mask of the case; out [B, q_len, H, Dv] and lse [B, H, q_len].
+  AttentionParams params(const Tensor& out, const Tensor& lse) const;
+};
+
+AttentionInputs make_inputs(const AttentionCase& c, std::uint64_t seed);
+
+struct NaiveResult {
+  std::vector<double> out;  // [B, q_len, H, Dv]
+  std::vector<double> lse;  // [B, H, q_len]
+};
+
+NaiveResult naive_attention_f64(const AttentionInputs& in);
+NaiveResult naive_attention_f32(const AttentionInputs& in);  // every operation in float
+
+}  // namespace headcount::testing

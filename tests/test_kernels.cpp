@@ -1,0 +1,158 @@
+// Both kernels against the tests' own float64 attention, over the whole case table.
+//
+// Tolerances, from the arithmetic (u = 2^-24, the fp32 unit roundoff):
+//  - reference: it accumulates in double and rounds each output once to fp32, so
+//      |ref - exact| <= u·|exact| + 1e-12·max|v|
+//    where 1e-12 covers double summation over <= 1025 keys + 128 dims (gamma_n ~ 1.3e-13).
+//  - streaming: fp32 throughout, like any fp32 implementation. Following FlashAttention's
+//    rule it may err at most twice as much as a plain fp32 implementation on the same
+//    inputs (materialised scores, fp32 dot products, exp and sums), plus one ulp of
+//    max|v| so that cases where the plain version happens to be exact still pass:
+//      max|stream - exact| <= 2·max|plain32 - exact| + u·max|v|     (same for lse).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "attention_inputs.h"
+#include "case_table.h"
+
+namespace headcount::testing {
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);
+
+struct Outputs {
+  Tensor out, lse;
+  AttentionStats stats;
+};
+
+Outputs run(Kernel kernel, const AttentionInputs& in, int threads) {
+  const AttentionCase& c = in.c;
+  Outputs o{Tensor(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}),
+            Tensor(DType::f32, {c.batch, c.heads, c.q_len}), {}};
+  // Poison the outputs: every element must be written.
+  std::fill_n(o.out.data<float>(), o.out.numel(), std::numeric_limits<float>::quiet_NaN());
+  std::fill_n(o.lse.data<float>(), o.lse.numel(), std::numeric_limits<float>::quiet_NaN());
+  Context ctx({.threads = threads});
+  o.stats = attention(ctx, kernel, in.params(o.out, o.lse));
+  return o;
+}
+
+double max_abs(const std::vector<double>& x) {
+  double m = 0;
+  for (double v : x) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+double max_abs_v(const AttentionInputs& in) {
+  double m = 0;
+  const TensorView& v = in.v;
+  for (std::int64_t a = 0; a < v.shape[0]; ++a)
+    for (std::int64_t b = 0; b < v.shape[1]; ++b)
+      for (std::int64_t c = 0; c < v.shape[2]; ++c)
+        for (std::int64_t d = 0; d < v.shape[3]; ++d)
+          m = std::max(m, std::fabs(double(v.ptr<float>()[v.offset({a, b, c, d})])));
+  return m;
+}
+
+// Largest |got - want| over finite lse values; -inf must match exactly.
+double lse_error(const Tensor& got, const std::vector<double>& want, const char* what) {
+  double err = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double g = got.data<float>()[i];
+    if (std::isinf(want[i])) {
+      EXPECT_TRUE(std::isinf(g) && g < 0) << what << " lse[" << i << "] should be -inf, got " << g;
+    } else {
+      EXPECT_TRUE(std::isfinite(g)) << what << " lse[" << i << "] = " << g;
+      err = std::max(err, std::fabs(g - want[i]));
+    }
+  }
+  return err;
+}
+
+double out_error(const Tensor& got, const std::vector<double>& want, const char* what) {
+  double err = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double g = got.data<float>()[i];
+    EXPECT_FALSE(std::isnan(g)) << what << " out[" << i << "] is NaN";
+    err = std::max(err, std::fabs(g - want[i]));
+  }
+  return err;
+}
+
+double max_error(const std::vector<double>& a, const std::vector<double>& b) {
+  double err = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!std::isinf(b[i])) err = std::max(err, std::fabs(a[i] - b[i]));
+  return err;
+}
+
+// Rows with no visible key: exact zeros in the output.
+void expect_zero_rows(const Tensor& out, const std::vector<double>& lse, const AttentionCase& c, const char* what) {
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t i = 0; i < c.q_len; ++i) {
+        if (!std::isinf(lse[static_cast<std::size_t>((b * c.heads + h) * c.q_len + i)])) continue;
+        for (std::int64_t e = 0; e < c.v_head_dim; ++e)
+          ASSERT_EQ(out.data<float>()[((b * c.q_len + i) * c.heads + h) * c.v_head_dim + e], 0.0f)
+              << what << ": fully masked row b" << b << " h" << h << " i" << i;
+      }
+}
+
+class KernelCase : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(KernelCase, BothKernelsMatchIndependentFloat64) {
+  const AttentionCase& c = GetParam();
+  const AttentionInputs in = make_inputs(c, 1234);
+  const NaiveResult exact = naive_attention_f64(in);
+  const NaiveResult plain = naive_attention_f32(in);
+  const double v_max = max_abs_v(in);
+
+  const Outputs ref = run(Kernel::reference, in, 2);
+  for (std::size_t i = 0; i < exact.out.size(); ++i)
+    ASSERT_NEAR(ref.out.data<float>()[i], exact.out[i], kU * std::fabs(exact.out[i]) + 1e-12 * v_max)
+        << "reference out[" << i << "]";
+  lse_error(ref.lse, exact.lse, "reference");
+  for (std::size_t i = 0; i < exact.lse.size(); ++i)
+    if (!std::isinf(exact.lse[i]))
+      ASSERT_NEAR(ref.lse.data<float>()[i], exact.lse[i], kU * std::fabs(exact.lse[i]) + 1e-12 * (1 + std::fabs(exact.lse[i])));
+  expect_zero_rows(ref.out, exact.lse, c, "reference");
+
+  const Outputs stream = run(Kernel::streaming, in, 2);
+  const double plain_out_err = max_error(plain.out, exact.out);
+  const double plain_lse_err = max_error(plain.lse, exact.lse);
+  const double stream_out_err = out_error(stream.out, exact.out, "streaming");
+  const double stream_lse_err = lse_error(stream.lse, exact.lse, "streaming");
+  EXPECT_LE(stream_out_err, 2 * plain_out_err + kU * v_max)
+      << "plain fp32 error " << plain_out_err << ", max|v| " << v_max;
+  EXPECT_LE(stream_lse_err, 2 * plain_lse_err + kU * (1 + max_abs(exact.lse)))
+      << "plain fp32 lse error " << plain_lse_err;
+  expect_zero_rows(stream.out, exact.lse, c, "streaming");
+
+  if (!c.masked()) {  // the kernels' own counters: every score, every weighted value, once
+    const std::int64_t entries = c.batch * c.heads * c.q_len * c.kv_len;
+    for (const Outputs* o : {&ref, &stream}) {
+      EXPECT_EQ(o->stats.score_macs, entries * c.head_dim);
+      EXPECT_EQ(o->stats.weighted_sum_macs, entries * c.v_head_dim);
+    }
+    EXPECT_EQ(ref.stats.peak_score_entries, entries);
+  }
+}
+
+TEST_P(KernelCase, StreamingIsBitwiseIdenticalForOneAndTwoThreads) {
+  const AttentionInputs in = make_inputs(GetParam(), 99);
+  const Outputs one = run(Kernel::streaming, in, 1);
+  const Outputs two = run(Kernel::streaming, in, 2);
+  ASSERT_EQ(std::memcmp(one.out.data<float>(), two.out.data<float>(), one.out.bytes()), 0);
+  ASSERT_EQ(std::memcmp(one.lse.data<float>(), two.lse.data<float>(), one.lse.bytes()), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(CaseTable, KernelCase, ::testing::ValuesIn(kernel_cases()),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) {
+                           return std::to_string(info.index) + "_" + info.param.name();
+                         });
+
+}  // namespace
+}  // namespace headcount::testing
