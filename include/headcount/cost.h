@@ -1,0 +1,88 @@
+// The cost model: weights, multiply-adds, activation bytes and score memory of one
+// transformer layer (multi-head attention + feed-forward), counted from shapes alone.
+//
+// Shapes use the kernels' vocabulary: batch B, seq_len n (queries), kv_len m (keys),
+// heads H, kv_heads Hkv, head_dim Dk, v_head_dim Dv, d_model d, d_ff. Self-attention:
+// queries, keys and values are all projected from the d_model-wide stream.
+//
+//   stage          weights      multiply-adds     activation (output) elements
+//   Q projection   d*H*Dk       B*n*d*H*Dk        B*n*H*Dk
+//   K projection   d*Hkv*Dk     B*m*d*Hkv*Dk      B*m*Hkv*Dk
+//   V projection   d*Hkv*Dv     B*m*d*Hkv*Dv      B*m*Hkv*Dv
+//   scores         -            B*H*n*m*Dk        B*H*n*m  (the reference path's full grid)
+//   weighted sum   -            B*H*n*m*Dv        B*n*H*Dv (the concatenated heads)
+//   O projection   H*Dv*d       B*n*H*Dv*d        B*n*d
+//   feed-forward   2*d*d_ff     2*B*n*d*d_ff      B*n*d_ff (the hidden layer)
+// Activation bytes = elements * dtype bytes (f32: 4, bf16: 2). Biases are not counted:
+// they are O(width) next to the O(width^2) matrices, and the reference tables leave them out.
+//
+// With Dk = d/H the head count cancels from every weight and multiply-add count; what it
+// does change is how many scores exist at once: B*H*n*m on the reference path, against
+// threads * tuning::streaming_tile_entries() on the streaming path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headcount/tensor.h"
+
+namespace headcount {
+
+struct CostConfig {
+  std::int64_t d_model = 0;     // required, >= 1
+  std::int64_t heads = 0;       // required, >= 1
+  std::int64_t kv_heads = 0;    // 0: = heads; must divide heads
+  std::int64_t head_dim = 0;    // 0: = d_model / heads (heads must divide d_model)
+  std::int64_t v_head_dim = 0;  // 0: = head_dim
+  std::int64_t seq_len = 1;     // queries per sequence
+  std::int64_t kv_len = 0;      // 0: = seq_len
+  std::int64_t batch = 1;       // sequences
+  std::int64_t d_ff = 0;        // 0: = 4 * d_model
+  DType dtype = DType::f32;     // f32 or bf16
+  int threads = 1;              // streaming workers, each holding one score tile
+};
+
+// Validates a config and fills in the defaults; throws Error naming the field.
+CostConfig resolve(const CostConfig& config);
+
+// One row of the cost table. Score entries are nonzero only where scores are formed.
+struct StageCost {
+  std::string stage;
+  std::int64_t weights = 0;                  // parameters, biases excluded
+  std::int64_t macs = 0;                     // multiply-adds
+  std::int64_t activation_bytes = 0;         // the output tensor of the stage
+  std::int64_t reference_score_entries = 0;  // scores alive at once, reference kernel
+  std::int64_t streaming_score_entries = 0;  // scores alive at once, streaming kernel
+};
+
+struct CostReport {
+  CostConfig config;  // resolved
+  // In order: "Q projection", "K projection", "V projection", "scores", "weighted sum",
+  // "O projection", "attention block", "feed-forward", "layer". The two total rows sum
+  // weights, macs and activation bytes, and take the largest score-entry count (a peak).
+  std::vector<StageCost> stages;
+  std::int64_t kv_cache_bytes_per_token = 0;  // one layer's K and V for one token
+  std::int64_t kv_cache_bytes = 0;            // ... for batch * kv_len tokens
+  std::int64_t total_parameters = 0;          // the layer's weights
+
+  // The row named `name`; throws Error if there is none.
+  const StageCost& stage(std::string_view name) const;
+};
+
+// Resolves `config` and counts every stage. Throws Error on a bad config, or if a count
+// would not fit in 64 bits.
+CostReport estimate_cost(const CostConfig& config);
+
+// A table for people: the resolved configuration, one row per stage with thousands
+// separators, the KV-cache size and a note on reference vs streaming score memory.
+std::string format_cost_table(const CostReport& report);
+
+// The same figures as a JSON object: {"config": {...}, "stages": [{"stage", "weights",
+// "macs", "activation_bytes", "reference_score_entries", "streaming_score_entries"}],
+// "kv_cache_bytes_per_token", "kv_cache_bytes", "total_parameters",
+// "streaming_tile_entries"}.
+std::string cost_to_json(const CostReport& report, int indent = 2);
+
+}  // namespace headcount

@@ -1,0 +1,129 @@
+// Presenting a CostReport: a table for people and a JSON object for programs.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "headcount/cost.h"
+#include "kernels/tuning.h"
+
+namespace headcount {
+namespace {
+
+// 1048576 -> "1,048,576": the figures span ten orders of magnitude, and grouped digits are
+// what lets a reader compare 512,000,000 with 1,048,576,000 at a glance.
+std::string grouped(std::int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -static_cast<std::uint64_t>(value)
+                                                : static_cast<std::uint64_t>(value));
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+// Zero in a cost column means "this stage has none" (no weights in the scores), so it
+// prints as a dash rather than a number to be read.
+std::string cell(std::int64_t value) { return value == 0 ? "-" : grouped(value); }
+
+bool is_total(const StageCost& row) {
+  return row.stage == "attention block" || row.stage == "layer";
+}
+
+constexpr int kColumns = 6;
+using Row = std::array<std::string, kColumns>;
+
+}  // namespace
+
+std::string format_cost_table(const CostReport& report) {
+  const CostConfig& c = report.config;
+  const std::int64_t bytes = static_cast<std::int64_t>(dtype_size(c.dtype));
+  std::ostringstream out;
+  out << "layer cost: d_model " << grouped(c.d_model) << ", heads " << c.heads << ", kv_heads "
+      << c.kv_heads << ", head_dim " << c.head_dim << ", v_head_dim " << c.v_head_dim << ", d_ff "
+      << grouped(c.d_ff) << "\n            batch " << c.batch << ", seq_len " << grouped(c.seq_len)
+      << ", kv_len " << grouped(c.kv_len) << ", dtype " << dtype_name(c.dtype) << " (" << bytes
+      << " bytes), threads " << c.threads << "\n\n";
+
+  std::vector<Row> rows = {
+      {"stage", "weights", "multiply-adds", "activation bytes", "ref. scores", "stream scores"}};
+  for (const StageCost& s : report.stages) {
+    rows.push_back({s.stage, cell(s.weights), cell(s.macs), cell(s.activation_bytes),
+                    cell(s.reference_score_entries), cell(s.streaming_score_entries)});
+  }
+  std::array<std::size_t, kColumns> width{};
+  for (const Row& row : rows) {
+    for (int i = 0; i < kColumns; ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  const auto print_row = [&](const Row& row) {
+    out << row[0] << std::string(width[0] - row[0].size(), ' ');  // names left-aligned
+    for (int i = 1; i < kColumns; ++i) {
+      out << "  " << std::string(width[i] - row[i].size(), ' ') << row[i];
+    }
+    out << '\n';
+  };
+  std::size_t line_width = width[0];
+  for (int i = 1; i < kColumns; ++i) line_width += 2 + width[i];
+  const std::string rule(line_width, '-');
+
+  print_row(rows[0]);
+  out << rule << '\n';
+  for (std::size_t i = 0; i < report.stages.size(); ++i) {
+    if (is_total(report.stages[i])) out << rule << '\n';
+    print_row(rows[i + 1]);
+  }
+
+  const std::int64_t tile = tuning::streaming_tile_entries();
+  out << "\nparameters: " << grouped(report.total_parameters)
+      << " (weight matrices only; biases are not counted)\n"
+      << "KV cache: " << grouped(report.kv_cache_bytes_per_token)
+      << " bytes per token per layer = kv_heads * (head_dim + v_head_dim) * " << bytes
+      << " bytes;\n  " << grouped(report.kv_cache_bytes) << " bytes for batch * kv_len tokens\n"
+      << "scores held at once: the reference path materialises batch * heads * seq_len * kv_len\n"
+      << "  = " << grouped(report.stage("scores").reference_score_entries)
+      << " scores (ref. scores); the streaming path holds threads * tile entries\n  = " << c.threads
+      << " * " << grouped(tile) << " = " << grouped(report.stage("scores").streaming_score_entries)
+      << " (stream scores), whatever the lengths and head count\n"
+      << "activation bytes: the tensor each stage outputs (scores: the reference path's full\n"
+      << "  grid; feed-forward: the d_ff-wide hidden); total rows sum their stages and take\n"
+      << "  the peak of the two scores columns\n";
+  return out.str();
+}
+
+std::string cost_to_json(const CostReport& report, int indent) {
+  const CostConfig& c = report.config;
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (const StageCost& s : report.stages) {
+    stages.push_back({{"stage", s.stage},
+                      {"weights", s.weights},
+                      {"macs", s.macs},
+                      {"activation_bytes", s.activation_bytes},
+                      {"reference_score_entries", s.reference_score_entries},
+                      {"streaming_score_entries", s.streaming_score_entries}});
+  }
+  const nlohmann::ordered_json doc = {{"config",
+                                       {{"d_model", c.d_model},
+                                        {"heads", c.heads},
+                                        {"kv_heads", c.kv_heads},
+                                        {"head_dim", c.head_dim},
+                                        {"v_head_dim", c.v_head_dim},
+                                        {"seq_len", c.seq_len},
+                                        {"kv_len", c.kv_len},
+                                        {"batch", c.batch},
+                                        {"d_ff", c.d_ff},
+                                        {"dtype", dtype_name(c.dtype)},
+                                        {"bytes_per_element", dtype_size(c.dtype)},
+                                        {"threads", c.threads}}},
+                                      {"stages", std::move(stages)},
+                                      {"kv_cache_bytes_per_token", report.kv_cache_bytes_per_token},
+                                      {"kv_cache_bytes", report.kv_cache_bytes},
+                                      {"total_parameters", report.total_parameters},
+                                      {"streaming_tile_entries", tuning::streaming_tile_entries()}};
+  return doc.dump(indent);
+}
+
+}  // namespace headcount
