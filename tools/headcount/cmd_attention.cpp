@@ -1,0 +1,226 @@
+// `headcount attention`: run one attention kernel on .npy inputs and write .npy outputs.
+//
+// Inputs (float32, or float64 rounded to float32), in attention.h's layout:
+//   q [batch, q_len, heads, head_dim], k [batch, kv_len, kv_heads, head_dim],
+//   v [batch, kv_len, kv_heads, v_head_dim], bias [batch or 1, heads or 1, q_len, kv_len].
+// Outputs (float32): out [batch, q_len, heads, v_head_dim], lse [batch, heads, q_len],
+//   probs [batch, heads, q_len, kv_len] (reference kernel only).
+// Everything is read, checked and computed before the first byte is written, and the
+// outputs are committed together, so a failure leaves no output file behind.
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+#include "headcount/attention.h"
+#include "headcount/context.h"
+#include "headcount/error.h"
+#include "headcount/npy.h"
+
+namespace headcount::cli {
+namespace {
+
+struct AttentionCliOptions {
+  std::string q, k, v, out, probs, lse, bias;
+  std::string kernel = "streaming";
+  std::string scale;        // parsed here, so "nan" gets our message rather than CLI11's
+  std::string key_lengths;  // "3,5"
+  bool causal = false;
+  int threads = 1;
+  std::int64_t window_left = -1, window_right = -1;
+};
+
+std::optional<float> parse_scale(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const bool parsed = ec == std::errc() && end == text.data() + text.size();
+  check(parsed && std::isfinite(value) && std::isfinite(static_cast<float>(value)), "--scale",
+        "a finite number", text);
+  return static_cast<float>(value);
+}
+
+std::vector<std::int64_t> parse_key_lengths(const std::string& text) {
+  std::vector<std::int64_t> lengths;
+  if (text.empty()) return lengths;
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (true) {
+    std::int64_t value = 0;
+    auto [next, ec] = std::from_chars(p, end, value);
+    check(ec == std::errc() && next != p, "--key-lengths", "comma-separated integers", text);
+    lengths.push_back(value);
+    if (next == end) break;
+    check(*next == ',', "--key-lengths", "comma-separated integers", text);
+    p = next + 1;
+  }
+  return lengths;
+}
+
+std::string index_string(std::int64_t flat, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> index(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return shape_string(index);
+}
+
+// Non-finite input would propagate silently into every output row it touches; reject it
+// at the edge. A bias may hold -inf: that is how it masks a key.
+void check_finite(const std::string& path, const Tensor& t, bool allow_minus_inf = false) {
+  const float* x = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    if (std::isfinite(x[i]) || (allow_minus_inf && x[i] == -INFINITY)) continue;
+    fail(path,
+         detail::concat("values: expected finite numbers", allow_minus_inf ? " (or -inf)" : "",
+                        ", got ", x[i], " at index ", index_string(i, t.shape())));
+  }
+}
+
+Tensor read_input(const std::string& path, int rank, const char* layout,
+                  bool allow_minus_inf = false) {
+  Tensor t = read_npy_f32(path);
+  check(t.rank() == rank, path + ": shape", layout, shape_string(t.shape()));
+  check_finite(path, t, allow_minus_inf);
+  return t;
+}
+
+// Writes each output under a temporary name, then renames them all into place. If any
+// step fails, the temporaries and any outputs already renamed are removed.
+void write_outputs(const std::vector<std::pair<std::string, TensorView>>& outputs) {
+  std::vector<std::string> temps;
+  std::size_t renamed = 0;
+  auto clean_up = [&] {
+    for (std::size_t i = 0; i < temps.size(); ++i)
+      std::remove((i < renamed ? outputs[i].first : temps[i]).c_str());
+  };
+  try {
+    for (const auto& [path, view] : outputs) {
+      temps.push_back(detail::concat(path, ".partial.", ::getpid()));
+      try {
+        write_npy(temps.back(), view);
+      } catch (const Error& e) {
+        // Name the output the user asked for, not our temporary.
+        const std::string message = e.what();
+        throw Error(message.starts_with(temps.back()) ? path + message.substr(temps.back().size())
+                                                      : message);
+      }
+    }
+    for (; renamed < outputs.size(); ++renamed) {
+      if (std::rename(temps[renamed].c_str(), outputs[renamed].first.c_str()) != 0)
+        fail(outputs[renamed].first, "file: cannot move the finished output into place");
+    }
+  } catch (...) {
+    clean_up();
+    throw;
+  }
+}
+
+void run_attention(const AttentionCliOptions& o, bool kernel_given) {
+  // 1. Options first: a typo should not cost a read of large inputs.
+  Kernel kernel = parse_kernel(o.kernel);
+  if (!o.probs.empty()) {
+    check(!kernel_given || kernel == Kernel::reference, "--probs",
+          "--kernel reference (only the reference kernel materialises probabilities)", o.kernel);
+    kernel = Kernel::reference;
+  }
+  const std::optional<float> scale = parse_scale(o.scale);
+  const std::vector<std::int64_t> key_lengths = parse_key_lengths(o.key_lengths);
+  std::set<std::string> names{o.out};
+  for (const std::string* p : {&o.lse, &o.probs})
+    if (!p->empty()) check(names.insert(*p).second, "outputs", "distinct paths", *p + " twice");
+
+  // 2. Inputs, each checked for rank and finiteness with its file named.
+  const Tensor q = read_input(o.q, 4, "4 dimensions [batch, q_len, heads, head_dim]");
+  const Tensor k = read_input(o.k, 4, "4 dimensions [batch, kv_len, kv_heads, head_dim]");
+  const Tensor v = read_input(o.v, 4, "4 dimensions [batch, kv_len, kv_heads, v_head_dim]");
+  Tensor bias;
+  if (!o.bias.empty())
+    bias = read_input(o.bias, 4, "4 dimensions [batch or 1, heads or 1, q_len, kv_len]", true);
+
+  // 3. Outputs, sized from the inputs; validate() checks that the sizes agree.
+  const std::int64_t batch = q.size(0), q_len = q.size(1), heads = q.size(2);
+  const std::int64_t kv_len = k.size(1), v_head_dim = v.size(3);
+  Tensor out(DType::f32, {batch, q_len, heads, v_head_dim});
+  Tensor lse, probs;
+  AttentionParams params;
+  params.q = q.view();
+  params.k = k.view();
+  params.v = v.view();
+  params.out = out.view();
+  params.scale = scale;
+  params.causal = o.causal;
+  params.window_left = o.window_left;
+  params.window_right = o.window_right;
+  params.key_lengths = key_lengths;
+  if (!bias.empty()) params.bias = bias.view();
+  if (!o.lse.empty()) {
+    lse = Tensor(DType::f32, {batch, heads, q_len});
+    params.lse = lse.view();
+  }
+  if (!o.probs.empty()) {
+    probs = Tensor(DType::f32, {batch, heads, q_len, kv_len});
+    params.probs_mode = ProbsMode::per_head;
+    params.probs = probs.view();
+  }
+
+  // 4. Compute.
+  Context ctx(ContextOptions{.threads = o.threads});
+  const auto start = std::chrono::steady_clock::now();
+  attention(ctx, kernel, params);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  // 5. Commit every output together.
+  std::vector<std::pair<std::string, TensorView>> outputs{{o.out, out.view()}};
+  if (!o.lse.empty()) outputs.emplace_back(o.lse, lse.view());
+  if (!o.probs.empty()) outputs.emplace_back(o.probs, probs.view());
+  write_outputs(outputs);
+
+  std::printf("attention: q %s k %s v %s -> out %s, kernel %s, %d thread%s, %.3f ms\n",
+              shape_string(q.shape()).c_str(), shape_string(k.shape()).c_str(),
+              shape_string(v.shape()).c_str(), shape_string(out.shape()).c_str(),
+              kernel_name(kernel), o.threads, o.threads == 1 ? "" : "s", ms);
+}
+
+}  // namespace
+
+void register_attention(CLI::App& app) {
+  // Shared with the callback, which runs after parsing, when `app` has filled it in.
+  auto o = std::make_shared<AttentionCliOptions>();
+  CLI::App* cmd = app.add_subcommand("attention", "Run one attention kernel on .npy inputs");
+  cmd->add_option("--q", o->q, "Queries .npy [batch, q_len, heads, head_dim]")->required();
+  cmd->add_option("--k", o->k, "Keys .npy [batch, kv_len, kv_heads, head_dim]")->required();
+  cmd->add_option("--v", o->v, "Values .npy [batch, kv_len, kv_heads, v_head_dim]")->required();
+  cmd->add_option("--out", o->out, "Output .npy [batch, q_len, heads, v_head_dim]")->required();
+  cmd->add_flag("--causal", o->causal, "Causal mask, aligned to the bottom right");
+  cmd->add_option("--scale", o->scale, "Score scale (default 1/sqrt(head_dim))");
+  cmd->add_option("--kernel", o->kernel, "reference or streaming")->capture_default_str();
+  cmd->add_option("--probs", o->probs,
+                  "Write per-head probabilities [batch, heads, q_len, kv_len] (reference kernel)");
+  cmd->add_option("--lse", o->lse,
+                  "Write the log-sum-exp of the scaled scores [batch, heads, q_len]");
+  cmd->add_option("--threads", o->threads, "Workers")->capture_default_str();
+  cmd->add_option("--window-left", o->window_left,
+                  "Keys visible before the diagonal (-1: unbounded)")
+      ->capture_default_str();
+  cmd->add_option("--window-right", o->window_right,
+                  "Keys visible after the diagonal (-1: unbounded)")
+      ->capture_default_str();
+  cmd->add_option("--key-lengths", o->key_lengths, "Valid keys per batch element, e.g. 3,5");
+  cmd->add_option("--bias", o->bias, "Additive bias .npy [batch or 1, heads or 1, q_len, kv_len]");
+
+  cmd->callback([o, cmd] { run_attention(*o, cmd->count("--kernel") > 0); });
+}
+
+}  // namespace headcount::cli
