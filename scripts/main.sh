@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# headcount's main job on the bundled default: the seeds' cost table (one head of 512 and
+# eight heads of 64 cost the same; only the scores held at once grow with h), then a
+# timed run of the attention layer, reference against streaming. Assumes scripts/setup.sh.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/build.sh" "$root/build" -DHEADCOUNT_BUILD_TESTS=OFF
+hc="$root/build/headcount"
+for heads in 1 8; do
+  "$hc" cost --d-model 512 --heads "$heads" --seq-len 1000
+  echo
+done
+"$hc" layer --d-model 512 --heads 8 --seq-len 1000 --threads "$(nproc)"

@@ -1,0 +1,228 @@
+// Every bad input to the kernels is an Error that names the parameter and says
+// "expected X, got Y" (one test per error), never a crash, an abort or a NaN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "headcount/attention.h"
+#include "headcount/error.h"
+
+namespace headcount::testing {
+namespace {
+
+struct Fixture {
+  Tensor q{DType::f32, {2, 5, 4, 8}};
+  Tensor k{DType::f32, {2, 6, 2, 8}};
+  Tensor v{DType::f32, {2, 6, 2, 3}};
+  Tensor out{DType::f32, {2, 5, 4, 3}};
+  Tensor lse{DType::f32, {2, 4, 5}};
+  AttentionParams params() const {
+    return {.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view(), .lse = lse.view()};
+  }
+};
+
+// The message of the Error both kernels throw (they must agree), or "no error".
+std::string error_of(const AttentionParams& p) {
+  std::string messages[2];
+  int i = 0;
+  for (Kernel kernel : {Kernel::reference, Kernel::streaming}) {
+    Context ctx;
+    try {
+      attention(ctx, kernel, p);
+      messages[i] = "no error";
+    } catch (const Error& e) {
+      messages[i] = e.what();
+    }
+    ++i;
+  }
+  EXPECT_EQ(messages[0], messages[1]);
+  return messages[0];
+}
+
+#define EXPECT_ERROR(params, text) EXPECT_EQ(error_of(params), text)
+
+TEST(KernelValidation, AcceptsTheFixture) {
+  Fixture f;
+  EXPECT_ERROR(f.params(), "no error");
+}
+
+TEST(KernelValidation, HeadsNotDivisibleByKvHeads) {
+  Fixture f;
+  Tensor k(DType::f32, {2, 6, 3, 8}), v(DType::f32, {2, 6, 3, 3});
+  AttentionParams p = f.params();
+  p.k = k.view();
+  p.v = v.view();
+  EXPECT_ERROR(p, "kv_heads: expected a divisor of heads = 4, got 3");
+}
+
+TEST(KernelValidation, ZeroSizes) {
+  Fixture f;
+  AttentionParams p = f.params();
+  p.q.shape[1] = 0;
+  EXPECT_ERROR(p, "q shape: expected every size >= 1 [batch, q_len, heads, head_dim], got [2, 0, 4, 8]");
+  p = f.params();
+  p.k.shape[1] = -3;
+  EXPECT_ERROR(p, "k shape: expected every size >= 1 [batch, kv_len, kv_heads, head_dim], got [2, -3, 2, 8]");
+}
+
+TEST(KernelValidation, ShapeMismatches) {
+  Fixture f;
+  Tensor k(DType::f32, {2, 6, 2, 7});
+  AttentionParams p = f.params();
+  p.k = k.view();
+  EXPECT_ERROR(p, "k shape: expected [2, 6, 2, 8] (batch and head_dim of q), got [2, 6, 2, 7]");
+  Tensor v(DType::f32, {2, 5, 2, 3});
+  p = f.params();
+  p.v = v.view();
+  EXPECT_ERROR(p, "v shape: expected [2, 6, 2, 3] (batch, kv_len and kv_heads of k), got [2, 5, 2, 3]");
+  Tensor out(DType::f32, {2, 5, 4, 8});
+  p = f.params();
+  p.out = out.view();
+  EXPECT_ERROR(p, "out shape: expected [2, 5, 4, 3] [batch, q_len, heads, v_head_dim], got [2, 5, 4, 8]");
+  Tensor lse(DType::f32, {2, 5, 4});
+  p = f.params();
+  p.lse = lse.view();
+  EXPECT_ERROR(p, "lse shape: expected [2, 4, 5] [batch, heads, q_len], got [2, 5, 4]");
+  Tensor q3(DType::f32, {2, 5, 32});
+  p = f.params();
+  p.q = q3.view();
+  EXPECT_ERROR(p, "q rank: expected 4 dims [batch, q_len, heads, head_dim], got 3 dims [2, 5, 32]");
+  p = f.params();
+  p.k = TensorView{};
+  EXPECT_ERROR(p, "k: expected a tensor [batch, kv_len, kv_heads, head_dim], got no data");
+}
+
+TEST(KernelValidation, StrideMismatches) {
+  Fixture f;
+  AttentionParams p = f.params();
+  p.q.strides[3] = -1;
+  EXPECT_ERROR(p, "q strides: expected non-negative strides, got [160, 32, 8, -1]");
+  p = f.params();
+  p.out.strides[1] = 0;  // two queries would write one address
+  EXPECT_ERROR(p, "out strides: expected non-zero strides on every dimension of size > 1 (an output), got [60, 0, 3, 1]");
+}
+
+TEST(KernelValidation, DtypeMismatch) {
+  Fixture f;
+  Tensor q(DType::f64, {2, 5, 4, 8});
+  AttentionParams p = f.params();
+  p.q = q.view();
+  EXPECT_ERROR(p, "q dtype: expected f32, got f64");
+}
+
+TEST(KernelValidation, ScaleNotFinite) {
+  Fixture f;
+  AttentionParams p = f.params();
+  p.scale = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_ERROR(p, "scale: expected a finite number, got nan");
+  p.scale = std::numeric_limits<float>::infinity();
+  EXPECT_ERROR(p, "scale: expected a finite number, got inf");
+}
+
+TEST(KernelValidation, MasksOfTheWrongShape) {
+  Fixture f;
+  AttentionParams p = f.params();
+  const std::vector<std::int64_t> three = {6, 6, 6};
+  p.key_lengths = three;
+  EXPECT_ERROR(p, "key_lengths: expected 2 entries (one per batch element), got 3");
+  const std::vector<std::int64_t> too_long = {6, 7};
+  p.key_lengths = too_long;
+  EXPECT_ERROR(p, "key_lengths[1]: expected 0 to kv_len = 6, got 7");
+  p = f.params();
+  p.window_left = -2;
+  EXPECT_ERROR(p, "window_left: expected -1 (unbounded) or >= 0, got -2");
+  Tensor bias(DType::f32, {2, 2, 5, 6});
+  p = f.params();
+  p.bias = bias.view();
+  EXPECT_ERROR(p, "bias shape: expected [1 or 2, 1 or 4, 5, 6], got [2, 2, 5, 6]");
+  Tensor bias3(DType::f32, {5, 6, 1});
+  p.bias = bias3.view();
+  EXPECT_ERROR(p, "bias rank: expected 4 dims [batch or 1, heads or 1, q_len, kv_len], got 3 dims [5, 6, 1]");
+}
+
+TEST(KernelValidation, NonFiniteValues) {
+  Fixture f;
+  f.k.data<float>()[f.k.view().offset({1, 2, 1, 3})] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_ERROR(f.params(), "k: expected finite values, got nan at [1, 2, 1, 3]");
+  Fixture g;
+  Tensor bias(DType::f32, {1, 1, 5, 6});
+  bias.data<float>()[7] = std::numeric_limits<float>::infinity();
+  AttentionParams p = g.params();
+  p.bias = bias.view();
+  EXPECT_ERROR(p, "bias: expected finite values or -inf, got inf at [0, 0, 1, 1]");
+  bias.data<float>()[7] = -std::numeric_limits<float>::infinity();  // -inf masks: allowed
+  EXPECT_ERROR(p, "no error");
+}
+
+TEST(KernelValidation, ProbabilitiesOnlyOnTheReferencePath) {
+  Fixture f;
+  Tensor probs(DType::f32, {2, 4, 5, 6});
+  AttentionParams p = f.params();
+  p.probs_mode = ProbsMode::per_head;
+  p.probs = probs.view();
+  Context ctx;
+  EXPECT_NO_THROW(attention_reference(ctx, p));
+  try {
+    attention_streaming(ctx, p);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "probs_mode: expected none on the streaming kernel (only the reference materialises probabilities), got per_head");
+  }
+  Tensor wrong(DType::f32, {2, 5, 5});
+  p.probs_mode = ProbsMode::averaged;
+  p.probs = wrong.view();
+  EXPECT_THROW(attention_reference(ctx, p), Error);
+}
+
+TEST(KernelValidation, ParseKernel) {
+  EXPECT_EQ(parse_kernel("reference"), Kernel::reference);
+  EXPECT_EQ(parse_kernel("streaming"), Kernel::streaming);
+  try {
+    parse_kernel("flash");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "kernel: expected reference or streaming, got flash");
+  }
+}
+
+TEST(Context, RejectsBadThreadCountsAndRunsEveryTaskOnce) {
+  EXPECT_THROW(Context({.threads = 0}), Error);
+  Context ctx({.threads = 2});
+  std::vector<int> hits(1000, 0);
+  ctx.parallel_for(1000, [&](std::int64_t task, int worker) {
+    ASSERT_GE(worker, 0);
+    ASSERT_LT(worker, 2);
+    hits[static_cast<std::size_t>(task)] += 1;
+  });
+  for (int h : hits) ASSERT_EQ(h, 1);
+}
+
+TEST(Tensor, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(to_bf16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(to_float(to_bf16(1.0f)), 1.0f);
+  EXPECT_EQ(to_bf16(1.00390625f).bits, 0x3f80);  // exactly half-way: to even
+  EXPECT_EQ(to_bf16(1.01171875f).bits, 0x3f82);  // half-way above an odd: up
+  EXPECT_TRUE(std::isnan(to_float(to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isinf(to_float(to_bf16(std::numeric_limits<float>::infinity()))));
+}
+
+TEST(Tensor, ViewsAndShapes) {
+  Tensor t(DType::f32, {2, 3, 4});
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.bytes(), 96u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data<float>()) % 64, 0u);
+  const TensorView v = t.view();
+  EXPECT_TRUE(v.is_contiguous());
+  EXPECT_EQ(v.shape_string(), "[2, 3, 4]");
+  EXPECT_EQ(v.strides_string(), "[12, 4, 1]");
+  const TensorView s = TensorView::strided(t.data<float>(), DType::f32, {2, 3, 2}, {12, 4, 2});
+  EXPECT_FALSE(s.is_contiguous());
+  EXPECT_EQ(s.offset({1, 2, 1}), 22);
+  EXPECT_THROW(Tensor(DType::f32, {1, 2, 3, 4, 5}), Error);
+  EXPECT_THROW(Tensor(DType::f32, {2, -1}), Error);
+}
+
+}  // namespace
+}  // namespace headcount::testing
