@@ -4,7 +4,7 @@
 # timed run of the attention layer, reference against streaming. Assumes scripts/setup.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/build.sh" "$root/build" -DHEADCOUNT_BUILD_TESTS=OFF
+HEADCOUNT_TARGET=headcount_cli "$root/scripts/build.sh" "$root/build"
 hc="$root/build/headcount"
 for heads in 1 8; do
   "$hc" cost --d-model 512 --heads "$heads" --seq-len 1000

@@ -73,7 +73,7 @@ TEST(Cost, MultiplyAddsDoNotDependOnHeadCount) {
 }
 
 TEST(Cost, ScoreEntriesAtOnce) {
-  const std::int64_t tile = tuning::streaming_tile_entries();
+  const std::int64_t tile = tuning::streaming_tile_entries(1, 1000);
   const CostReport eight = base(8), one = base(1);
   EXPECT_EQ(eight.stage("scores").reference_score_entries, 8'000'000);
   EXPECT_EQ(one.stage("scores").reference_score_entries, 1'000'000);
@@ -264,7 +264,7 @@ TEST(CostCli, JsonFigures) {
   EXPECT_EQ(find_stage(doc, "scores")["macs"], 512'000'000);
   EXPECT_EQ(find_stage(doc, "weighted sum")["macs"], 512'000'000);
   EXPECT_EQ(find_stage(doc, "scores")["reference_score_entries"], 8'000'000);
-  EXPECT_EQ(find_stage(doc, "scores")["streaming_score_entries"], tuning::streaming_tile_entries());
+  EXPECT_EQ(find_stage(doc, "scores")["streaming_score_entries"], tuning::streaming_tile_entries(1, 1000));
   EXPECT_EQ(doc["kv_cache_bytes_per_token"], 4096);
   EXPECT_EQ(doc["total_parameters"], 3'145'728);
 }

@@ -28,14 +28,22 @@ struct Outputs {
   AttentionStats stats;
 };
 
-Outputs run(Kernel kernel, const AttentionInputs& in, int threads) {
+// Every instruction set this CPU runs: the streaming kernel is checked on each.
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+Outputs run(Kernel kernel, const AttentionInputs& in, int threads, Isa isa = Isa::best) {
   const AttentionCase& c = in.c;
   Outputs o{Tensor(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}),
             Tensor(DType::f32, {c.batch, c.heads, c.q_len}), {}};
   // Poison the outputs: every element must be written.
   std::fill_n(o.out.data<float>(), o.out.numel(), std::numeric_limits<float>::quiet_NaN());
   std::fill_n(o.lse.data<float>(), o.lse.numel(), std::numeric_limits<float>::quiet_NaN());
-  Context ctx({.threads = threads});
+  Context ctx({.threads = threads, .isa = isa});
   o.stats = attention(ctx, kernel, in.params(o.out, o.lse));
   return o;
 }
@@ -120,20 +128,24 @@ TEST_P(KernelCase, BothKernelsMatchIndependentFloat64) {
       ASSERT_NEAR(ref.lse.data<float>()[i], exact.lse[i], kU * std::fabs(exact.lse[i]) + 1e-12 * (1 + std::fabs(exact.lse[i])));
   expect_zero_rows(ref.out, exact.lse, c, "reference");
 
-  const Outputs stream = run(Kernel::streaming, in, 2);
   const double plain_out_err = max_error(plain.out, exact.out);
   const double plain_lse_err = max_error(plain.lse, exact.lse);
-  const double stream_out_err = out_error(stream.out, exact.out, "streaming");
-  const double stream_lse_err = lse_error(stream.lse, exact.lse, "streaming");
-  EXPECT_LE(stream_out_err, 2 * plain_out_err + kU * v_max)
-      << "plain fp32 error " << plain_out_err << ", max|v| " << v_max;
-  EXPECT_LE(stream_lse_err, 2 * plain_lse_err + kU * (1 + max_abs(exact.lse)))
-      << "plain fp32 lse error " << plain_lse_err;
-  expect_zero_rows(stream.out, exact.lse, c, "streaming");
+  Outputs stream;
+  for (Isa isa : supported_isas()) {
+    SCOPED_TRACE(std::string("streaming on ") + isa_name(isa));
+    stream = run(Kernel::streaming, in, 2, isa);
+    const double stream_out_err = out_error(stream.out, exact.out, "streaming");
+    const double stream_lse_err = lse_error(stream.lse, exact.lse, "streaming");
+    EXPECT_LE(stream_out_err, 2 * plain_out_err + kU * v_max)
+        << "plain fp32 error " << plain_out_err << ", max|v| " << v_max;
+    EXPECT_LE(stream_lse_err, 2 * plain_lse_err + kU * (1 + max_abs(exact.lse)))
+        << "plain fp32 lse error " << plain_lse_err;
+    expect_zero_rows(stream.out, exact.lse, c, "streaming");
+  }
 
   if (!c.masked()) {  // the kernels' own counters: every score, every weighted value, once
     const std::int64_t entries = c.batch * c.heads * c.q_len * c.kv_len;
-    for (const Outputs* o : {&ref, &stream}) {
+    for (const Outputs* o : {&ref, static_cast<const Outputs*>(&stream)}) {
       EXPECT_EQ(o->stats.score_macs, entries * c.head_dim);
       EXPECT_EQ(o->stats.weighted_sum_macs, entries * c.v_head_dim);
     }
@@ -147,6 +159,66 @@ TEST_P(KernelCase, StreamingIsBitwiseIdenticalForOneAndTwoThreads) {
   const Outputs two = run(Kernel::streaming, in, 2);
   ASSERT_EQ(std::memcmp(one.out.data<float>(), two.out.data<float>(), one.out.bytes()), 0);
   ASSERT_EQ(std::memcmp(one.lse.data<float>(), two.lse.data<float>(), one.lse.bytes()), 0);
+}
+
+// bf16 inputs: the same case with q, k, v rounded to bf16. The float64 oracle reads the
+// same bf16 values, so input rounding is not an error here. On avx512_bf16 the kernel
+// rounds P to bf16 (relative error <= 2^-9 per weight) before P·V; since the weights sum
+// to 1, that moves an output by at most 2^-9·max|v|. Other ISAs widen to fp32. So:
+//   max|stream - exact| <= 2^-9·max|v| + 2·(plain fp32 error) + u·max|v|.
+TEST_P(KernelCase, Bf16InputsOnEveryIsa) {
+  const AttentionCase& c = GetParam();
+  if (c.batch * c.heads * c.q_len * c.kv_len > 4'000'000) GTEST_SKIP() << "covered by smaller cases";
+  AttentionInputs in = make_inputs(c, 4321);
+  // Round each input to bf16 in place (so the fp32 oracles see the bf16 values) and keep
+  // a bf16 copy with the same strides for the kernel.
+  auto to_bf16_view = [](TensorView& view, Tensor& storage, Tensor& copy) {
+    copy = Tensor(DType::bf16, storage.shape());
+    for (std::int64_t i = 0; i < storage.numel(); ++i) {
+      const bf16 h = to_bf16(storage.data<float>()[i]);
+      storage.data<float>()[i] = to_float(h);
+      copy.data<bf16>()[i] = h;
+    }
+    TensorView out = view;
+    out.dtype = DType::bf16;
+    out.data = copy.data<bf16>() + (view.ptr<float>() - storage.data<float>());
+    return out;
+  };
+  Tensor q16, k16, v16;
+  const TensorView q_view = to_bf16_view(in.q, in.q_storage, q16);
+  const bool shared = in.v_storage.empty();  // fused layout: k and v share one buffer
+  const TensorView k_view = to_bf16_view(in.k, in.k_storage, k16);
+  TensorView v_view;
+  if (shared) {
+    v_view = in.v;
+    v_view.dtype = DType::bf16;
+    v_view.data = k16.data<bf16>() + (in.v.ptr<float>() - in.k_storage.data<float>());
+  } else {
+    v_view = to_bf16_view(in.v, in.v_storage, v16);
+  }
+  const NaiveResult exact = naive_attention_f64(in);
+  const NaiveResult plain = naive_attention_f32(in);
+  const double v_max = max_abs_v(in);
+  const double plain_err = max_error(plain.out, exact.out);
+  for (Isa isa : supported_isas()) {
+    SCOPED_TRACE(std::string("bf16 streaming on ") + isa_name(isa));
+    Tensor out(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}), lse(DType::f32, {c.batch, c.heads, c.q_len});
+    AttentionParams p = in.params(out, lse);
+    p.q = q_view;
+    p.k = k_view;
+    p.v = v_view;
+    Context ctx({.threads = 2, .isa = isa});
+    attention_streaming(ctx, p);
+    const double err = out_error(out, exact.out, "bf16 streaming");
+    EXPECT_LE(err, std::ldexp(1.0, -9) * v_max + 2 * plain_err + kU * v_max) << "plain fp32 error " << plain_err;
+    expect_zero_rows(out, exact.lse, c, "bf16 streaming");
+    // The reference reads bf16 exactly: same bound as for fp32 inputs.
+    Tensor ref_out(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim});
+    p.out = ref_out.view();
+    attention_reference(ctx, p);
+    for (std::size_t i = 0; i < exact.out.size(); ++i)
+      ASSERT_NEAR(ref_out.data<float>()[i], exact.out[i], kU * std::fabs(exact.out[i]) + 1e-12 * v_max);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(CaseTable, KernelCase, ::testing::ValuesIn(kernel_cases()),

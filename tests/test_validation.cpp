@@ -109,7 +109,11 @@ TEST(KernelValidation, DtypeMismatch) {
   Tensor q(DType::f64, {2, 5, 4, 8});
   AttentionParams p = f.params();
   p.q = q.view();
-  EXPECT_ERROR(p, "q dtype: expected f32, got f64");
+  EXPECT_ERROR(p, "q dtype: expected f32 or bf16, got f64");
+  Tensor k16(DType::bf16, {2, 6, 2, 8});
+  p = f.params();
+  p.k = k16.view();
+  EXPECT_ERROR(p, "k and v dtype: expected f32 (the dtype of q), got bf16 and f32");
 }
 
 TEST(KernelValidation, ScaleNotFinite) {

@@ -36,7 +36,7 @@ namespace headcount {
 enum class ProbsMode { none, per_head, averaged };
 
 struct AttentionParams {
-  TensorView q, k, v;  // f32 (bf16 arrives with the fast kernels)
+  TensorView q, k, v;  // all f32 or all bf16 (fp32 accumulation and softmax either way)
   TensorView out;      // f32, written
   TensorView lse;      // optional f32 [batch, heads, q_len], written
   std::optional<float> scale;  // default 1/sqrt(head_dim); must be finite

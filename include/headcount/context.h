@@ -9,16 +9,39 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
+
+#include "headcount/isa.h"
 
 namespace headcount {
 
 struct ContextOptions {
-  int threads = 1;  // workers including the calling thread; >= 1
+  int threads = 1;      // workers including the calling thread; >= 1
+  Isa isa = Isa::best;  // instruction set of the kernels; an unsupported one is an Error
+};
+
+// A non-owning reference to a callable: parallel_for takes one so that calling it never
+// allocates (a std::function holding a large lambda would, on every call).
+template <typename Signature>
+class FunctionRef;
+template <typename R, typename... Args>
+class FunctionRef<R(Args...)> {
+ public:
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
+  FunctionRef(F&& f)  // NOLINT: implicit by design, like std::function
+      : object_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, Args... args) -> R {
+          return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<Args>(args)...);
+        }) {}
+  R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
+
+ private:
+  void* object_;
+  R (*call_)(void*, Args...);
 };
 
 class Context {
@@ -29,11 +52,12 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   int threads() const { return threads_; }
+  Isa isa() const { return isa_; }
 
   // Calls fn(task, worker) for every task in [0, count), spread over the workers, and
   // returns when all are done. `worker` is in [0, threads()) and indexes scratch().
   // Which worker runs a task never changes what the task computes.
-  void parallel_for(std::int64_t count, const std::function<void(std::int64_t, int)>& fn);
+  void parallel_for(std::int64_t count, FunctionRef<void(std::int64_t, int)> fn);
 
   // Worker-private scratch of at least `bytes`, 64-byte aligned. Grows, never shrinks;
   // valid until the next scratch() call by the same worker.
@@ -45,16 +69,20 @@ class Context {
 
   // Bytes currently reserved by scratch and workspace buffers.
   std::size_t reserved_bytes() const;
+  // How many times scratch or workspace memory was (re)allocated: constant once warm.
+  std::int64_t allocations() const { return allocations_; }
 
  private:
   struct Buffer {
     std::byte* data = nullptr;
     std::size_t bytes = 0;
   };
-  static void* grow(Buffer& buffer, std::size_t bytes);
+  void* grow(Buffer& buffer, std::size_t bytes);
   void worker_loop(int worker);
 
   int threads_ = 1;
+  Isa isa_ = Isa::generic;
+  std::int64_t allocations_ = 0;
   std::vector<Buffer> scratch_;
   std::vector<Buffer> workspace_;
   std::vector<std::thread> pool_;
@@ -62,7 +90,7 @@ class Context {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  const std::function<void(std::int64_t, int)>* job_ = nullptr;
+  const FunctionRef<void(std::int64_t, int)>* job_ = nullptr;
   std::int64_t job_count_ = 0;
   std::int64_t next_task_ = 0;
   int busy_workers_ = 0;

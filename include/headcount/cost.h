@@ -18,7 +18,7 @@
 //
 // With Dk = d/H the head count cancels from every weight and multiply-add count; what it
 // does change is how many scores exist at once: B*H*n*m on the reference path, against
-// threads * tuning::streaming_tile_entries() on the streaming path.
+// threads * tuning::streaming_tile_entries(group) on the streaming path.
 #pragma once
 
 #include <cstdint>

@@ -77,7 +77,7 @@ std::string format_cost_table(const CostReport& report) {
     print_row(rows[i + 1]);
   }
 
-  const std::int64_t tile = tuning::streaming_tile_entries();
+  const std::int64_t tile = tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len);
   out << "\nparameters: " << grouped(report.total_parameters)
       << " (weight matrices only; biases are not counted)\n"
       << "KV cache: " << grouped(report.kv_cache_bytes_per_token)
@@ -122,7 +122,7 @@ std::string cost_to_json(const CostReport& report, int indent) {
                                       {"kv_cache_bytes_per_token", report.kv_cache_bytes_per_token},
                                       {"kv_cache_bytes", report.kv_cache_bytes},
                                       {"total_parameters", report.total_parameters},
-                                      {"streaming_tile_entries", tuning::streaming_tile_entries()}};
+                                      {"streaming_tile_entries", tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len)}};
   return doc.dump(indent);
 }
 

@@ -123,7 +123,7 @@ CostReport estimate_cost(const CostConfig& config) {
       .macs = product("scores", {B, H, n, m, Dk}),
       .activation_bytes = product("scores", {B, H, n, m, bytes}),
       .reference_score_entries = product("scores", {B, H, n, m}),
-      .streaming_score_entries = product("scores", {c.threads, tuning::streaming_tile_entries()})};
+      .streaming_score_entries = product("scores", {c.threads, tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len)})};
   const StageCost weighted{.stage = "weighted sum",
                            .macs = product("weighted sum", {B, H, n, m, Dv}),
                            .activation_bytes = product("weighted sum", {B, n, H, Dv, bytes})};

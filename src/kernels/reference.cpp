@@ -30,9 +30,11 @@ AttentionStats attention_reference(Context& ctx, const AttentionParams& p) {
   std::vector<double> probs(static_cast<std::size_t>(s.batch * s.heads * s.q_len * s.kv_len));
   std::vector<std::int64_t> computed_entries(static_cast<std::size_t>(s.batch * s.heads), 0);
 
-  const float* q = p.q.ptr<const float>();
-  const float* k = p.k.ptr<const float>();
-  const float* v = p.v.ptr<const float>();
+  // Inputs are f32 or bf16; every value is widened exactly to double.
+  auto value = [](const TensorView& t, std::int64_t off) {
+    return t.dtype == DType::bf16 ? static_cast<double>(to_float(t.ptr<const bf16>()[off]))
+                                  : static_cast<double>(t.ptr<const float>()[off]);
+  };
   float* out = p.out.ptr<float>();
   const float* bias = p.bias.empty() ? nullptr : p.bias.ptr<const float>();
 
@@ -49,17 +51,16 @@ AttentionStats attention_reference(Context& ctx, const AttentionParams& p) {
     for (std::int64_t i = 0; i < s.q_len; ++i) {
       double* row = P + i * s.kv_len;
       const KeyRange keys = mask.keys_for(i, key_length);
-      const float* q_row = q + p.q.offset({b, i, h, 0});
+      const std::int64_t q_row = p.q.offset({b, i, h, 0});
 
       // 1. scores
       for (std::int64_t j = 0; j < s.kv_len; ++j) {
         row[j] = minus_inf;
         if (j < keys.begin || j >= keys.end) continue;
-        const float* k_row = k + p.k.offset({b, j, kv_h, 0});
+        const std::int64_t k_row = p.k.offset({b, j, kv_h, 0});
         double dot = 0.0;
         for (std::int64_t d = 0; d < s.head_dim; ++d)
-          dot += static_cast<double>(q_row[d * p.q.strides[3]]) *
-                 static_cast<double>(k_row[d * p.k.strides[3]]);
+          dot += value(p.q, q_row + d * p.q.strides[3]) * value(p.k, k_row + d * p.k.strides[3]);
         row[j] = static_cast<double>(s.scale) * dot;
         if (bias) {
           const std::int64_t bb = p.bias.shape[0] == 1 ? 0 : b;
@@ -85,9 +86,9 @@ AttentionStats attention_reference(Context& ctx, const AttentionParams& p) {
       // 3. output
       std::fill(acc.begin(), acc.end(), 0.0);
       for (std::int64_t j = keys.begin; j < keys.end; ++j) {
-        const float* v_row = v + p.v.offset({b, j, kv_h, 0});
+        const std::int64_t v_row = p.v.offset({b, j, kv_h, 0});
         for (std::int64_t e = 0; e < s.v_head_dim; ++e)
-          acc[static_cast<std::size_t>(e)] += row[j] * static_cast<double>(v_row[e * p.v.strides[3]]);
+          acc[static_cast<std::size_t>(e)] += row[j] * value(p.v, v_row + e * p.v.strides[3]);
       }
       for (std::int64_t e = 0; e < s.v_head_dim; ++e)
         out[p.out.offset({b, i, h, e})] = static_cast<float>(acc[static_cast<std::size_t>(e)]);

@@ -1,80 +1,316 @@
 // The streaming (flash) forward kernel: exact attention that never holds more than one
 // tile of scores per worker, whatever q_len, kv_len and heads are.
 //
-// Work is split into tasks of (batch, head, query tile of Tq rows). A task
-//   - packs its Tq query rows into contiguous scratch,
-//   - walks the key tiles (Tk keys) that any of its rows can see: the masks allow one
-//     interval of keys per row (kernels/masking.h), so tiles outside the union of those
-//     intervals (above the causal diagonal, outside the window, in the padding) are
-//     skipped, not computed and then masked,
-//   - per key tile: packs K and V, computes the Tq x Tk scores, masks the rest of the
-//     tile with -inf, and folds the tile into each row's online softmax (running max,
-//     running sum, rescaled fp32 accumulator; kernels/online_softmax.h),
-//   - finalises: O = acc / sum, lse = max + log(sum); a row that saw no key gets zeros
-//     and lse = -inf.
-// Memory per worker: Tq·d + Tk·(d + d_v) + Tq·Tk + Tq·d_v floats (64 x 64 tiles with
-// d = d_v = 128: 112 KiB), borrowed from the context's scratch.
-// Each output row is produced by exactly one task with a fixed order of operations, so
-// the result does not depend on the number of threads.
+// Work is split into tasks of (batch, kv head, query tile). A task takes the tile's query
+// positions for *every query head of the kv head's group* (rows = group x positions), so
+// each K/V tile is read once for the whole group: that is where grouped-query attention
+// saves memory traffic. A task
+//   1. packs Q^T for its rows (depth x rows, zero-padded to the vector width);
+//   2. walks the key tiles any of its positions can see: causal, window and padding masks
+//      leave one interval of keys per query (kernels/masking.h), so tiles outside the
+//      union of those intervals (above the causal diagonal, outside the window, in the
+//      padding) are never computed;
+//   3. per key tile of Tk keys:
+//        S^T = scale · K · Q^T         K read in place from the caller's tensor: the
+//                                      micro-kernel broadcasts K and loads Q^T vectors
+//        mask the interval edges, add the bias (only tiles that need it)
+//        online softmax down each column of S^T, i.e. per query, vectorised across
+//        queries (simd::softmax_columns): running max m and sum l; the scores become
+//        P = exp(S - m) and alpha = exp(m_old - m) rescales what was accumulated
+//        acc = alpha · acc + P^T · V   V read in place when its rows are vector-aligned
+//   4. finalises: O = acc / l, lse = m + log l; a row that saw no key gets zeros and
+//      lse = -inf.
+// The online softmax: for scores seen block by block, keep m = max so far and l = sum of
+// exp(s - m). A block with maximum m_b moves m to m' = max(m, m_b) and rescales l and the
+// accumulator by exp(m - m'); at the end softmax(s)·V = acc / l and lse = m + log l.
 //
-// This is the correct, portable version; the SIMD micro-kernels replace the inner loops.
+// Memory per worker: Q^T, one S^T tile and the accumulator, ~150 KiB at head_dim 64
+// (tuning.h), borrowed from the context and allocated once. Traffic per task: Q once, each
+// visible K/V tile once, O once. Each output row is produced by one task with a fixed
+// order of operations, so results are bitwise the same for any number of threads.
+//
+// bf16 inputs: on avx512_bf16 both products use vdpbf16ps (bf16 products, fp32 sums) and P
+// is rounded to bf16 before P·V, as FlashAttention does; the softmax stays fp32. On other
+// ISAs bf16 inputs are widened to fp32 as they are packed.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
-#include <vector>
+#include <type_traits>
 
 #include "headcount/attention.h"
 #include "headcount/error.h"
 #include "kernels/masking.h"
-#include "kernels/online_softmax.h"
 #include "kernels/tuning.h"
+#include "simd/tiles.h"
 
 namespace headcount {
 
 using kernels::KeyRange;
 using kernels::MaskSpec;
-using kernels::OnlineSoftmax;
+using i64 = std::int64_t;
 
 namespace {
 
-struct TileScratch {
-  float* q;       // [Tq, head_dim]
-  float* k;       // [Tk, head_dim]
-  float* v;       // [Tk, v_head_dim]
-  float* scores;  // [Tq, Tk]
-  float* acc;     // [Tq, v_head_dim]
+i64 round_up(i64 x, i64 multiple) { return (x + multiple - 1) / multiple * multiple; }
+inline float to_f32(float x) { return x; }
+inline float to_f32(bf16 x) { return to_float(x); }
 
-  static std::size_t floats(const AttentionShape& s) {
-    const std::int64_t tq = tuning::streaming_query_tile(), tk = tuning::streaming_key_tile();
-    return static_cast<std::size_t>(tq * s.head_dim + tk * (s.head_dim + s.v_head_dim) + tq * tk +
-                                    tq * s.v_head_dim);
-  }
-  static TileScratch carve(float* base, const AttentionShape& s) {
-    const std::int64_t tq = tuning::streaming_query_tile(), tk = tuning::streaming_key_tile();
-    TileScratch t;
-    t.q = base;
-    t.k = t.q + tq * s.head_dim;
-    t.v = t.k + tk * s.head_dim;
-    t.scores = t.v + tk * s.v_head_dim;
-    t.acc = t.scores + tq * tk;
-    return t;
+// The sizes of one call, and where each buffer sits in a worker's scratch (4-byte words).
+struct Plan {
+  AttentionShape s;
+  MaskSpec mask;
+  const simd::TileKernels* tiles = nullptr;
+  bool bf16_math = false;  // bf16 inputs on an ISA with a bf16 dot product
+  bool direct_k = false;   // K rows read in place
+  bool direct_v = false;   // V rows read in place
+  i64 positions = 0, rows = 0, rows_pad = 0, key_tile = 0;
+  i64 depth = 0;  // head_dim, or its bf16 pairs
+  i64 width = 0;  // v_head_dim rounded up to the vector width
+  i64 qt_off = 0, k_off = 0, s_off = 0, pp_off = 0, v_off = 0, vstage_off = 0, acc_off = 0,
+      max_off = 0, sum_off = 0, alpha_off = 0, keys_off = 0, words = 0;
+
+  Plan(const AttentionParams& p, const AttentionShape& shape, Isa isa) : s(shape) {
+    mask = MaskSpec::from(p, s);
+    tiles = &simd::tile_kernels(isa);
+    const i64 w = tiles->vector_floats;
+    bf16_math = p.q.dtype == DType::bf16 && tiles->scores_bf16 != nullptr;
+    positions = std::min(tuning::streaming_query_tile(s.group), s.q_len);
+    rows = positions * s.group;
+    rows_pad = round_up(rows, w);
+    key_tile = tuning::streaming_key_tile();
+    depth = bf16_math ? (s.head_dim + 1) / 2 : s.head_dim;
+    width = round_up(s.v_head_dim, w);
+    const bool in_f32 = p.q.dtype == DType::f32;
+    if (bf16_math) {
+      direct_k = p.k.strides[3] == 1 && s.head_dim % 2 == 0 && p.k.strides[1] % 2 == 0 &&
+                 p.k.strides[0] % 2 == 0 && p.k.strides[2] % 2 == 0 &&
+                 reinterpret_cast<std::uintptr_t>(p.k.data) % 4 == 0;
+      direct_v = p.v.strides[3] == 1 && s.v_head_dim % w == 0;
+    } else {
+      direct_k = in_f32 && p.k.strides[3] == 1;
+      direct_v = in_f32 && p.v.strides[3] == 1 && s.v_head_dim % w == 0;
+    }
+    const i64 k_words = direct_k ? 0 : key_tile * depth;
+    const i64 v_words = bf16_math ? key_tile / 2 * width : (direct_v ? 0 : key_tile * width);
+    const i64 vstage_words = bf16_math && !direct_v ? key_tile * width / 2 : 0;
+    auto next = [](i64 offset, i64 words) { return offset + round_up(words, 16); };
+    qt_off = 0;
+    k_off = next(qt_off, depth * rows_pad);
+    s_off = next(k_off, k_words);
+    pp_off = next(s_off, key_tile * rows_pad);
+    v_off = next(pp_off, bf16_math ? key_tile / 2 * rows_pad : 0);
+    vstage_off = next(v_off, v_words);
+    acc_off = next(vstage_off, vstage_words);
+    max_off = next(acc_off, rows_pad * width);
+    sum_off = next(max_off, rows_pad);
+    alpha_off = next(sum_off, rows_pad);
+    keys_off = next(alpha_off, rows_pad);
+    words = keys_off + positions * 4;  // KeyRange = two int64
   }
 };
 
-// Copies rows [row0, row0 + rows) of one head of a [batch, len, heads, dim] view into a
-// dense [rows, dim] block.
-void pack_rows(const TensorView& view, std::int64_t b, std::int64_t row0, std::int64_t rows,
-               std::int64_t head, float* dst) {
-  const float* src = view.ptr<const float>();
-  const std::int64_t dim = view.shape[3];
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = src + view.offset({b, row0 + r, head, 0});
-    if (view.strides[3] == 1) {
-      std::copy(row, row + dim, dst + r * dim);
-    } else {
-      for (std::int64_t d = 0; d < dim; ++d) dst[r * dim + d] = row[d * view.strides[3]];
+// Q^T of one task: column r = hg * n + i holds query (row0 + i) of head (kv_head * group +
+// hg); f32 [depth, rows_pad] or bf16 pairs of d [depth, rows_pad]. Padding columns are 0.
+template <typename T>
+void pack_q_transposed(const Plan& plan, const TensorView& q, i64 b, i64 kv_head, i64 row0, i64 n,
+                       std::uint32_t* dst) {
+  std::memset(dst, 0, static_cast<std::size_t>(plan.depth * plan.rows_pad) * 4);
+  const T* src = q.ptr<const T>();
+  const i64 ld = plan.rows_pad;
+  for (i64 hg = 0; hg < plan.s.group; ++hg) {
+    for (i64 i = 0; i < n; ++i) {
+      const T* row = src + q.offset({b, row0 + i, kv_head * plan.s.group + hg, 0});
+      const i64 r = hg * n + i;
+      if constexpr (std::is_same_v<T, bf16>) {
+        if (plan.bf16_math) {
+          for (i64 d = 0; d < plan.s.head_dim; ++d)
+            dst[(d / 2) * ld + r] |= static_cast<std::uint32_t>(row[d * q.strides[3]].bits) << (16 * (d % 2));
+          continue;
+        }
+      }
+      float* out = reinterpret_cast<float*>(dst);
+      for (i64 d = 0; d < plan.s.head_dim; ++d) out[d * ld + r] = to_f32(row[d * q.strides[3]]);
     }
   }
+}
+
+// K rows of one tile when they cannot be read in place: f32 [cols, head_dim] or bf16 pairs.
+template <typename T>
+void pack_k(const Plan& plan, const TensorView& k, i64 b, i64 kv_head, i64 col0, i64 cols,
+            std::uint32_t* dst) {
+  const T* src = k.ptr<const T>();
+  for (i64 c = 0; c < cols; ++c) {
+    const T* row = src + k.offset({b, col0 + c, kv_head, 0});
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (plan.bf16_math) {
+        std::uint32_t* out = dst + c * plan.depth;
+        std::memset(out, 0, static_cast<std::size_t>(plan.depth) * 4);
+        for (i64 d = 0; d < plan.s.head_dim; ++d)
+          out[d / 2] |= static_cast<std::uint32_t>(row[d * k.strides[3]].bits) << (16 * (d % 2));
+        continue;
+      }
+    }
+    float* out = reinterpret_cast<float*>(dst) + c * plan.depth;
+    for (i64 d = 0; d < plan.s.head_dim; ++d) out[d] = to_f32(row[d * k.strides[3]]);
+  }
+}
+
+// V rows of one tile, [cols, width] zero-padded, as f32 (or as bf16 for the pairing step).
+template <typename T, typename Out>
+void pack_v(const Plan& plan, const TensorView& v, i64 b, i64 kv_head, i64 col0, i64 cols, Out* dst) {
+  const T* src = v.ptr<const T>();
+  std::memset(dst, 0, static_cast<std::size_t>(cols * plan.width) * sizeof(Out));
+  for (i64 c = 0; c < cols; ++c) {
+    const T* row = src + v.offset({b, col0 + c, kv_head, 0});
+    for (i64 e = 0; e < plan.s.v_head_dim; ++e) {
+      if constexpr (std::is_same_v<Out, std::uint16_t>) {
+        if constexpr (std::is_same_v<T, bf16>) dst[c * plan.width + e] = row[e * v.strides[3]].bits;
+      } else {
+        dst[c * plan.width + e] = to_f32(row[e * v.strides[3]]);
+      }
+    }
+  }
+}
+
+struct TaskResult {
+  i64 entries = 0;
+  bool overflow = false;
+};
+
+template <typename T>
+TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::uint32_t* scratch) {
+  const AttentionShape& s = plan.s;
+  const simd::TileKernels& tiles = *plan.tiles;
+  const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
+  const i64 b = task / (s.kv_heads * q_tiles);
+  const i64 kv_head = (task / q_tiles) % s.kv_heads;
+  const i64 row0 = (task % q_tiles) * plan.positions;
+  const i64 n = std::min(plan.positions, s.q_len - row0);  // positions in this tile
+  const i64 rows = n * s.group;
+  const i64 ld = plan.rows_pad;
+  const i64 key_length = kernels::key_length_of(p, s, b);
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+
+  std::uint32_t* qt = scratch + plan.qt_off;
+  std::uint32_t* k_pack = scratch + plan.k_off;
+  float* st = reinterpret_cast<float*>(scratch + plan.s_off);
+  std::uint32_t* p_pairs = scratch + plan.pp_off;
+  std::uint32_t* v_pack = scratch + plan.v_off;
+  auto* v_stage = reinterpret_cast<std::uint16_t*>(scratch + plan.vstage_off);
+  float* acc = reinterpret_cast<float*>(scratch + plan.acc_off);
+  float* max = reinterpret_cast<float*>(scratch + plan.max_off);
+  float* sum = reinterpret_cast<float*>(scratch + plan.sum_off);
+  float* alpha = reinterpret_cast<float*>(scratch + plan.alpha_off);
+  auto* keys_of = reinterpret_cast<KeyRange*>(scratch + plan.keys_off);
+
+  KeyRange union_keys{std::numeric_limits<i64>::max(), 0};
+  for (i64 i = 0; i < n; ++i) {
+    keys_of[i] = plan.mask.keys_for(row0 + i, key_length);
+    if (keys_of[i].empty()) continue;
+    union_keys.begin = std::min(union_keys.begin, keys_of[i].begin);
+    union_keys.end = std::max(union_keys.end, keys_of[i].end);
+  }
+  std::fill(max, max + ld, minus_inf);
+  std::fill(sum, sum + ld, 0.0f);
+  std::memset(acc, 0, static_cast<std::size_t>(ld * plan.width) * sizeof(float));
+  pack_q_transposed<T>(plan, p.q, b, kv_head, row0, n, qt);
+
+  TaskResult result;
+  const T* k_base = p.k.ptr<const T>();
+  const T* v_base = p.v.ptr<const T>();
+  const float* bias = p.bias.empty() ? nullptr : p.bias.ptr<const float>();
+  const i64 tk = plan.key_tile;
+  // Key tiles start at multiples of Tk, so every query tile sees the same tiling.
+  const i64 first = union_keys.begin >= union_keys.end ? union_keys.end : union_keys.begin / tk * tk;
+  for (i64 col0 = first; col0 < union_keys.end; col0 += tk) {
+    const i64 cols = std::min(tk, s.kv_len - col0);
+    result.entries += rows * cols;
+
+    // S^T = scale · K · Q^T
+    if (plan.bf16_math) {
+      const std::uint32_t* k_rows = k_pack;
+      i64 ldk = plan.depth;
+      if (plan.direct_k) {
+        k_rows = reinterpret_cast<const std::uint32_t*>(k_base + p.k.offset({b, col0, kv_head, 0}));
+        ldk = p.k.strides[1] / 2;
+      } else {
+        pack_k<T>(plan, p.k, b, kv_head, col0, cols, k_pack);
+      }
+      tiles.scores_bf16(k_rows, ldk, qt, ld, plan.depth, st, ld, cols, ld, s.scale);
+    } else {
+      const float* k_rows = reinterpret_cast<const float*>(k_pack);
+      i64 ldk = plan.depth;
+      if (plan.direct_k) {
+        k_rows = reinterpret_cast<const float*>(k_base + p.k.offset({b, col0, kv_head, 0}));
+        ldk = p.k.strides[1];
+      } else {
+        pack_k<T>(plan, p.k, b, kv_head, col0, cols, k_pack);
+      }
+      tiles.scores_f32(k_rows, ldk, reinterpret_cast<const float*>(qt), ld, plan.depth, st, ld,
+                       cols, ld, s.scale);
+    }
+
+    // Masks at the edges of each query's key interval, and the bias.
+    for (i64 i = 0; i < n; ++i) {
+      const i64 lo = std::clamp(keys_of[i].begin - col0, i64{0}, cols);
+      const i64 hi = std::clamp(keys_of[i].end - col0, lo, cols);
+      if (lo == 0 && hi == cols && !bias) continue;
+      for (i64 hg = 0; hg < s.group; ++hg) {
+        const i64 r = hg * n + i;
+        for (i64 c = 0; c < lo; ++c) st[c * ld + r] = minus_inf;
+        for (i64 c = hi; c < cols; ++c) st[c * ld + r] = minus_inf;
+        if (bias) {
+          const i64 head = kv_head * s.group + hg;
+          const float* bias_row = bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b,
+                                                        p.bias.shape[1] == 1 ? 0 : head, row0 + i, col0});
+          for (i64 c = lo; c < hi; ++c) st[c * ld + r] += bias_row[c * p.bias.strides[3]];
+        }
+      }
+    }
+
+    // P = exp(S - m), alpha, l: per query, across queries at once.
+    tiles.softmax_columns(st, ld, cols, ld, max, sum, alpha);
+
+    // acc = alpha · acc + P^T · V
+    if (plan.bf16_math) {
+      tiles.pair_rows_f32(st, ld, cols, ld, p_pairs, ld);
+      if (plan.direct_v) {
+        const auto* v_rows = reinterpret_cast<const std::uint16_t*>(v_base + p.v.offset({b, col0, kv_head, 0}));
+        tiles.pair_rows_bf16(v_rows, p.v.strides[1], cols, plan.width, v_pack, plan.width);
+      } else {
+        pack_v<T>(plan, p.v, b, kv_head, col0, cols, v_stage);
+        tiles.pair_rows_bf16(v_stage, plan.width, cols, plan.width, v_pack, plan.width);
+      }
+      tiles.weighted_sum_bf16(p_pairs, 1, ld, v_pack, plan.width, (cols + 1) / 2, acc, plan.width,
+                              rows, plan.width, alpha);
+    } else {
+      const float* v_rows = reinterpret_cast<const float*>(v_pack);
+      i64 ldv = plan.width;
+      if (plan.direct_v) {
+        v_rows = reinterpret_cast<const float*>(v_base + p.v.offset({b, col0, kv_head, 0}));
+        ldv = p.v.strides[1];
+      } else {
+        pack_v<T>(plan, p.v, b, kv_head, col0, cols, reinterpret_cast<float*>(v_pack));
+      }
+      tiles.weighted_sum_f32(st, 1, ld, v_rows, ldv, cols, acc, plan.width, rows, plan.width, alpha);
+    }
+  }
+
+  float* out = p.out.ptr<float>();
+  for (i64 r = 0; r < rows; ++r) {
+    const i64 i = r % n;
+    const i64 head = kv_head * s.group + r / n;
+    const bool saw_key = sum[r] > 0.0f;
+    if (!(max[r] < std::numeric_limits<float>::infinity()) || !std::isfinite(sum[r])) result.overflow = true;
+    const float inverse = saw_key ? 1.0f / sum[r] : 0.0f;
+    float* dst = out + p.out.offset({b, row0 + i, head, 0});
+    for (i64 e = 0; e < s.v_head_dim; ++e) dst[e * p.out.strides[3]] = acc[r * plan.width + e] * inverse;
+    if (!p.lse.empty())
+      p.lse.ptr<float>()[p.lse.offset({b, head, row0 + i})] = saw_key ? max[r] + std::log(sum[r]) : minus_inf;
+  }
+  return result;
 }
 
 }  // namespace
@@ -84,109 +320,32 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
         "none on the streaming kernel (only the reference materialises probabilities)",
         p.probs_mode == ProbsMode::per_head ? "per_head" : "averaged");
   const AttentionShape s = validate(p);
-  const MaskSpec mask = MaskSpec::from(p, s);
-  const std::int64_t tq = tuning::streaming_query_tile();
-  const std::int64_t tk = tuning::streaming_key_tile();
-  const std::int64_t q_tiles = (s.q_len + tq - 1) / tq;
-  const std::int64_t tasks = s.batch * s.heads * q_tiles;
-  const float minus_inf = -std::numeric_limits<float>::infinity();
+  const Plan plan(p, s, ctx.isa());
+  const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
+  const i64 tasks = s.batch * s.kv_heads * q_tiles;
 
-  // Borrow every worker's scratch before the parallel region, so nothing allocates (or
-  // throws) inside it.
-  const int workers = static_cast<int>(std::min<std::int64_t>(ctx.threads(), tasks));
-  for (int w = 0; w < workers; ++w) ctx.scratch(w, TileScratch::floats(s) * sizeof(float));
-  std::vector<std::int64_t> entries_by_task(static_cast<std::size_t>(tasks), 0);
+  // Borrow every worker's scratch before the parallel region: nothing allocates (or
+  // throws) inside it, and nothing allocates at all once the context is warm.
+  const int workers = static_cast<int>(std::min<i64>(ctx.threads(), tasks));
+  const std::size_t bytes = static_cast<std::size_t>(plan.words) * 4;
+  for (int w = 0; w < workers; ++w) ctx.scratch(w, bytes);
 
-  float* out = p.out.ptr<float>();
-  const float* bias = p.bias.empty() ? nullptr : p.bias.ptr<const float>();
-
-  ctx.parallel_for(tasks, [&](std::int64_t task, int worker) {
-    const std::int64_t b = task / (s.heads * q_tiles);
-    const std::int64_t h = (task / q_tiles) % s.heads;
-    const std::int64_t row0 = (task % q_tiles) * tq;
-    const std::int64_t rows = std::min(tq, s.q_len - row0);
-    const std::int64_t kv_h = kv_head_of(h, s.group);
-    const std::int64_t key_length = kernels::key_length_of(p, s, b);
-    TileScratch t = TileScratch::carve(
-        static_cast<float*>(ctx.scratch(worker, TileScratch::floats(s) * sizeof(float))), s);
-
-    KeyRange keys_of_row[64];
-    static_assert(tuning::streaming_query_tile() <= 64);
-    KeyRange tile_keys{std::numeric_limits<std::int64_t>::max(), 0};
-    for (std::int64_t r = 0; r < rows; ++r) {
-      keys_of_row[r] = mask.keys_for(row0 + r, key_length);
-      if (keys_of_row[r].empty()) continue;
-      tile_keys.begin = std::min(tile_keys.begin, keys_of_row[r].begin);
-      tile_keys.end = std::max(tile_keys.end, keys_of_row[r].end);
-    }
-
-    OnlineSoftmax softmax[64];
-    std::fill(t.acc, t.acc + rows * s.v_head_dim, 0.0f);
-    pack_rows(p.q, b, row0, rows, h, t.q);
-    std::int64_t entries = 0;
-
-    // Key tiles start at multiples of Tk so every query tile sees the same tiling.
-    const std::int64_t first_tile = tile_keys.empty() ? 0 : tile_keys.begin / tk * tk;
-    for (std::int64_t col0 = first_tile; col0 < tile_keys.end; col0 += tk) {
-      const std::int64_t cols = std::min(tk, s.kv_len - col0);
-      pack_rows(p.k, b, col0, cols, kv_h, t.k);
-      pack_rows(p.v, b, col0, cols, kv_h, t.v);
-      entries += rows * cols;
-
-      for (std::int64_t r = 0; r < rows; ++r) {
-        float* score = t.scores + r * tk;
-        const float* q_row = t.q + r * s.head_dim;
-        const KeyRange keys = keys_of_row[r];
-        float block_max = minus_inf;
-        for (std::int64_t c = 0; c < cols; ++c) {
-          const std::int64_t j = col0 + c;
-          if (j < keys.begin || j >= keys.end) {
-            score[c] = minus_inf;
-            continue;
-          }
-          const float* k_row = t.k + c * s.head_dim;
-          float dot = 0.0f;
-          for (std::int64_t d = 0; d < s.head_dim; ++d) dot += q_row[d] * k_row[d];
-          score[c] = s.scale * dot;
-          if (bias) {
-            const std::int64_t bb = p.bias.shape[0] == 1 ? 0 : b;
-            const std::int64_t bh = p.bias.shape[1] == 1 ? 0 : h;
-            score[c] += bias[p.bias.offset({bb, bh, row0 + r, j})];
-          }
-          block_max = std::max(block_max, score[c]);
-        }
-        if (block_max == minus_inf) continue;  // nothing visible in this tile
-
-        float* acc = t.acc + r * s.v_head_dim;
-        const float alpha = softmax[r].rescale_to(block_max);
-        if (alpha != 1.0f)
-          for (std::int64_t e = 0; e < s.v_head_dim; ++e) acc[e] *= alpha;
-        for (std::int64_t c = 0; c < cols; ++c) {
-          if (score[c] == minus_inf) continue;
-          const float weight = std::exp(score[c] - softmax[r].max);
-          softmax[r].sum += weight;
-          const float* v_row = t.v + c * s.v_head_dim;
-          for (std::int64_t e = 0; e < s.v_head_dim; ++e) acc[e] += weight * v_row[e];
-        }
-      }
-    }
-
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float inverse = softmax[r].inverse_sum();
-      float* dst = out + p.out.offset({b, row0 + r, h, 0});
-      for (std::int64_t e = 0; e < s.v_head_dim; ++e)
-        dst[e * p.out.strides[3]] = t.acc[r * s.v_head_dim + e] * inverse;
-      if (!p.lse.empty()) p.lse.ptr<float>()[p.lse.offset({b, h, row0 + r})] = softmax[r].log_sum_exp();
-    }
-    entries_by_task[static_cast<std::size_t>(task)] = entries;
+  std::atomic<i64> entries{0};
+  std::atomic<bool> overflow{false};
+  ctx.parallel_for(tasks, [&](i64 task, int worker) {
+    auto* scratch = static_cast<std::uint32_t*>(ctx.scratch(worker, bytes));
+    const TaskResult r = p.q.dtype == DType::bf16 ? run_task<bf16>(plan, p, task, scratch)
+                                                  : run_task<float>(plan, p, task, scratch);
+    entries.fetch_add(r.entries, std::memory_order_relaxed);
+    if (r.overflow) overflow.store(true, std::memory_order_relaxed);
   });
+  check(!overflow.load(), "scores", "finite fp32 values of scale * q·k + bias",
+        "an overflow (|score| > 3.4e38): scale q or k down");
 
   AttentionStats stats;
-  for (std::int64_t entries : entries_by_task) {
-    stats.score_macs += entries * s.head_dim;
-    stats.weighted_sum_macs += entries * s.v_head_dim;
-  }
-  stats.peak_score_entries = workers * tuning::streaming_tile_entries();
+  stats.score_macs = entries.load() * s.head_dim;
+  stats.weighted_sum_macs = entries.load() * s.v_head_dim;
+  stats.peak_score_entries = workers * plan.rows * plan.key_tile;
   return stats;
 }
 

@@ -12,11 +12,17 @@ namespace {
 
 using detail::concat;
 
-void check_rank(const TensorView& view, const char* name, int rank, const char* dims) {
+void check_rank(const TensorView& view, const char* name, int rank, const char* dims,
+                bool bf16_ok = false) {
   check(!view.empty(), name, concat("a tensor ", dims), "no data");
   check(view.rank == rank, concat(name, " rank"), concat(rank, " dims ", dims),
         concat(view.rank, " dims ", view.shape_string()));
-  check(view.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(view.dtype));
+  if (bf16_ok) {
+    check(view.dtype == DType::f32 || view.dtype == DType::bf16, concat(name, " dtype"), "f32 or bf16",
+          dtype_name(view.dtype));
+  } else {
+    check(view.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(view.dtype));
+  }
   for (int d = 0; d < rank; ++d) {
     check(view.shape[d] > 0, concat(name, " shape"), concat("every size >= 1 ", dims),
           view.shape_string());
@@ -52,10 +58,12 @@ void for_each_offset(const TensorView& v, F&& f) {
 }
 
 void check_finite(const TensorView& view, const char* name) {
-  const float* data = view.ptr<const float>();
+  auto value = [&](std::int64_t off) {
+    return view.dtype == DType::bf16 ? to_float(view.ptr<const bf16>()[off]) : view.ptr<const float>()[off];
+  };
   for_each_offset(view, [&](std::int64_t off, auto a, auto b, auto c, auto d) {
-    if (!std::isfinite(data[off]))
-      fail(name, concat("expected finite values, got ", data[off], " at [", a, ", ", b, ", ", c,
+    if (!std::isfinite(value(off)))
+      fail(name, concat("expected finite values, got ", value(off), " at [", a, ", ", b, ", ", c,
                         ", ", d, "]"));
   });
 }
@@ -63,9 +71,12 @@ void check_finite(const TensorView& view, const char* name) {
 }  // namespace
 
 AttentionShape validate(const AttentionParams& p) {
-  check_rank(p.q, "q", 4, "[batch, q_len, heads, head_dim]");
-  check_rank(p.k, "k", 4, "[batch, kv_len, kv_heads, head_dim]");
-  check_rank(p.v, "v", 4, "[batch, kv_len, kv_heads, v_head_dim]");
+  check_rank(p.q, "q", 4, "[batch, q_len, heads, head_dim]", true);
+  check_rank(p.k, "k", 4, "[batch, kv_len, kv_heads, head_dim]", true);
+  check_rank(p.v, "v", 4, "[batch, kv_len, kv_heads, v_head_dim]", true);
+  check(p.k.dtype == p.q.dtype && p.v.dtype == p.q.dtype, "k and v dtype",
+        concat(dtype_name(p.q.dtype), " (the dtype of q)"),
+        concat(dtype_name(p.k.dtype), " and ", dtype_name(p.v.dtype)));
   check_rank(p.out, "out", 4, "[batch, q_len, heads, v_head_dim]");
   check_writable(p.out, "out");
 

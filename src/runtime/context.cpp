@@ -11,6 +11,9 @@ namespace headcount {
 Context::Context(ContextOptions options) {
   check(options.threads >= 1 && options.threads <= 1024, "threads", "1 to 1024", options.threads);
   threads_ = options.threads;
+  isa_ = options.isa == Isa::best ? best_isa() : options.isa;
+  check(isa_supported(isa_), "isa", "an instruction set this CPU supports (best is " + std::string(isa_name(best_isa())) + ")",
+        isa_name(isa_));
   scratch_.resize(static_cast<std::size_t>(threads_));
   for (int w = 1; w < threads_; ++w) pool_.emplace_back([this, w] { worker_loop(w); });
 }
@@ -33,6 +36,7 @@ void* Context::grow(Buffer& buffer, std::size_t bytes) {
   if (rounded == 0) rounded = kAlign;
   void* p = std::aligned_alloc(kAlign, rounded);
   if (!p) throw std::bad_alloc();
+  ++allocations_;
   std::free(buffer.data);
   buffer.data = static_cast<std::byte*>(p);
   buffer.bytes = rounded;
@@ -55,7 +59,7 @@ std::size_t Context::reserved_bytes() const {
   return total;
 }
 
-void Context::parallel_for(std::int64_t count, const std::function<void(std::int64_t, int)>& fn) {
+void Context::parallel_for(std::int64_t count, FunctionRef<void(std::int64_t, int)> fn) {
   if (count <= 0) return;
   if (threads_ == 1 || count == 1) {
     for (std::int64_t t = 0; t < count; ++t) fn(t, 0);

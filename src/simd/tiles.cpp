@@ -1,0 +1,41 @@
+// The one dispatch point: an Isa to its table of tile micro-kernels.
+#include "simd/tiles.h"
+
+#include "headcount/error.h"
+
+namespace headcount::simd {
+
+#define HC_DECLARE(ns)                                               \
+  namespace ns {                                                     \
+  const TileKernels& table();                                        \
+  void exp_array(const float* x, float* y, std::int64_t n);          \
+  }
+HC_DECLARE(generic)
+HC_DECLARE(avx2)
+HC_DECLARE(avx512)
+HC_DECLARE(avx512_bf16)
+#undef HC_DECLARE
+
+const TileKernels& tile_kernels(Isa isa) {
+  check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
+        isa_name(isa));
+  switch (isa) {
+    case Isa::avx512_bf16: return avx512_bf16::table();
+    case Isa::avx512: return avx512::table();
+    case Isa::avx2: return avx2::table();
+    default: return generic::table();
+  }
+}
+
+void vector_exp(Isa isa, const float* x, float* y, std::int64_t n) {
+  check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
+        isa_name(isa));
+  switch (isa) {
+    case Isa::avx512_bf16: return avx512_bf16::exp_array(x, y, n);
+    case Isa::avx512: return avx512::exp_array(x, y, n);
+    case Isa::avx2: return avx2::exp_array(x, y, n);
+    default: return generic::exp_array(x, y, n);
+  }
+}
+
+}  // namespace headcount::simd

@@ -1,0 +1,65 @@
+// The tile micro-kernels of the streaming attention kernel, one table per instruction set.
+// This is the only interface through which algorithm code reaches SIMD: the streaming
+// kernel packs tiles and calls these; it never names an instruction set.
+//
+// The streaming kernel computes scores transposed, S^T = K · Q^T, so that K and V are read
+// straight from the caller's tensors (no transpose) and the softmax runs down columns,
+// vectorised across queries. Layouts (row-major, leading dimensions in elements; W =
+// vector_floats; pointers need no alignment):
+//   f32 scores:   a [rows, depth] (lda: K rows), b [depth, cols] (ldb: Q^T), s [rows, cols]
+//   bf16 scores:  a pairs [rows, depth/2] (uint32 = bf16 of a[r][2p] | a[r][2p+1] << 16),
+//                 b pairs [depth/2, cols] (uint32 = bf16 of b[2p][c] | b[2p+1][c] << 16)
+//   f32 sum:      p(r, c) = p[r*p_row + c*p_key], v [keys, width] (ldv), acc [rows, width]
+//   bf16 sum:     p pairs(r, c2) = p[r*p_row + c2*p_key] (keys 2c2 and 2c2+1), v pairs
+//                 [keys/2, width] (uint32 = bf16 of v[2c2][e] | v[2c2+1][e] << 16)
+// cols and width must be multiples of W.
+#pragma once
+
+#include <cstdint>
+
+#include "headcount/isa.h"
+
+namespace headcount::simd {
+
+struct TileKernels {
+  Isa isa = Isa::generic;
+  int vector_floats = 4;
+
+  // s[r, c] = scale * sum_d a[r, d] * b[d, c]
+  void (*scores_f32)(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                     std::int64_t depth, float* s, std::int64_t lds, std::int64_t rows,
+                     std::int64_t cols, float scale) = nullptr;
+  // The same on bf16 pairs with fp32 accumulation; null where the ISA has no bf16 dot.
+  void (*scores_bf16)(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b,
+                      std::int64_t ldb, std::int64_t depth_pairs, float* s, std::int64_t lds,
+                      std::int64_t rows, std::int64_t cols, float scale) = nullptr;
+  // acc[r, :] = alpha[r] * acc[r, :] + sum_c p(r, c) * v[c, :]
+  void (*weighted_sum_f32)(const float* p, std::int64_t p_row, std::int64_t p_key,
+                           const float* v, std::int64_t ldv, std::int64_t keys, float* acc,
+                           std::int64_t ldacc, std::int64_t rows, std::int64_t width,
+                           const float* alpha) = nullptr;
+  void (*weighted_sum_bf16)(const std::uint32_t* p, std::int64_t p_row, std::int64_t p_key,
+                            const std::uint32_t* v, std::int64_t ldv, std::int64_t key_pairs,
+                            float* acc, std::int64_t ldacc, std::int64_t rows,
+                            std::int64_t width, const float* alpha) = nullptr;
+  // One step of the online softmax down the columns of s [keys, cols] (lds), for every
+  // column c at once: m' = max(max[c], max_k s[k, c]); alpha[c] = exp(max[c] - m');
+  // s[k, c] = exp(s[k, c] - m'); sum[c] = alpha[c]·sum[c] + sum_k s[k, c]; max[c] = m'.
+  // -inf scores give 0; a column still without a finite score keeps alpha 1 and sum 0.
+  void (*softmax_columns)(float* s, std::int64_t lds, std::int64_t keys, std::int64_t cols,
+                          float* max, float* sum, float* alpha) = nullptr;
+  // out[c2, c] = bf16(x[2c2, c]) | bf16(x[2c2+1, c]) << 16 for c2 < (keys+1)/2 (a missing
+  // odd row is 0): fp32 rows to bf16 pairs, rounding to nearest even. cols a multiple of W.
+  void (*pair_rows_f32)(const float* x, std::int64_t ldx, std::int64_t keys, std::int64_t cols,
+                        std::uint32_t* out, std::int64_t ldout) = nullptr;
+  // The same for rows already in bf16 (row r at x + r*ldx): values copied, not rounded.
+  void (*pair_rows_bf16)(const std::uint16_t* x, std::int64_t ldx, std::int64_t keys,
+                         std::int64_t cols, std::uint32_t* out, std::int64_t ldout) = nullptr;
+};
+
+const TileKernels& tile_kernels(Isa isa);
+
+// The vectorised exp, exposed for its accuracy test: y[i] = exp(x[i]), n a multiple of W.
+void vector_exp(Isa isa, const float* x, float* y, std::int64_t n);
+
+}  // namespace headcount::simd

@@ -1,0 +1,378 @@
+// The tile micro-kernels, written once with GCC/Clang vector extensions and compiled once
+// per instruction set (tiles_<isa>.cpp define the macros below and include this file with
+// their own -m flags). Nothing here names an instruction, except the bf16 part, which
+// only exists where the ISA has a bf16 dot product (vdpbf16ps).
+//
+//   HC_ISA_NS       namespace of this copy (each copy is a different ISA: no ODR clash)
+//   HC_ISA          the Isa enumerator
+//   HC_VEC_FLOATS   floats per vector register (W)
+//   HC_TILE_ROWS    rows of the register tile
+//   HC_TILE_VECS    vectors per row of the register tile
+//   HC_WITH_BF16    defined when AVX512_BF16 is available
+//
+// Register tiles: scores keep HC_TILE_ROWS x HC_TILE_VECS accumulators and, per step of
+// the depth, load HC_TILE_VECS vectors of K^T and broadcast one q per row: with AVX-512,
+// 6 x 4 = 24 accumulators + 4 loads + 1 broadcast of the 32 registers, 24 FMAs for 4
+// loads. The weighted sum is the same shape with P broadcast and V loaded.
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "simd/tiles.h"
+#ifdef HC_WITH_BF16
+#include <immintrin.h>
+#endif
+
+namespace headcount::simd::HC_ISA_NS {
+namespace {
+
+constexpr int W = HC_VEC_FLOATS;
+constexpr int kRows = HC_TILE_ROWS;
+constexpr int kVecs = HC_TILE_VECS;
+using i64 = std::int64_t;
+typedef float vf __attribute__((vector_size(W * 4)));
+typedef std::int32_t vi __attribute__((vector_size(W * 4)));
+
+inline vf load(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+// A braced list of W copies compiles to one broadcast. (Not `vf{} + x`: adding +0 is not
+// an identity for -0, so the compiler must keep a scalar add before broadcasting.)
+template <std::size_t... I>
+inline vf splat_impl(float x, std::index_sequence<I...>) {
+  return vf{((void)I, x)...};
+}
+inline vf splat(float x) { return splat_impl(x, std::make_index_sequence<W>{}); }
+// exp(x), Cephes' expf: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so n·ln2 is
+// exact), exp(r) by a degree-7 polynomial, 2^n built in the exponent bits. Relative error
+// <= 2 ulp over the whole range (checked by test_simd against std::exp in double). Inputs
+// below -87.34 (results below FLT_MIN) give 0, -inf included: a softmax sums terms whose
+// largest is exp(0) = 1, so dropping terms below 1e-38 changes nothing representable.
+inline vf exp_v(vf x) {
+  const vf max_x = splat(88.3762626647949f);
+  const vf min_x = splat(-87.3365447504019f);
+  const vi underflow = x < min_x;
+  x = x > max_x ? max_x : x;
+  x = x < min_x ? min_x : x;
+  const vf round = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const vf n = (x * splat(1.44269504088896341f) + round) - round;
+  vf r = x - n * splat(0.693359375f);
+  r = r - n * splat(-2.12194440e-4f);
+  vf y = splat(1.9875691500e-4f);
+  y = y * r + splat(1.3981999507e-3f);
+  y = y * r + splat(8.3334519073e-3f);
+  y = y * r + splat(4.1665795894e-2f);
+  y = y * r + splat(1.6666665459e-1f);
+  y = y * r + splat(5.0000001201e-1f);
+  y = y * (r * r) + r + splat(1.0f);
+  const vi two_n = (__builtin_convertvector(n, vi) + 127) << 23;
+  y = y * (vf)two_n;  // a vector cast reinterprets the bits
+  return (vf)((vi)y & ~underflow);
+}
+
+// ---- scores: s = scale · q · kt -----------------------------------------------------------
+
+template <int R, int NV>
+void score_block(const float* q, i64 ldq, const float* kt, i64 ldk, i64 depth, float* s, i64 lds,
+                 float scale) {
+  vf acc[R][NV] = {};
+  for (i64 d = 0; d < depth; ++d) {
+    vf k[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) k[j] = load(kt + d * ldk + j * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const vf qb = splat(q[r * ldq + d]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] += qb * k[j];
+    }
+  }
+  const vf sc = splat(scale);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) store(s + r * lds + j * W, acc[r][j] * sc);
+}
+
+using ScoreBlock = decltype(&score_block<1, 1>);
+template <int NV, int... R>
+constexpr std::array<ScoreBlock, sizeof...(R)> score_rows(std::integer_sequence<int, R...>) {
+  return {&score_block<R + 1, NV>...};
+}
+template <int... V>
+constexpr auto score_table(std::integer_sequence<int, V...>) {
+  return std::array<std::array<ScoreBlock, kRows>, sizeof...(V)>{
+      score_rows<V + 1>(std::make_integer_sequence<int, kRows>{})...};
+}
+constexpr auto kScoreBlocks = score_table(std::make_integer_sequence<int, kVecs>{});
+
+void scores_f32(const float* q, i64 ldq, const float* kt, i64 ldk, i64 depth, float* s, i64 lds,
+                i64 rows, i64 cols, float scale) {
+  // Column blocks outside, rows inside: one block of K^T (depth x kVecs·W) stays in L1
+  // while every row block of q passes over it.
+  for (i64 c0 = 0; c0 < cols; c0 += kVecs * W) {
+    const int nv = static_cast<int>(std::min<i64>(kVecs, (cols - c0) / W));
+    for (i64 r0 = 0; r0 < rows; r0 += kRows) {
+      const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+      kScoreBlocks[nv - 1][nr - 1](q + r0 * ldq, ldq, kt + c0, ldk, depth, s + r0 * lds + c0, lds,
+                                   scale);
+    }
+  }
+}
+
+// ---- weighted sum: acc = alpha · acc + p · v ----------------------------------------------
+
+template <int R, int NV>
+void sum_block(const float* p, i64 p_row, i64 p_key, const float* v, i64 ldv, i64 keys, float* acc,
+               i64 ldacc, const float* alpha) {
+  vf a[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const vf al = splat(alpha[r]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) a[r][j] = load(acc + r * ldacc + j * W) * al;
+  }
+  for (i64 c = 0; c < keys; ++c) {
+    vf vv[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) vv[j] = load(v + c * ldv + j * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const vf pb = splat(p[r * p_row + c * p_key]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) a[r][j] += pb * vv[j];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) store(acc + r * ldacc + j * W, a[r][j]);
+}
+
+using SumBlock = decltype(&sum_block<1, 1>);
+template <int NV, int... R>
+constexpr std::array<SumBlock, sizeof...(R)> sum_rows(std::integer_sequence<int, R...>) {
+  return {&sum_block<R + 1, NV>...};
+}
+template <int... V>
+constexpr auto sum_table(std::integer_sequence<int, V...>) {
+  return std::array<std::array<SumBlock, kRows>, sizeof...(V)>{
+      sum_rows<V + 1>(std::make_integer_sequence<int, kRows>{})...};
+}
+constexpr auto kSumBlocks = sum_table(std::make_integer_sequence<int, kVecs>{});
+
+void weighted_sum_f32(const float* p, i64 p_row, i64 p_key, const float* v, i64 ldv, i64 keys,
+                      float* acc, i64 ldacc, i64 rows, i64 width, const float* alpha) {
+  for (i64 r0 = 0; r0 < rows; r0 += kRows) {
+    const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+    for (i64 e0 = 0; e0 < width; e0 += kVecs * W) {
+      const int nv = static_cast<int>(std::min<i64>(kVecs, (width - e0) / W));
+      kSumBlocks[nv - 1][nr - 1](p + r0 * p_row, p_row, p_key, v + e0, ldv, keys,
+                                 acc + r0 * ldacc + e0, ldacc, alpha + r0);
+    }
+  }
+}
+
+// ---- the online softmax, down the columns of a transposed score tile -----------------------
+
+void softmax_columns(float* s, i64 lds, i64 keys, i64 cols, float* max, float* sum, float* alpha) {
+  const vf minus_inf = splat(-std::numeric_limits<float>::infinity());
+  for (i64 c0 = 0; c0 < cols; c0 += W) {
+    const vf m_old = load(max + c0);
+    vf m_new = m_old;
+    for (i64 k = 0; k < keys; ++k) {
+      const vf x = load(s + k * lds + c0);
+      m_new = x > m_new ? x : m_new;
+    }
+    // A column that has seen no finite score yet: shift by 0 (its scores are all -inf,
+    // so they still give 0) and leave its sum alone.
+    const vi none = m_new == minus_inf;
+    const vf shift = none ? splat(0.0f) : m_new;
+    const vf a = none ? splat(1.0f) : exp_v(m_old - shift);
+    vf total = load(sum + c0) * a;
+    for (i64 k = 0; k < keys; ++k) {
+      const vf e = exp_v(load(s + k * lds + c0) - shift);
+      store(s + k * lds + c0, e);
+      total += e;
+    }
+    store(max + c0, m_new);
+    store(sum + c0, total);
+    store(alpha + c0, a);
+  }
+}
+
+#ifdef HC_WITH_BF16
+// ---- bf16 inputs: vdpbf16ps, 2 products per fp32 lane per instruction ---------------------
+
+inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
+
+template <int R, int NV>
+void score_block_bf16(const std::uint32_t* q, i64 ldq, const std::uint32_t* kt, i64 ldk,
+                      i64 pairs, float* s, i64 lds, float scale) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (i64 p = 0; p < pairs; ++p) {
+    __m512bh k[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) k[j] = as_bh(_mm512_loadu_si512(kt + p * ldk + j * 16));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512bh qb = as_bh(_mm512_set1_epi32(static_cast<int>(q[r * ldq + p])));
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], k[j], qb);
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) _mm512_storeu_ps(s + r * lds + j * 16, _mm512_mul_ps(acc[r][j], sc));
+}
+
+using ScoreBlockBf16 = decltype(&score_block_bf16<1, 1>);
+template <int NV, int... R>
+constexpr std::array<ScoreBlockBf16, sizeof...(R)> score_rows_bf16(std::integer_sequence<int, R...>) {
+  return {&score_block_bf16<R + 1, NV>...};
+}
+template <int... V>
+constexpr auto score_table_bf16(std::integer_sequence<int, V...>) {
+  return std::array<std::array<ScoreBlockBf16, kRows>, sizeof...(V)>{
+      score_rows_bf16<V + 1>(std::make_integer_sequence<int, kRows>{})...};
+}
+constexpr auto kScoreBlocksBf16 = score_table_bf16(std::make_integer_sequence<int, kVecs>{});
+
+void scores_bf16(const std::uint32_t* q, i64 ldq, const std::uint32_t* kt, i64 ldk, i64 pairs,
+                 float* s, i64 lds, i64 rows, i64 cols, float scale) {
+  for (i64 c0 = 0; c0 < cols; c0 += kVecs * W) {
+    const int nv = static_cast<int>(std::min<i64>(kVecs, (cols - c0) / W));
+    for (i64 r0 = 0; r0 < rows; r0 += kRows) {
+      const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+      kScoreBlocksBf16[nv - 1][nr - 1](q + r0 * ldq, ldq, kt + c0, ldk, pairs, s + r0 * lds + c0,
+                                       lds, scale);
+    }
+  }
+}
+
+template <int R, int NV>
+void sum_block_bf16(const std::uint32_t* p, i64 p_row, i64 p_key, const std::uint32_t* v, i64 ldv,
+                    i64 pairs, float* acc, i64 ldacc, const float* alpha) {
+  __m512 a[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512 al = _mm512_set1_ps(alpha[r]);
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) a[r][j] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * ldacc + j * 16), al);
+  }
+  for (i64 c = 0; c < pairs; ++c) {
+    __m512bh vv[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) vv[j] = as_bh(_mm512_loadu_si512(v + c * ldv + j * 16));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512bh pb = as_bh(_mm512_set1_epi32(static_cast<int>(p[r * p_row + c * p_key])));
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) a[r][j] = _mm512_dpbf16_ps(a[r][j], vv[j], pb);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) _mm512_storeu_ps(acc + r * ldacc + j * 16, a[r][j]);
+}
+
+using SumBlockBf16 = decltype(&sum_block_bf16<1, 1>);
+template <int NV, int... R>
+constexpr std::array<SumBlockBf16, sizeof...(R)> sum_rows_bf16(std::integer_sequence<int, R...>) {
+  return {&sum_block_bf16<R + 1, NV>...};
+}
+template <int... V>
+constexpr auto sum_table_bf16(std::integer_sequence<int, V...>) {
+  return std::array<std::array<SumBlockBf16, kRows>, sizeof...(V)>{
+      sum_rows_bf16<V + 1>(std::make_integer_sequence<int, kRows>{})...};
+}
+constexpr auto kSumBlocksBf16 = sum_table_bf16(std::make_integer_sequence<int, kVecs>{});
+
+void weighted_sum_bf16(const std::uint32_t* p, i64 p_row, i64 p_key, const std::uint32_t* v,
+                       i64 ldv, i64 pairs, float* acc, i64 ldacc, i64 rows, i64 width,
+                       const float* alpha) {
+  for (i64 r0 = 0; r0 < rows; r0 += kRows) {
+    const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+    for (i64 e0 = 0; e0 < width; e0 += kVecs * W) {
+      const int nv = static_cast<int>(std::min<i64>(kVecs, (width - e0) / W));
+      kSumBlocksBf16[nv - 1][nr - 1](p + r0 * p_row, p_row, p_key, v + e0, ldv, pairs,
+                                     acc + r0 * ldacc + e0, ldacc, alpha + r0);
+    }
+  }
+}
+
+// Lane order [a0 b0 a1 b1 ... a15 b15] from [a0 .. a15 b0 .. b15] (16-bit elements).
+inline __m512i interleave_halves(__m512i ab) {
+  const __m512i index = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(index, ab);
+}
+
+void pair_rows_f32(const float* x, i64 ldx, i64 keys, i64 cols, std::uint32_t* out, i64 ldout) {
+  for (i64 k = 0; k < keys; k += 2) {
+    const float* a = x + k * ldx;
+    const float* b = k + 1 < keys ? x + (k + 1) * ldx : nullptr;
+    std::uint32_t* dst = out + (k / 2) * ldout;
+    for (i64 c = 0; c < cols; c += 16) {
+      const __m512 va = _mm512_loadu_ps(a + c);
+      const __m512 vb = b ? _mm512_loadu_ps(b + c) : _mm512_setzero_ps();
+      const __m512bh ab = _mm512_cvtne2ps_pbh(vb, va);  // low half from va, high from vb
+      _mm512_storeu_si512(dst + c, interleave_halves((__m512i)ab));
+    }
+  }
+}
+
+void pair_rows_bf16(const std::uint16_t* x, i64 ldx, i64 keys, i64 cols, std::uint32_t* out,
+                    i64 ldout) {
+  for (i64 k = 0; k < keys; k += 2) {
+    const std::uint16_t* a = x + k * ldx;
+    const std::uint16_t* b = k + 1 < keys ? x + (k + 1) * ldx : nullptr;
+    std::uint32_t* dst = out + (k / 2) * ldout;
+    for (i64 c = 0; c < cols; c += 16) {
+      const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c));
+      const __m256i vb = b ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + c)) : _mm256_setzero_si256();
+      const __m512i ab = _mm512_inserti64x4(_mm512_zextsi256_si512(va), vb, 1);
+      _mm512_storeu_si512(dst + c, interleave_halves(ab));
+    }
+  }
+}
+#endif  // HC_WITH_BF16
+
+}  // namespace
+
+const TileKernels& table() {
+  static const TileKernels kernels = [] {
+    TileKernels k;
+    k.isa = HC_ISA;
+    k.vector_floats = W;
+    k.scores_f32 = &scores_f32;
+    k.weighted_sum_f32 = &weighted_sum_f32;
+    k.softmax_columns = &softmax_columns;
+#ifdef HC_WITH_BF16
+    k.scores_bf16 = &scores_bf16;
+    k.weighted_sum_bf16 = &weighted_sum_bf16;
+    k.pair_rows_f32 = &pair_rows_f32;
+    k.pair_rows_bf16 = &pair_rows_bf16;
+#endif
+    return k;
+  }();
+  return kernels;
+}
+
+void exp_array(const float* x, float* y, std::int64_t n) {
+  for (i64 i = 0; i < n; i += W) store(y + i, exp_v(load(x + i)));
+}
+
+}  // namespace headcount::simd::HC_ISA_NS

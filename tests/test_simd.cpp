@@ -1,0 +1,163 @@
+// The SIMD layer: the vectorised exp's error bound, and every micro-kernel of every
+// instruction set against plain loops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "headcount/context.h"
+#include "headcount/tensor.h"
+#include "simd/tiles.h"
+
+namespace headcount::testing {
+namespace {
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+// The bound stated in tiles_impl.h: <= 2 ulp relative error over the range a softmax uses
+// (x <= 0 down to where exp underflows), and over the whole finite range it accepts.
+TEST(VectorExp, WithinTwoUlpEverywhere) {
+  std::vector<float> x;
+  for (float v = -87.0f; v <= 88.0f; v += 0.000731f) x.push_back(v);
+  while (x.size() % 16) x.push_back(0.0f);
+  std::vector<float> y(x.size());
+  for (Isa isa : isas()) {
+    simd::vector_exp(isa, x.data(), y.data(), static_cast<std::int64_t>(x.size()));
+    double worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double exact = std::exp(static_cast<double>(x[i]));
+      const double ulp = std::ldexp(1.0, std::ilogb(exact) - 23);
+      worst = std::max(worst, std::fabs(y[i] - exact) / ulp);
+    }
+    EXPECT_LE(worst, 2.0) << isa_name(isa);
+  }
+}
+
+TEST(VectorExp, UnderflowAndMinusInfinityGiveZero) {
+  std::vector<float> x = {-INFINITY, -1e30f, -100.0f, -87.5f, 0.0f, 1.0f, -0.0f, 88.0f,
+                          -50.0f, -1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f};
+  std::vector<float> y(16);
+  for (Isa isa : isas()) {
+    simd::vector_exp(isa, x.data(), y.data(), 16);
+    EXPECT_EQ(y[0], 0.0f);
+    EXPECT_EQ(y[1], 0.0f);
+    EXPECT_EQ(y[2], 0.0f);
+    EXPECT_EQ(y[3], 0.0f);
+    EXPECT_EQ(y[4], 1.0f) << isa_name(isa);
+    EXPECT_EQ(y[6], 1.0f);
+    EXPECT_TRUE(std::isfinite(y[7]));
+  }
+}
+
+TEST(TileKernels, ScoresAndWeightedSumMatchPlainLoops) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (Isa isa : isas()) {
+    const simd::TileKernels& k = simd::tile_kernels(isa);
+    const std::int64_t w = k.vector_floats;
+    for (std::int64_t rows : {1, 5, 6, 7, 13, 64}) {
+      for (std::int64_t depth : {1, 8, 59}) {
+        const std::int64_t cols = 3 * w, ldk = cols + w;
+        std::vector<float> q(rows * depth), kt(depth * ldk), s(rows * cols);
+        for (float& v : q) v = normal(rng);
+        for (float& v : kt) v = normal(rng);
+        k.scores_f32(q.data(), depth, kt.data(), ldk, depth, s.data(), cols, rows, cols, 0.5f);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t c = 0; c < cols; ++c) {
+            double dot = 0, mag = 0;
+            for (std::int64_t d = 0; d < depth; ++d) {
+              dot += double(q[r * depth + d]) * kt[d * ldk + c];
+              mag += std::fabs(double(q[r * depth + d]) * kt[d * ldk + c]);
+            }
+            // fp32 dot product of length depth: |error| <= depth·u·sum|terms| (gamma_n).
+            ASSERT_NEAR(s[r * cols + c], 0.5 * dot, 0.5 * depth * std::ldexp(mag, -24) + 1e-30)
+                << isa_name(isa) << " r" << r << " c" << c;
+          }
+        // weighted sum: acc = alpha·acc + p·v
+        const std::int64_t keys = depth, width = 2 * w;
+        std::vector<float> p(rows * keys), v(keys * width), acc(rows * width), alpha(rows);
+        for (float& x : p) x = std::fabs(normal(rng));
+        for (float& x : v) x = normal(rng);
+        for (float& x : acc) x = normal(rng);
+        for (float& x : alpha) x = std::fabs(normal(rng));
+        std::vector<float> before = acc;
+        k.weighted_sum_f32(p.data(), keys, 1, v.data(), width, keys, acc.data(), width, rows, width, alpha.data());
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t e = 0; e < width; ++e) {
+            double want = double(alpha[r]) * before[r * width + e], mag = std::fabs(want);
+            for (std::int64_t c = 0; c < keys; ++c) {
+              want += double(p[r * keys + c]) * v[c * width + e];
+              mag += std::fabs(double(p[r * keys + c]) * v[c * width + e]);
+            }
+            ASSERT_NEAR(acc[r * width + e], want, (keys + 2) * std::ldexp(mag, -24) + 1e-30) << isa_name(isa);
+          }
+      }
+    }
+  }
+}
+
+// One online-softmax step down columns, against the same step in double.
+TEST(TileKernels, SoftmaxColumnsIsOneOnlineSoftmaxStep) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  for (Isa isa : isas()) {
+    const simd::TileKernels& k = simd::tile_kernels(isa);
+    const std::int64_t cols = 2 * k.vector_floats, keys = 9;
+    std::vector<float> s(keys * cols), max(cols), sum(cols), alpha(cols);
+    for (float& x : s) x = normal(rng);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      max[c] = c % 3 == 0 ? minus_inf : normal(rng);  // some columns start empty
+      sum[c] = max[c] == minus_inf ? 0.0f : 1.0f + std::fabs(normal(rng));
+    }
+    for (std::int64_t r = 0; r < keys; ++r) s[r * cols + 1] = minus_inf;  // column 1 sees nothing...
+    max[1] = minus_inf;
+    sum[1] = 0.0f;
+    s[4 * cols + 2] = minus_inf;  // ...column 2 loses one key
+    const std::vector<float> s0 = s, max0 = max, sum0 = sum;
+    k.softmax_columns(s.data(), cols, keys, cols, max.data(), sum.data(), alpha.data());
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double m = max0[c];
+      for (std::int64_t r = 0; r < keys; ++r) m = std::max<double>(m, s0[r * cols + c]);
+      if (m == -INFINITY) {
+        EXPECT_EQ(alpha[c], 1.0f) << isa_name(isa);
+        EXPECT_EQ(sum[c], 0.0f);
+        for (std::int64_t r = 0; r < keys; ++r) EXPECT_EQ(s[r * cols + c], 0.0f);
+        continue;
+      }
+      const double a = std::exp(double(max0[c]) - m);
+      double l = a * sum0[c];
+      for (std::int64_t r = 0; r < keys; ++r) {
+        const double e = std::exp(double(s0[r * cols + c]) - m);
+        l += e;
+        // exp's 2 ulp (relative 2^-22), plus the fp32 rounding of its argument s - m,
+        // which is relative u·|s - m| in the result.
+        const double x = std::fabs(double(s0[r * cols + c]) - m);
+        if (e == 0) {  // a masked key (-inf)
+          EXPECT_EQ(s[r * cols + c], 0.0f);
+          continue;
+        }
+        EXPECT_NEAR(s[r * cols + c], e, (std::ldexp(1.0, -22) + std::ldexp(x, -24)) * e + 1e-30) << isa_name(isa);
+      }
+      EXPECT_EQ(max[c], float(m));
+      const double xa = std::fabs(double(max0[c]) - m);
+      if (a == 0) {
+        EXPECT_EQ(alpha[c], 0.0f);  // the column was empty before this step
+      } else {
+        EXPECT_NEAR(alpha[c], a, (std::ldexp(1.0, -22) + std::ldexp(xa, -24)) * a);
+      }
+      // each term as above (|s - m| <= 20 here), plus keys + 1 fp32 additions
+      EXPECT_NEAR(sum[c], l, (std::ldexp(1.0, -22) + std::ldexp(20.0, -24) + (keys + 1) * std::ldexp(1.0, -24)) * l);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace headcount::testing
