@@ -30,6 +30,13 @@ void check(bool ok, std::string_view param, const Expected& expected, const Got&
   if (!ok) throw Error(detail::concat(param, ": expected ", expected, ", got ", got));
 }
 
+// The same as check(), but the message parts are only evaluated when `ok` is false: use it
+// where building the message would allocate on a hot path.
+#define HEADCOUNT_CHECK(ok, param, expected, got)                        \
+  do {                                                                  \
+    if (!(ok)) ::headcount::check(false, (param), (expected), (got));   \
+  } while (0)
+
 // Throws Error("<param>: <what>") for errors that are not a simple comparison.
 [[noreturn]] inline void fail(std::string_view param, std::string_view what) {
   throw Error(detail::concat(param, ": ", what));

@@ -14,19 +14,19 @@ using detail::concat;
 
 void check_rank(const TensorView& view, const char* name, int rank, const char* dims,
                 bool bf16_ok = false) {
-  check(!view.empty(), name, concat("a tensor ", dims), "no data");
-  check(view.rank == rank, concat(name, " rank"), concat(rank, " dims ", dims),
+  HEADCOUNT_CHECK(!view.empty(), name, concat("a tensor ", dims), "no data");
+  HEADCOUNT_CHECK(view.rank == rank, concat(name, " rank"), concat(rank, " dims ", dims),
         concat(view.rank, " dims ", view.shape_string()));
   if (bf16_ok) {
-    check(view.dtype == DType::f32 || view.dtype == DType::bf16, concat(name, " dtype"), "f32 or bf16",
+    HEADCOUNT_CHECK(view.dtype == DType::f32 || view.dtype == DType::bf16, concat(name, " dtype"), "f32 or bf16",
           dtype_name(view.dtype));
   } else {
-    check(view.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(view.dtype));
+    HEADCOUNT_CHECK(view.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(view.dtype));
   }
   for (int d = 0; d < rank; ++d) {
-    check(view.shape[d] > 0, concat(name, " shape"), concat("every size >= 1 ", dims),
+    HEADCOUNT_CHECK(view.shape[d] > 0, concat(name, " shape"), concat("every size >= 1 ", dims),
           view.shape_string());
-    check(view.strides[d] >= 0, concat(name, " strides"), "non-negative strides",
+    HEADCOUNT_CHECK(view.strides[d] >= 0, concat(name, " strides"), "non-negative strides",
           view.strides_string());
   }
 }
@@ -34,17 +34,17 @@ void check_rank(const TensorView& view, const char* name, int rank, const char* 
 // An output must not write two elements to one address.
 void check_writable(const TensorView& view, const char* name) {
   for (int d = 0; d < view.rank; ++d) {
-    check(view.shape[d] == 1 || view.strides[d] > 0, concat(name, " strides"),
+    HEADCOUNT_CHECK(view.shape[d] == 1 || view.strides[d] > 0, concat(name, " strides"),
           "non-zero strides on every dimension of size > 1 (an output)", view.strides_string());
   }
 }
 
 void check_shape(const TensorView& view, const char* name, std::initializer_list<std::int64_t> want,
                  const char* dims) {
-  std::vector<std::int64_t> expected(want);
-  bool same = view.rank == static_cast<int>(expected.size());
-  for (int d = 0; same && d < view.rank; ++d) same = view.shape[d] == expected[d];
-  check(same, concat(name, " shape"), concat(shape_string(expected), ' ', dims), view.shape_string());
+  bool same = view.rank == static_cast<int>(want.size());
+  for (int d = 0; same && d < view.rank; ++d) same = view.shape[d] == want.begin()[d];
+  HEADCOUNT_CHECK(same, concat(name, " shape"), concat(shape_string(std::vector<std::int64_t>(want)), ' ', dims),
+                  view.shape_string());
 }
 
 // Calls f(element offset) for every element of a rank-4 view.
@@ -74,7 +74,7 @@ AttentionShape validate(const AttentionParams& p) {
   check_rank(p.q, "q", 4, "[batch, q_len, heads, head_dim]", true);
   check_rank(p.k, "k", 4, "[batch, kv_len, kv_heads, head_dim]", true);
   check_rank(p.v, "v", 4, "[batch, kv_len, kv_heads, v_head_dim]", true);
-  check(p.k.dtype == p.q.dtype && p.v.dtype == p.q.dtype, "k and v dtype",
+  HEADCOUNT_CHECK(p.k.dtype == p.q.dtype && p.v.dtype == p.q.dtype, "k and v dtype",
         concat(dtype_name(p.q.dtype), " (the dtype of q)"),
         concat(dtype_name(p.k.dtype), " and ", dtype_name(p.v.dtype)));
   check_rank(p.out, "out", 4, "[batch, q_len, heads, v_head_dim]");
@@ -93,41 +93,41 @@ AttentionShape validate(const AttentionParams& p) {
               "(batch and head_dim of q)");
   check_shape(p.v, "v", {s.batch, s.kv_len, s.kv_heads, s.v_head_dim},
               "(batch, kv_len and kv_heads of k)");
-  check(s.heads % s.kv_heads == 0, "kv_heads", concat("a divisor of heads = ", s.heads), s.kv_heads);
+  HEADCOUNT_CHECK(s.heads % s.kv_heads == 0, "kv_heads", concat("a divisor of heads = ", s.heads), s.kv_heads);
   s.group = s.heads / s.kv_heads;
   check_shape(p.out, "out", {s.batch, s.q_len, s.heads, s.v_head_dim},
               "[batch, q_len, heads, v_head_dim]");
 
   if (!p.lse.empty()) {
-    check(p.lse.rank == 3, "lse rank", "3 dims [batch, heads, q_len]", p.lse.rank);
-    check(p.lse.dtype == DType::f32, "lse dtype", "f32", dtype_name(p.lse.dtype));
+    HEADCOUNT_CHECK(p.lse.rank == 3, "lse rank", "3 dims [batch, heads, q_len]", p.lse.rank);
+    HEADCOUNT_CHECK(p.lse.dtype == DType::f32, "lse dtype", "f32", dtype_name(p.lse.dtype));
     check_shape(p.lse, "lse", {s.batch, s.heads, s.q_len}, "[batch, heads, q_len]");
     check_writable(p.lse, "lse");
   }
 
   // The scale is an fp32 value; the default is 1/sqrt(head_dim) correctly rounded to fp32.
   s.scale = p.scale ? *p.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-  check(std::isfinite(s.scale), "scale", "a finite number", s.scale);
+  HEADCOUNT_CHECK(std::isfinite(s.scale), "scale", "a finite number", s.scale);
 
-  check(p.window_left >= -1, "window_left", "-1 (unbounded) or >= 0", p.window_left);
-  check(p.window_right >= -1, "window_right", "-1 (unbounded) or >= 0", p.window_right);
+  HEADCOUNT_CHECK(p.window_left >= -1, "window_left", "-1 (unbounded) or >= 0", p.window_left);
+  HEADCOUNT_CHECK(p.window_right >= -1, "window_right", "-1 (unbounded) or >= 0", p.window_right);
 
   if (!p.key_lengths.empty()) {
-    check(static_cast<std::int64_t>(p.key_lengths.size()) == s.batch, "key_lengths",
+    HEADCOUNT_CHECK(static_cast<std::int64_t>(p.key_lengths.size()) == s.batch, "key_lengths",
           concat(s.batch, " entries (one per batch element)"), p.key_lengths.size());
     for (std::size_t b = 0; b < p.key_lengths.size(); ++b)
-      check(p.key_lengths[b] >= 0 && p.key_lengths[b] <= s.kv_len, concat("key_lengths[", b, "]"),
+      HEADCOUNT_CHECK(p.key_lengths[b] >= 0 && p.key_lengths[b] <= s.kv_len, concat("key_lengths[", b, "]"),
             concat("0 to kv_len = ", s.kv_len), p.key_lengths[b]);
   }
 
   if (!p.bias.empty()) {
-    check(p.bias.rank == 4, "bias rank", "4 dims [batch or 1, heads or 1, q_len, kv_len]",
+    HEADCOUNT_CHECK(p.bias.rank == 4, "bias rank", "4 dims [batch or 1, heads or 1, q_len, kv_len]",
           concat(p.bias.rank, " dims ", p.bias.shape_string()));
-    check(p.bias.dtype == DType::f32, "bias dtype", "f32", dtype_name(p.bias.dtype));
+    HEADCOUNT_CHECK(p.bias.dtype == DType::f32, "bias dtype", "f32", dtype_name(p.bias.dtype));
     const bool ok = (p.bias.shape[0] == 1 || p.bias.shape[0] == s.batch) &&
                     (p.bias.shape[1] == 1 || p.bias.shape[1] == s.heads) &&
                     p.bias.shape[2] == s.q_len && p.bias.shape[3] == s.kv_len;
-    check(ok, "bias shape",
+    HEADCOUNT_CHECK(ok, "bias shape",
           concat("[1 or ", s.batch, ", 1 or ", s.heads, ", ", s.q_len, ", ", s.kv_len, "]"),
           p.bias.shape_string());
     const float* bias = p.bias.ptr<const float>();
@@ -144,8 +144,8 @@ AttentionShape validate(const AttentionParams& p) {
     check_shape(p.probs, "probs", {s.batch, s.heads, s.q_len, s.kv_len}, "[batch, heads, q_len, kv_len]");
     check_writable(p.probs, "probs");
   } else if (p.probs_mode == ProbsMode::averaged) {
-    check(!p.probs.empty(), "probs", "a tensor [batch, q_len, kv_len]", "no data");
-    check(p.probs.rank == 3 && p.probs.dtype == DType::f32, "probs",
+    HEADCOUNT_CHECK(!p.probs.empty(), "probs", "a tensor [batch, q_len, kv_len]", "no data");
+    HEADCOUNT_CHECK(p.probs.rank == 3 && p.probs.dtype == DType::f32, "probs",
           "an f32 tensor [batch, q_len, kv_len]", concat(dtype_name(p.probs.dtype), ' ', p.probs.shape_string()));
     check_shape(p.probs, "probs", {s.batch, s.q_len, s.kv_len}, "[batch, q_len, kv_len]");
     check_writable(p.probs, "probs");

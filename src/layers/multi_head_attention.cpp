@@ -19,9 +19,9 @@ namespace {
 enum Slot : int { kSlotQkv = 0, kSlotQ, kSlotK, kSlotV, kSlotConcat };
 
 void check_tensor(const Tensor& t, const char* name, std::vector<std::int64_t> shape) {
-  check(!t.empty(), name, concat("a tensor ", shape_string(shape)), "no data");
-  check(t.dtype() == DType::f32, concat(name, " dtype"), "f32", dtype_name(t.dtype()));
-  check(t.shape() == shape, concat(name, " shape"), shape_string(shape), shape_string(t.shape()));
+  HEADCOUNT_CHECK(!t.empty(), name, concat("a tensor ", shape_string(shape)), "no data");
+  HEADCOUNT_CHECK(t.dtype() == DType::f32, concat(name, " dtype"), "f32", dtype_name(t.dtype()));
+  HEADCOUNT_CHECK(t.shape() == shape, concat(name, " shape"), shape_string(shape), shape_string(t.shape()));
   const float* data = t.data<const float>();
   for (std::int64_t i = 0; i < t.numel(); ++i)
     if (!std::isfinite(data[i]))
@@ -30,12 +30,12 @@ void check_tensor(const Tensor& t, const char* name, std::vector<std::int64_t> s
 
 // x [batch, len, width], f32, unit stride along width, finite.
 void check_input(const TensorView& x, const char* name, std::int64_t width, const char* dims) {
-  check(!x.empty(), name, concat("a tensor ", dims), "no data");
-  check(x.rank == 3, concat(name, " rank"), concat("3 dims ", dims), concat(x.rank, " dims ", x.shape_string()));
-  check(x.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(x.dtype));
-  check(x.shape[0] > 0 && x.shape[1] > 0 && x.shape[2] == width, concat(name, " shape"),
+  HEADCOUNT_CHECK(!x.empty(), name, concat("a tensor ", dims), "no data");
+  HEADCOUNT_CHECK(x.rank == 3, concat(name, " rank"), concat("3 dims ", dims), concat(x.rank, " dims ", x.shape_string()));
+  HEADCOUNT_CHECK(x.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(x.dtype));
+  HEADCOUNT_CHECK(x.shape[0] > 0 && x.shape[1] > 0 && x.shape[2] == width, concat(name, " shape"),
         concat("[batch >= 1, length >= 1, ", width, "] ", dims), x.shape_string());
-  check(x.strides[2] == 1 && x.strides[1] >= width && x.strides[0] >= 0, concat(name, " strides"),
+  HEADCOUNT_CHECK(x.strides[2] == 1 && x.strides[1] >= width && x.strides[0] >= 0, concat(name, " strides"),
         "rows with unit stride along the feature dimension", x.strides_string());
   const float* data = x.ptr<const float>();
   for (std::int64_t b = 0; b < x.shape[0]; ++b)
@@ -90,21 +90,21 @@ Tensor random_tensor(std::mt19937_64& rng, std::vector<std::int64_t> shape, floa
 
 MultiHeadAttentionConfig resolve(const MultiHeadAttentionConfig& config) {
   MultiHeadAttentionConfig c = config;
-  check(c.d_model >= 1, "d_model", ">= 1", c.d_model);
-  check(c.heads >= 1, "heads", ">= 1", c.heads);
+  HEADCOUNT_CHECK(c.d_model >= 1, "d_model", ">= 1", c.d_model);
+  HEADCOUNT_CHECK(c.heads >= 1, "heads", ">= 1", c.heads);
   if (c.kv_heads == 0) c.kv_heads = c.heads;
-  check(c.kv_heads >= 1 && c.heads % c.kv_heads == 0, "kv_heads",
+  HEADCOUNT_CHECK(c.kv_heads >= 1 && c.heads % c.kv_heads == 0, "kv_heads",
         concat("a divisor of heads = ", c.heads), c.kv_heads);
   if (c.head_dim == 0) {
-    check(c.d_model % c.heads == 0, "heads",
+    HEADCOUNT_CHECK(c.d_model % c.heads == 0, "heads",
           concat("a divisor of d_model = ", c.d_model, " (or set head_dim)"), c.heads);
     c.head_dim = c.d_model / c.heads;
   }
-  check(c.head_dim >= 1, "head_dim", ">= 1", c.head_dim);
+  HEADCOUNT_CHECK(c.head_dim >= 1, "head_dim", ">= 1", c.head_dim);
   if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
-  check(c.v_head_dim >= 1, "v_head_dim", ">= 1", c.v_head_dim);
+  HEADCOUNT_CHECK(c.v_head_dim >= 1, "v_head_dim", ">= 1", c.v_head_dim);
   if (c.kv_dim == 0) c.kv_dim = c.d_model;
-  check(c.kv_dim >= 1, "kv_dim", ">= 1", c.kv_dim);
+  HEADCOUNT_CHECK(c.kv_dim >= 1, "kv_dim", ">= 1", c.kv_dim);
   return c;
 }
 
@@ -144,7 +144,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
     if (c.bias) {
       check_tensor(*biases[i], bias_names[i], {bias_sizes[i]});
     } else {
-      check(biases[i]->empty(), bias_names[i], "no tensor (config.bias is false)",
+      HEADCOUNT_CHECK(biases[i]->empty(), bias_names[i], "no tensor (config.bias is false)",
             shape_string(biases[i]->shape()));
     }
   }
@@ -173,7 +173,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
 LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x, const TensorView& out,
                                        const AttentionOptions& options) const {
   const auto& c = config_;
-  check(c.kv_dim == c.d_model, "kv_dim",
+  HEADCOUNT_CHECK(c.kv_dim == c.d_model, "kv_dim",
         concat("d_model = ", c.d_model, " for self-attention (use the cross-attention forward)"), c.kv_dim);
   check_input(x, "x", c.d_model, "[batch, seq_len, d_model]");
   const std::int64_t batch = x.shape[0], len = x.shape[1];
@@ -203,8 +203,8 @@ LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x_q, cons
   check_input(x_k, "x_k", c.kv_dim, "[batch, kv_len, kv_dim]");
   check_input(x_v, "x_v", c.kv_dim, "[batch, kv_len, kv_dim]");
   const std::int64_t batch = x_q.shape[0], q_len = x_q.shape[1], kv_len = x_k.shape[1];
-  check(x_k.shape[0] == batch, "x_k shape", concat("batch = ", batch, " (of x_q)"), x_k.shape_string());
-  check(x_v.shape[0] == batch && x_v.shape[1] == kv_len, "x_v shape",
+  HEADCOUNT_CHECK(x_k.shape[0] == batch, "x_k shape", concat("batch = ", batch, " (of x_q)"), x_k.shape_string());
+  HEADCOUNT_CHECK(x_v.shape[0] == batch && x_v.shape[1] == kv_len, "x_v shape",
         concat("[", batch, ", ", kv_len, ", ", c.kv_dim, "] (batch and kv_len of x_k)"), x_v.shape_string());
 
   // 1. Project: three GEMMs, since queries and keys/values come from different inputs.
@@ -234,11 +234,11 @@ LayerStats MultiHeadAttention::attend_and_mix(Context& ctx, AttentionParams para
                                               const TensorView& out,
                                               const AttentionOptions& options) const {
   const auto& c = config_;
-  check(!out.empty() && out.rank == 3 && out.dtype == DType::f32, "out",
+  HEADCOUNT_CHECK(!out.empty() && out.rank == 3 && out.dtype == DType::f32, "out",
         "an f32 tensor [batch, q_len, d_model]", concat(dtype_name(out.dtype), ' ', out.shape_string()));
-  check(out.shape[0] == batch && out.shape[1] == q_len && out.shape[2] == c.d_model, "out shape",
+  HEADCOUNT_CHECK(out.shape[0] == batch && out.shape[1] == q_len && out.shape[2] == c.d_model, "out shape",
         concat("[", batch, ", ", q_len, ", ", c.d_model, "]"), out.shape_string());
-  check(out.strides[2] == 1 && out.strides[1] >= c.d_model && out.strides[0] >= q_len * out.strides[1],
+  HEADCOUNT_CHECK(out.strides[2] == 1 && out.strides[1] >= c.d_model && out.strides[0] >= q_len * out.strides[1],
         "out strides", "non-overlapping rows with unit stride along d_model", out.strides_string());
 
   // 2. Attend: each head writes its columns of the concat buffer [B*n, heads * v_head_dim].

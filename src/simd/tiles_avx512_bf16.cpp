@@ -2,7 +2,7 @@
 #define HC_ISA_NS avx512_bf16
 #define HC_ISA Isa::avx512_bf16
 #define HC_VEC_FLOATS 16
-#define HC_TILE_ROWS 6
+#define HC_TILE_ACC 24
 #define HC_TILE_VECS 4
 #define HC_WITH_BF16 1
 #include "simd/tiles_impl.h"

@@ -2,7 +2,7 @@
 #define HC_ISA_NS generic
 #define HC_ISA Isa::generic
 #define HC_VEC_FLOATS 4
-#define HC_TILE_ROWS 6
+#define HC_TILE_ACC 12
 #define HC_TILE_VECS 2
 
 #include "simd/tiles_impl.h"

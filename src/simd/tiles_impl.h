@@ -6,14 +6,17 @@
 //   HC_ISA_NS       namespace of this copy (each copy is a different ISA: no ODR clash)
 //   HC_ISA          the Isa enumerator
 //   HC_VEC_FLOATS   floats per vector register (W)
-//   HC_TILE_ROWS    rows of the register tile
-//   HC_TILE_VECS    vectors per row of the register tile
+//   HC_TILE_ACC     accumulator registers of the register tile
+//   HC_TILE_VECS    most vectors per row of the register tile
 //   HC_WITH_BF16    defined when AVX512_BF16 is available
 //
-// Register tiles: scores keep HC_TILE_ROWS x HC_TILE_VECS accumulators and, per step of
-// the depth, load HC_TILE_VECS vectors of K^T and broadcast one q per row: with AVX-512,
-// 6 x 4 = 24 accumulators + 4 loads + 1 broadcast of the 32 registers, 24 FMAs for 4
-// loads. The weighted sum is the same shape with P broadcast and V loaded.
+// Register tiles: R rows x NV vectors of accumulators; per step of the depth each block
+// loads NV vectors and broadcasts one value per row, so it issues R·NV FMAs for NV + R
+// loads. With AVX-512 (32 registers) the tile holds 24 accumulators: 6 x 4 when the
+// output is 64 floats wide, 12 x 2 when it is 32 wide (head_dim 32), so narrow heads keep
+// the FMA units as busy as wide ones. The weighted sum has the same shape with P
+// broadcast and V loaded.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -29,8 +32,11 @@ namespace headcount::simd::HC_ISA_NS {
 namespace {
 
 constexpr int W = HC_VEC_FLOATS;
-constexpr int kRows = HC_TILE_ROWS;
+constexpr int kAcc = HC_TILE_ACC;
 constexpr int kVecs = HC_TILE_VECS;
+constexpr int kRows = 12;  // the most rows a block takes (when NV is 1 or 2)
+// Rows of the register tile for blocks NV vectors wide.
+constexpr int rows_for(int nv) { return std::min(kRows, kAcc / nv); }
 using i64 = std::int64_t;
 typedef float vf __attribute__((vector_size(W * 4)));
 typedef std::int32_t vi __attribute__((vector_size(W * 4)));
@@ -117,8 +123,8 @@ void scores_f32(const float* q, i64 ldq, const float* kt, i64 ldk, i64 depth, fl
   // while every row block of q passes over it.
   for (i64 c0 = 0; c0 < cols; c0 += kVecs * W) {
     const int nv = static_cast<int>(std::min<i64>(kVecs, (cols - c0) / W));
-    for (i64 r0 = 0; r0 < rows; r0 += kRows) {
-      const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+    for (i64 r0 = 0; r0 < rows; r0 += rows_for(nv)) {
+      const int nr = static_cast<int>(std::min<i64>(rows_for(nv), rows - r0));
       kScoreBlocks[nv - 1][nr - 1](q + r0 * ldq, ldq, kt + c0, ldk, depth, s + r0 * lds + c0, lds,
                                    scale);
     }
@@ -168,8 +174,9 @@ constexpr auto kSumBlocks = sum_table(std::make_integer_sequence<int, kVecs>{});
 
 void weighted_sum_f32(const float* p, i64 p_row, i64 p_key, const float* v, i64 ldv, i64 keys,
                       float* acc, i64 ldacc, i64 rows, i64 width, const float* alpha) {
-  for (i64 r0 = 0; r0 < rows; r0 += kRows) {
-    const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+  const int nv_max = static_cast<int>(std::min<i64>(kVecs, width / W));
+  for (i64 r0 = 0; r0 < rows; r0 += rows_for(nv_max)) {
+    const int nr = static_cast<int>(std::min<i64>(rows_for(nv_max), rows - r0));
     for (i64 e0 = 0; e0 < width; e0 += kVecs * W) {
       const int nv = static_cast<int>(std::min<i64>(kVecs, (width - e0) / W));
       kSumBlocks[nv - 1][nr - 1](p + r0 * p_row, p_row, p_key, v + e0, ldv, keys,
@@ -253,8 +260,8 @@ void scores_bf16(const std::uint32_t* q, i64 ldq, const std::uint32_t* kt, i64 l
                  float* s, i64 lds, i64 rows, i64 cols, float scale) {
   for (i64 c0 = 0; c0 < cols; c0 += kVecs * W) {
     const int nv = static_cast<int>(std::min<i64>(kVecs, (cols - c0) / W));
-    for (i64 r0 = 0; r0 < rows; r0 += kRows) {
-      const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+    for (i64 r0 = 0; r0 < rows; r0 += rows_for(nv)) {
+      const int nr = static_cast<int>(std::min<i64>(rows_for(nv), rows - r0));
       kScoreBlocksBf16[nv - 1][nr - 1](q + r0 * ldq, ldq, kt + c0, ldk, pairs, s + r0 * lds + c0,
                                        lds, scale);
     }
@@ -303,8 +310,9 @@ constexpr auto kSumBlocksBf16 = sum_table_bf16(std::make_integer_sequence<int, k
 void weighted_sum_bf16(const std::uint32_t* p, i64 p_row, i64 p_key, const std::uint32_t* v,
                        i64 ldv, i64 pairs, float* acc, i64 ldacc, i64 rows, i64 width,
                        const float* alpha) {
-  for (i64 r0 = 0; r0 < rows; r0 += kRows) {
-    const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+  const int nv_max = static_cast<int>(std::min<i64>(kVecs, width / W));
+  for (i64 r0 = 0; r0 < rows; r0 += rows_for(nv_max)) {
+    const int nr = static_cast<int>(std::min<i64>(rows_for(nv_max), rows - r0));
     for (i64 e0 = 0; e0 < width; e0 += kVecs * W) {
       const int nv = static_cast<int>(std::min<i64>(kVecs, (width - e0) / W));
       kSumBlocksBf16[nv - 1][nr - 1](p + r0 * p_row, p_row, p_key, v + e0, ldv, pairs,

@@ -1,0 +1,68 @@
+// Once a context is warm, the streaming kernel and the layer allocate nothing: no operator
+// new (counted by replacing it in this test binary) and no scratch growth (counted by the
+// context). On these machines a fresh page costs ~11 us, so this decides benchmarks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "headcount/attention.h"
+#include "headcount/multi_head_attention.h"
+
+namespace {
+std::atomic<long> g_news{0};
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(bytes ? bytes : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t bytes) { return operator new(bytes); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace headcount::testing {
+namespace {
+
+TEST(HotPath, TheCounterSeesAllocations) {
+  const long before = g_news.load();
+  delete new int(1);
+  EXPECT_EQ(g_news.load(), before + 1);
+}
+
+TEST(HotPath, StreamingKernelAllocatesNothingOnceWarm) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor q(dtype, {2, 300, 8, 64}), k(dtype, {2, 300, 2, 64}), v(dtype, {2, 300, 2, 64});
+    Tensor out(DType::f32, {2, 300, 8, 64}), lse(DType::f32, {2, 8, 300});
+    const std::int64_t lengths[2] = {300, 123};
+    Context ctx({.threads = 2});
+    const AttentionParams p{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view(), .lse = lse.view(),
+                            .causal = true, .key_lengths = lengths};
+    attention_streaming(ctx, p);  // warm-up: scratch grows here
+    const long news = g_news.load();
+    const std::int64_t grown = ctx.allocations();
+    for (int i = 0; i < 3; ++i) attention_streaming(ctx, p);
+    EXPECT_EQ(g_news.load(), news) << dtype_name(dtype);
+    EXPECT_EQ(ctx.allocations(), grown) << dtype_name(dtype);
+  }
+}
+
+TEST(HotPath, LayerAllocatesNothingOnceWarm) {
+  const MultiHeadAttentionConfig config{.d_model = 128, .heads = 4, .kv_heads = 2};
+  const MultiHeadAttention layer(config, MultiHeadAttentionWeights::random(config, 1));
+  Tensor x(DType::f32, {3, 200, 128}), out(DType::f32, {3, 200, 128});
+  Context ctx({.threads = 2});
+  layer.forward(ctx, x.view(), out.view(), {.causal = true});
+  const long news = g_news.load();
+  const std::int64_t grown = ctx.allocations();
+  for (int i = 0; i < 3; ++i) layer.forward(ctx, x.view(), out.view(), {.causal = true});
+  EXPECT_EQ(g_news.load(), news);
+  EXPECT_EQ(ctx.allocations(), grown);
+}
+
+}  // namespace
+}  // namespace headcount::testing
