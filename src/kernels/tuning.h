@@ -21,7 +21,7 @@ constexpr std::int64_t streaming_query_tile(std::int64_t group) {
 
 // Keys per streaming tile: long enough that the per-tile work (rescaling the accumulator,
 // masking the diagonal tile) is 1/128 of the multiply-adds, short enough for L2.
-constexpr std::int64_t streaming_key_tile() { return 128; }
+constexpr std::int64_t streaming_key_tile() { return 96; }
 
 // Score entries one worker of the streaming kernel holds at once (a tile is never taller
 // than the queries there are).

@@ -24,7 +24,8 @@
 #include <utility>
 
 #include "simd/tiles.h"
-#ifdef HC_WITH_BF16
+#include "simd/vec_math.h"
+#if defined(HC_WITH_BF16) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -32,54 +33,18 @@ namespace headcount::simd::HC_ISA_NS {
 namespace {
 
 constexpr int W = HC_VEC_FLOATS;
+using vec::exp_v;
+using vec::load;
+using vec::splat;
+using vec::store;
+using vec::vf;
+using vec::vi;
+using i64 = std::int64_t;
 constexpr int kAcc = HC_TILE_ACC;
 constexpr int kVecs = HC_TILE_VECS;
 constexpr int kRows = 12;  // the most rows a block takes (when NV is 1 or 2)
 // Rows of the register tile for blocks NV vectors wide.
 constexpr int rows_for(int nv) { return std::min(kRows, kAcc / nv); }
-using i64 = std::int64_t;
-typedef float vf __attribute__((vector_size(W * 4)));
-typedef std::int32_t vi __attribute__((vector_size(W * 4)));
-
-inline vf load(const float* p) {
-  vf v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
-// A braced list of W copies compiles to one broadcast. (Not `vf{} + x`: adding +0 is not
-// an identity for -0, so the compiler must keep a scalar add before broadcasting.)
-template <std::size_t... I>
-inline vf splat_impl(float x, std::index_sequence<I...>) {
-  return vf{((void)I, x)...};
-}
-inline vf splat(float x) { return splat_impl(x, std::make_index_sequence<W>{}); }
-// exp(x), Cephes' expf: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so n·ln2 is
-// exact), exp(r) by a degree-7 polynomial, 2^n built in the exponent bits. Relative error
-// <= 2 ulp over the whole range (checked by test_simd against std::exp in double). Inputs
-// below -87.34 (results below FLT_MIN) give 0, -inf included: a softmax sums terms whose
-// largest is exp(0) = 1, so dropping terms below 1e-38 changes nothing representable.
-inline vf exp_v(vf x) {
-  const vf max_x = splat(88.3762626647949f);
-  const vf min_x = splat(-87.3365447504019f);
-  const vi underflow = x < min_x;
-  x = x > max_x ? max_x : x;
-  x = x < min_x ? min_x : x;
-  const vf round = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const vf n = (x * splat(1.44269504088896341f) + round) - round;
-  vf r = x - n * splat(0.693359375f);
-  r = r - n * splat(-2.12194440e-4f);
-  vf y = splat(1.9875691500e-4f);
-  y = y * r + splat(1.3981999507e-3f);
-  y = y * r + splat(8.3334519073e-3f);
-  y = y * r + splat(4.1665795894e-2f);
-  y = y * r + splat(1.6666665459e-1f);
-  y = y * r + splat(5.0000001201e-1f);
-  y = y * (r * r) + r + splat(1.0f);
-  const vi two_n = (__builtin_convertvector(n, vi) + 127) << 23;
-  y = y * (vf)two_n;  // a vector cast reinterprets the bits
-  return (vf)((vi)y & ~underflow);
-}
 
 // ---- scores: s = scale · q · kt -----------------------------------------------------------
 
@@ -89,19 +54,19 @@ void score_block(const float* q, i64 ldq, const float* kt, i64 ldk, i64 depth, f
   vf acc[R][NV] = {};
   for (i64 d = 0; d < depth; ++d) {
     vf k[NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) k[j] = load(kt + d * ldk + j * W);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const vf qb = splat(q[r * ldq + d]);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int j = 0; j < NV; ++j) acc[r][j] += qb * k[j];
     }
   }
   const vf sc = splat(scale);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) store(s + r * lds + j * W, acc[r][j] * sc);
 }
 
@@ -137,26 +102,26 @@ template <int R, int NV>
 void sum_block(const float* p, i64 p_row, i64 p_key, const float* v, i64 ldv, i64 keys, float* acc,
                i64 ldacc, const float* alpha) {
   vf a[R][NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const vf al = splat(alpha[r]);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) a[r][j] = load(acc + r * ldacc + j * W) * al;
   }
   for (i64 c = 0; c < keys; ++c) {
     vf vv[NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) vv[j] = load(v + c * ldv + j * W);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const vf pb = splat(p[r * p_row + c * p_key]);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int j = 0; j < NV; ++j) a[r][j] += pb * vv[j];
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) store(acc + r * ldacc + j * W, a[r][j]);
 }
 
@@ -222,25 +187,25 @@ template <int R, int NV>
 void score_block_bf16(const std::uint32_t* q, i64 ldq, const std::uint32_t* kt, i64 ldk,
                       i64 pairs, float* s, i64 lds, float scale) {
   __m512 acc[R][NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_setzero_ps();
   for (i64 p = 0; p < pairs; ++p) {
     __m512bh k[NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) k[j] = as_bh(_mm512_loadu_si512(kt + p * ldk + j * 16));
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512bh qb = as_bh(_mm512_set1_epi32(static_cast<int>(q[r * ldq + p])));
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], k[j], qb);
     }
   }
   const __m512 sc = _mm512_set1_ps(scale);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) _mm512_storeu_ps(s + r * lds + j * 16, _mm512_mul_ps(acc[r][j], sc));
 }
 
@@ -272,26 +237,26 @@ template <int R, int NV>
 void sum_block_bf16(const std::uint32_t* p, i64 p_row, i64 p_key, const std::uint32_t* v, i64 ldv,
                     i64 pairs, float* acc, i64 ldacc, const float* alpha) {
   __m512 a[R][NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const __m512 al = _mm512_set1_ps(alpha[r]);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) a[r][j] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * ldacc + j * 16), al);
   }
   for (i64 c = 0; c < pairs; ++c) {
     __m512bh vv[NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) vv[j] = as_bh(_mm512_loadu_si512(v + c * ldv + j * 16));
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512bh pb = as_bh(_mm512_set1_epi32(static_cast<int>(p[r * p_row + c * p_key])));
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int j = 0; j < NV; ++j) a[r][j] = _mm512_dpbf16_ps(a[r][j], vv[j], pb);
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) _mm512_storeu_ps(acc + r * ldacc + j * 16, a[r][j]);
 }
 
