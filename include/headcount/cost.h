@@ -42,6 +42,10 @@ struct CostConfig {
   std::int64_t d_ff = 0;        // 0: = 4 * d_model
   DType dtype = DType::f32;     // f32 or bf16
   int threads = 1;              // streaming workers, each holding one score tile
+  // KV-cache section (decoding): positions cached per sequence, 0 for no section; and the
+  // model's layers. Bytes = layers * batch * context * cache_token_bytes(...) (decode.h).
+  std::int64_t context = 0;
+  std::int64_t layers = 1;
 };
 
 // Validates a config and fills in the defaults; throws Error naming the field.
@@ -57,6 +61,16 @@ struct StageCost {
   std::int64_t streaming_score_entries = 0;  // scores alive at once, streaming kernel
 };
 
+// KV-cache bytes of a whole model and context for one head layout, in every cache dtype.
+// Exactly KvCache::bytes() of KvCache{layers, batch, kv_heads, head_dim, v_head_dim,
+// capacity = context, dtype}.
+struct KvCacheLayoutCost {
+  std::string layout;          // "MHA" (kv_heads = heads), "GQA", "MQA" (kv_heads = 1)
+  std::int64_t kv_heads = 0;
+  bool configured = false;     // the config's own kv_heads
+  std::int64_t f32_bytes = 0, bf16_bytes = 0, int8_bytes = 0;  // int8 includes its scales
+};
+
 struct CostReport {
   CostConfig config;  // resolved
   // In order: "Q projection", "K projection", "V projection", "scores", "weighted sum",
@@ -66,6 +80,10 @@ struct CostReport {
   std::int64_t kv_cache_bytes_per_token = 0;  // one layer's K and V for one token
   std::int64_t kv_cache_bytes = 0;            // ... for batch * kv_len tokens
   std::int64_t total_parameters = 0;          // the layer's weights
+  // When config.context > 0: MHA, GQA and MQA side by side. GQA is the configured kv_heads
+  // when 1 < kv_heads < heads, else the largest divisor of heads in (1, max(2, heads/4)]
+  // (32 heads -> 8), absent when heads has none (heads 1, 2, 3).
+  std::vector<KvCacheLayoutCost> kv_cache_layouts;
 
   // The row named `name`; throws Error if there is none.
   const StageCost& stage(std::string_view name) const;

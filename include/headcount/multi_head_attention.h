@@ -15,6 +15,7 @@
 
 #include "headcount/attention.h"
 #include "headcount/context.h"
+#include "headcount/kv_cache.h"
 #include "headcount/tensor.h"
 
 namespace headcount {
@@ -57,6 +58,16 @@ struct AttentionOptions {
   TensorView probs;
 };
 
+// Decoding with a KV cache (src/layers/multi_head_attention_decode.cpp).
+struct PrefillOptions {
+  Kernel kernel = Kernel::streaming;            // the prompt's causal self-attention
+  std::span<const std::int64_t> prompt_lengths;  // per sequence, <= n (the rest is padding); empty: n
+  std::optional<float> scale;
+};
+struct DecodeStepOptions {
+  std::optional<float> scale;
+};
+
 struct LayerStats {
   std::int64_t q_macs = 0, k_macs = 0, v_macs = 0, o_macs = 0;
   AttentionStats attention;
@@ -79,11 +90,29 @@ class MultiHeadAttention {
                      const TensorView& x_v, const TensorView& out,
                      const AttentionOptions& options = {}) const;
 
+  // Step-by-step causal self-attention through a KV cache (one layer of it: `layer`).
+  // prefill: x [B, n, d_model] is the prompt of every sequence (sequence b has
+  // prompt_lengths[b] tokens; rows past it are padding, their outputs meaningless). Its keys
+  // and values are appended to the cache, which must hold nothing yet for this layer, and out
+  // [B, n, d_model] is the causal forward over the prompt (from the fp32 projections; later
+  // steps read the cache in its own dtype).
+  LayerStats prefill(Context& ctx, const TensorView& x, KvCache& cache, std::int64_t layer,
+                     const TensorView& out, const PrefillOptions& options = {}) const;
+  // decode_step: x_new [B, t, d_model], t = 1..16 new tokens per sequence: their K/V are
+  // appended, then they attend to everything cached (token i sees the cache and new tokens
+  // <= i) through the decode kernel; out [B, t, d_model]. Nothing allocates once warm.
+  LayerStats decode_step(Context& ctx, const TensorView& x_new, KvCache& cache, std::int64_t layer,
+                         const TensorView& out, const DecodeStepOptions& options = {}) const;
+
  private:
   std::int64_t q_width() const { return config_.heads * config_.head_dim; }
   std::int64_t k_width() const { return config_.kv_heads * config_.head_dim; }
   std::int64_t v_width() const { return config_.kv_heads * config_.v_head_dim; }
   std::int64_t concat_width() const { return config_.heads * config_.v_head_dim; }
+
+  void check_cache(const KvCache& cache, std::int64_t layer) const;
+  // x [B, n, d_model] · W_qkv (+ b_qkv) into a workspace matrix [B*n, width]; returns it.
+  float* project_qkv(Context& ctx, const TensorView& x) const;
 
   LayerStats attend_and_mix(Context& ctx, AttentionParams params, std::int64_t batch,
                             std::int64_t q_len, const TensorView& out,

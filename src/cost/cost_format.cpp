@@ -91,6 +91,26 @@ std::string format_cost_table(const CostReport& report) {
       << "activation bytes: the tensor each stage outputs (scores: the reference path's full\n"
       << "  grid; feed-forward: the d_ff-wide hidden); total rows sum their stages and take\n"
       << "  the peak of the two scores columns\n";
+
+  if (!report.kv_cache_layouts.empty()) {
+    out << "\nKV cache for the whole context: " << grouped(c.context) << " positions x batch " << c.batch
+        << " x " << c.layers << " layer" << (c.layers == 1 ? "" : "s") << " (K and V)\n";
+    std::vector<std::array<std::string, 5>> kv_rows = {{"layout", "kv_heads", "f32 bytes", "bf16 bytes", "int8 bytes"}};
+    for (const KvCacheLayoutCost& l : report.kv_cache_layouts)
+      kv_rows.push_back({l.layout + (l.configured ? " *" : ""), std::to_string(l.kv_heads), grouped(l.f32_bytes),
+                         grouped(l.bf16_bytes), grouped(l.int8_bytes)});
+    std::array<std::size_t, 5> w{};
+    for (const auto& row : kv_rows)
+      for (int i = 0; i < 5; ++i) w[i] = std::max(w[i], row[i].size());
+    for (const auto& row : kv_rows) {
+      out << row[0] << std::string(w[0] - row[0].size(), ' ');
+      for (int i = 1; i < 5; ++i) out << "  " << std::string(w[i] - row[i].size(), ' ') << row[i];
+      out << '\n';
+    }
+    out << "* = the configured kv_heads. bytes = layers * batch * context * kv_heads * (head_dim +\n"
+        << "  v_head_dim) * element bytes; int8 adds one fp32 scale per token, kv head and K/V.\n"
+        << "  GQA, when not configured: the largest divisor of heads <= max(2, heads/4).\n";
+  }
   return out.str();
 }
 
@@ -105,7 +125,7 @@ std::string cost_to_json(const CostReport& report, int indent) {
                       {"reference_score_entries", s.reference_score_entries},
                       {"streaming_score_entries", s.streaming_score_entries}});
   }
-  const nlohmann::ordered_json doc = {{"config",
+  nlohmann::ordered_json doc = {{"config",
                                        {{"d_model", c.d_model},
                                         {"heads", c.heads},
                                         {"kv_heads", c.kv_heads},
@@ -123,6 +143,16 @@ std::string cost_to_json(const CostReport& report, int indent) {
                                       {"kv_cache_bytes", report.kv_cache_bytes},
                                       {"total_parameters", report.total_parameters},
                                       {"streaming_tile_entries", tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len)}};
+  if (!report.kv_cache_layouts.empty()) {
+    nlohmann::ordered_json layouts = nlohmann::ordered_json::array();
+    for (const KvCacheLayoutCost& l : report.kv_cache_layouts)
+      layouts.push_back({{"layout", l.layout},
+                         {"kv_heads", l.kv_heads},
+                         {"configured", l.configured},
+                         {"bytes", {{"f32", l.f32_bytes}, {"bf16", l.bf16_bytes}, {"int8", l.int8_bytes}}}});
+    doc["kv_cache_context"] = {{"context", c.context}, {"layers", c.layers}, {"batch", c.batch},
+                               {"layouts", std::move(layouts)}};
+  }
   return doc.dump(indent);
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "headcount/cost.h"
+#include "headcount/decode.h"
 #include "headcount/error.h"
 #include "kernels/tuning.h"
 
@@ -88,6 +89,8 @@ CostConfig resolve(const CostConfig& config) {
   check(out.dtype == DType::f32 || out.dtype == DType::bf16, "dtype", "f32 or bf16",
         dtype_name(out.dtype));
   check(out.threads >= 1, "threads", "a count >= 1", out.threads);
+  check(out.context >= 0, "context", "positions >= 1, or 0 for no KV-cache section", out.context);
+  check_size(out.layers, "layers");
   return out;
 }
 
@@ -146,6 +149,26 @@ CostReport estimate_cost(const CostConfig& config) {
       {sum("kv cache", product("kv cache", {Hkv, Dk}), product("kv cache", {Hkv, Dv})), bytes});
   report.kv_cache_bytes = product("kv cache", {report.kv_cache_bytes_per_token, B, m});
   report.total_parameters = layer.weights;
+
+  if (c.context > 0) {
+    std::int64_t gqa = c.kv_heads > 1 && c.kv_heads < H ? c.kv_heads : 0;
+    for (std::int64_t g = std::max<std::int64_t>(2, H / 4); gqa == 0 && g > 1; --g)
+      if (H % g == 0 && g < H) gqa = g;
+    std::vector<std::pair<const char*, std::int64_t>> layouts = {{"MHA", H}};
+    if (gqa > 0) layouts.push_back({"GQA", gqa});
+    if (H > 1) layouts.push_back({"MQA", 1});
+    for (const auto& [name, kv_heads] : layouts) {
+      auto bytes = [&](CacheDType dtype) {
+        return product("kv cache", {c.layers, B, c.context, cache_token_bytes(dtype, kv_heads, Dk, Dv)});
+      };
+      report.kv_cache_layouts.push_back({.layout = name,
+                                         .kv_heads = kv_heads,
+                                         .configured = kv_heads == Hkv,
+                                         .f32_bytes = bytes(CacheDType::f32),
+                                         .bf16_bytes = bytes(CacheDType::bf16),
+                                         .int8_bytes = bytes(CacheDType::int8)});
+    }
+  }
   return report;
 }
 

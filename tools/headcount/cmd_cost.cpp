@@ -41,6 +41,9 @@ void register_cost(CLI::App& app) {
   cmd->add_option("--dtype", options->dtype, "Element type: f32 or bf16")->capture_default_str();
   cmd->add_option("--threads", c.threads, "Streaming workers, one score tile each")
       ->capture_default_str();
+  cmd->add_option("--context", c.context,
+                  "KV-cache section: positions cached per sequence (MHA, GQA, MQA side by side)");
+  cmd->add_option("--layers", c.layers, "Layers of the model, for the KV-cache section")->capture_default_str();
   cmd->add_flag("--json", options->json, "Print a JSON object instead of the table");
 
   cmd->callback([options] {

@@ -1,0 +1,175 @@
+// MultiHeadAttention with a KV cache: prefill a prompt, then decode token by token.
+//
+//   prefill(x [B, n, d_model]):
+//     1. project once: x · W_qkv → [B*n, q | k | v]              (one GEMM, as forward())
+//     2. append the k and v column ranges to the cache            (quantised to its dtype)
+//     3. causal attention over the prompt from the fp32 projections, then W_O (as forward())
+//   decode_step(x_new [B, t, d_model], t = 1..16):
+//     1. project the t new tokens: [B*t, q | k | v]
+//     2. append their k, v to the cache
+//     3. the decode kernel: q [B, t, heads, head_dim] against the whole cache, written into the
+//        concat buffer [B*t, heads * v_head_dim]
+//     4. mix: concat · W_O (+ b_o) → out [B, t, d_model]
+// Workspace slots are those of the layer's forward (0: the projection, 4: the concat buffer);
+// the decode kernel keeps its partials in slot 7.
+#include <algorithm>
+#include <cmath>
+
+#include "headcount/decode.h"
+#include "headcount/error.h"
+#include "headcount/multi_head_attention.h"
+#include "layers/gemm.h"
+
+namespace headcount {
+
+using detail::concat;
+using i64 = std::int64_t;
+
+namespace {
+
+enum Slot : int { kSlotQkv = 0, kSlotConcat = 4 };
+
+void check_x(const TensorView& x, const char* name, i64 width, const char* dims) {
+  HEADCOUNT_CHECK(!x.empty(), name, concat("a tensor ", dims), "no data");
+  HEADCOUNT_CHECK(x.rank == 3, concat(name, " rank"), concat("3 dims ", dims), concat(x.rank, " dims ", x.shape_string()));
+  HEADCOUNT_CHECK(x.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(x.dtype));
+  HEADCOUNT_CHECK(x.shape[0] > 0 && x.shape[1] > 0 && x.shape[2] == width, concat(name, " shape"),
+                  concat("[batch >= 1, length >= 1, ", width, "] ", dims), x.shape_string());
+  HEADCOUNT_CHECK(x.strides[2] == 1 && x.strides[1] >= width && x.strides[0] >= 0, concat(name, " strides"),
+                  "rows with unit stride along the feature dimension", x.strides_string());
+  const float* data = x.ptr<const float>();
+  for (i64 b = 0; b < x.shape[0]; ++b)
+    for (i64 i = 0; i < x.shape[1]; ++i)
+      for (i64 c = 0; c < width; ++c)
+        if (!std::isfinite(data[b * x.strides[0] + i * x.strides[1] + c]))
+          fail(name, concat("expected finite values, got ", data[b * x.strides[0] + i * x.strides[1] + c], " at [", b,
+                            ", ", i, ", ", c, "]"));
+}
+
+void check_out(const TensorView& out, i64 batch, i64 len, i64 d_model) {
+  HEADCOUNT_CHECK(!out.empty() && out.rank == 3 && out.dtype == DType::f32, "out", "an f32 tensor [batch, q_len, d_model]",
+                  concat(dtype_name(out.dtype), ' ', out.shape_string()));
+  HEADCOUNT_CHECK(out.shape[0] == batch && out.shape[1] == len && out.shape[2] == d_model, "out shape",
+                  concat("[", batch, ", ", len, ", ", d_model, "]"), out.shape_string());
+  HEADCOUNT_CHECK(out.strides[2] == 1 && out.strides[1] >= d_model && out.strides[0] >= len * out.strides[1],
+                  "out strides", "non-overlapping rows with unit stride along d_model", out.strides_string());
+}
+
+// [batch, len, heads, dim] view of columns [column, column + heads*dim) of a [batch*len, row_width] matrix.
+TensorView head_view(float* matrix, i64 row_width, i64 column, i64 batch, i64 len, i64 heads, i64 dim) {
+  return TensorView::strided(matrix + column, DType::f32, {batch, len, heads, dim}, {len * row_width, row_width, dim, 1});
+}
+
+}  // namespace
+
+void MultiHeadAttention::check_cache(const KvCache& cache, i64 layer) const {
+  const auto& c = config_;
+  const KvCacheConfig& k = cache.config();
+  HEADCOUNT_CHECK(c.kv_dim == c.d_model, "kv_dim",
+                  concat("d_model = ", c.d_model, " (a KV cache is for self-attention)"), c.kv_dim);
+  HEADCOUNT_CHECK(k.kv_heads == c.kv_heads, "kv cache kv_heads", concat(c.kv_heads, " (the layer's kv_heads)"), k.kv_heads);
+  HEADCOUNT_CHECK(k.head_dim == c.head_dim, "kv cache head_dim", concat(c.head_dim, " (the layer's head_dim)"), k.head_dim);
+  HEADCOUNT_CHECK(k.v_head_dim == c.v_head_dim, "kv cache v_head_dim", concat(c.v_head_dim, " (the layer's v_head_dim)"),
+                  k.v_head_dim);
+  HEADCOUNT_CHECK(layer >= 0 && layer < k.layers, "kv cache layer", concat("0 to ", k.layers - 1), layer);
+}
+
+float* MultiHeadAttention::project_qkv(Context& ctx, const TensorView& x) const {
+  const i64 batch = x.shape[0], len = x.shape[1];
+  const i64 width = w_qkv_.size(1);
+  float* y = static_cast<float*>(ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
+  if (!b_qkv_.empty())
+    for (i64 r = 0; r < batch * len; ++r) std::copy_n(b_qkv_.data<const float>(), width, y + r * width);
+  const bool one_gemm = x.strides[0] == len * x.strides[1];
+  for (i64 b = 0; b < (one_gemm ? 1 : batch); ++b)
+    layers::gemm(ctx, {.m = one_gemm ? batch * len : len, .n = width, .k = config_.d_model,
+                       .a = x.ptr<const float>() + b * x.strides[0], .lda = x.strides[1],
+                       .b = w_qkv_.data<const float>(), .ldb = width,
+                       .c = y + b * len * width, .ldc = width, .accumulate = !b_qkv_.empty()});
+  return y;
+}
+
+LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCache& cache, i64 layer,
+                                       const TensorView& out, const PrefillOptions& options) const {
+  const auto& c = config_;
+  check_cache(cache, layer);
+  check_x(x, "x", c.d_model, "[batch, prompt_len, d_model]");
+  const i64 batch = x.shape[0], len = x.shape[1];
+  HEADCOUNT_CHECK(cache.config().batch == batch, "kv cache batch", concat(batch, " (the batch of x)"), cache.config().batch);
+  for (i64 b = 0; b < batch; ++b)
+    HEADCOUNT_CHECK(cache.length(layer, b) == 0, concat("kv cache length (layer ", layer, ", sequence ", b, ")"),
+                    "0 before prefill (extend a cached sequence with decode_step)", cache.length(layer, b));
+  if (!options.prompt_lengths.empty()) {
+    HEADCOUNT_CHECK(static_cast<i64>(options.prompt_lengths.size()) == batch, "prompt_lengths",
+                    concat(batch, " entries (one per sequence)"), options.prompt_lengths.size());
+    for (std::size_t b = 0; b < options.prompt_lengths.size(); ++b)
+      HEADCOUNT_CHECK(options.prompt_lengths[b] >= 0 && options.prompt_lengths[b] <= len, concat("prompt_lengths[", b, "]"),
+                      concat("0 to prompt_len = ", len), options.prompt_lengths[b]);
+  }
+  check_out(out, batch, len, c.d_model);
+
+  // 1-2. Project once; the k and v column ranges go into the cache.
+  const i64 width = w_qkv_.size(1);
+  float* qkv = project_qkv(ctx, x);
+  AttentionParams params;
+  params.q = head_view(qkv, width, 0, batch, len, c.heads, c.head_dim);
+  params.k = head_view(qkv, width, q_width(), batch, len, c.kv_heads, c.head_dim);
+  params.v = head_view(qkv, width, q_width() + k_width(), batch, len, c.kv_heads, c.v_head_dim);
+  cache.append(layer, params.k, params.v, options.prompt_lengths);
+
+  // 3. Causal attention over the prompt, then W_O.
+  LayerStats stats = attend_and_mix(ctx, params, batch, len, out,
+                                    {.kernel = options.kernel, .causal = true, .key_lengths = options.prompt_lengths,
+                                     .scale = options.scale});
+  stats.q_macs = batch * len * c.d_model * q_width();
+  stats.k_macs = batch * len * c.d_model * k_width();
+  stats.v_macs = batch * len * c.d_model * v_width();
+  return stats;
+}
+
+LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new, KvCache& cache, i64 layer,
+                                           const TensorView& out, const DecodeStepOptions& options) const {
+  const auto& c = config_;
+  check_cache(cache, layer);
+  check_x(x_new, "x_new", c.d_model, "[batch, new_tokens, d_model]");
+  const i64 batch = x_new.shape[0], len = x_new.shape[1];
+  HEADCOUNT_CHECK(len <= kMaxDecodeTokens, "x_new new tokens", concat("1 to ", kMaxDecodeTokens), len);
+  HEADCOUNT_CHECK(cache.config().batch == batch, "kv cache batch", concat(batch, " (the batch of x_new)"),
+                  cache.config().batch);
+  check_out(out, batch, len, c.d_model);
+
+  // 1-2. Project the new tokens; append their keys and values.
+  const i64 width = w_qkv_.size(1);
+  float* qkv = project_qkv(ctx, x_new);
+  cache.append(layer, head_view(qkv, width, q_width(), batch, len, c.kv_heads, c.head_dim),
+               head_view(qkv, width, q_width() + k_width(), batch, len, c.kv_heads, c.v_head_dim));
+
+  // 3. Attend: every head writes its columns of the concat buffer.
+  float* concat_buffer =
+      static_cast<float*>(ctx.workspace(kSlotConcat, static_cast<std::size_t>(batch * len * concat_width()) * sizeof(float)));
+  LayerStats stats;
+  stats.attention = attention_decode(
+      ctx, {.q = head_view(qkv, width, 0, batch, len, c.heads, c.head_dim),
+            .kv = cache.view(layer),
+            .out = head_view(concat_buffer, concat_width(), 0, batch, len, c.heads, c.v_head_dim),
+            .scale = options.scale});
+
+  // 4. Mix: out = concat · W_o + b_o.
+  const bool one_gemm = out.strides[0] == len * out.strides[1];
+  const i64 rows = one_gemm ? batch * len : len;
+  for (i64 b = 0; b < (one_gemm ? 1 : batch); ++b) {
+    float* y = out.ptr<float>() + b * out.strides[0];
+    if (c.bias)
+      for (i64 i = 0; i < rows; ++i) std::copy_n(weights_.b_o.data<const float>(), c.d_model, y + i * out.strides[1]);
+    layers::gemm(ctx, {.m = rows, .n = c.d_model, .k = concat_width(), .a = concat_buffer + b * len * concat_width(),
+                       .lda = concat_width(), .b = weights_.w_o.data<const float>(), .ldb = c.d_model, .c = y,
+                       .ldc = out.strides[1], .accumulate = c.bias});
+  }
+  stats.q_macs = batch * len * c.d_model * q_width();
+  stats.k_macs = batch * len * c.d_model * k_width();
+  stats.v_macs = batch * len * c.d_model * v_width();
+  stats.o_macs = batch * len * concat_width() * c.d_model;
+  return stats;
+}
+
+}  // namespace headcount
