@@ -10,5 +10,9 @@ namespace headcount::cli {
 void register_cost(CLI::App& app);
 void register_attention(CLI::App& app);
 void register_layer(CLI::App& app);
+void register_bench(CLI::App& app);
+void register_embed(CLI::App& app);
+void register_similarity(CLI::App& app);
+void register_sts(CLI::App& app);
 
 }  // namespace headcount::cli

@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
   headcount::cli::register_cost(app);
   headcount::cli::register_attention(app);
   headcount::cli::register_layer(app);
+  headcount::cli::register_bench(app);
+  headcount::cli::register_embed(app);
+  headcount::cli::register_similarity(app);
+  headcount::cli::register_sts(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -1,0 +1,120 @@
+// A BERT sentence encoder (all-MiniLM-L6-v2 and any model directory with the same files), run on
+// headcount's own attention layer:
+//
+//   ids [B, n] ─ embeddings: word[id] + position[i] + token_type[0], LayerNorm
+//              ─ layers × L:  x = LayerNorm(x + MultiHeadAttention(x, key_lengths))
+//                             x = LayerNorm(x + W2 · GELU(W1 · x + b1) + b2)       (post-LN)
+//              ─ mean over the valid tokens of each row ([CLS] and [SEP] included)
+//              ─ L2 normalisation (when the model's modules.json has a Normalize module)
+//
+// A model directory holds model.safetensors, config.json and vocab.txt, and optionally
+// tokenizer_config.json (lower-casing, accents), sentence_bert_config.json (max_seq_length) and
+// 1_Pooling/config.json (must ask for mean pooling) and modules.json (Normalize).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "headcount/attention.h"
+#include "headcount/context.h"
+#include "headcount/safetensors.h"
+#include "headcount/tensor.h"
+#include "headcount/tokenizer.h"
+
+namespace headcount {
+
+struct EncoderConfig {
+  std::int64_t vocab_size = 0;
+  std::int64_t hidden_size = 0;        // d_model
+  std::int64_t layers = 0;
+  std::int64_t heads = 0;
+  std::int64_t intermediate_size = 0;  // d_ff
+  std::int64_t max_position_embeddings = 0;
+  std::int64_t type_vocab_size = 0;
+  float layer_norm_eps = 1e-12f;
+  bool normalize = true;               // L2-normalise the pooled embedding
+  TokenizerOptions tokenizer;          // max_length = sentence-transformers' max_seq_length
+};
+
+// The compiled-in default model directory (<repo>/models/all-MiniLM-L6-v2, which
+// scripts/setup.sh fills).
+std::string default_model_dir();
+
+// Throws Error("model: expected a directory with model.safetensors, config.json, vocab.txt,
+// got <dir> (<what is missing>)") unless `dir` has the three files.
+void check_model_dir(const std::string& dir);
+
+// Reads config.json (+ the optional files above) and checks every field it uses.
+EncoderConfig read_encoder_config(const std::string& model_dir);
+
+// The encoder's weights as data: every tensor name with its expected shape (PyTorch layout,
+// [out, in] for linear weights), derived from the config. A checkpoint must have each of them
+// (extra tensors, such as position_ids or the pooler, are ignored).
+struct WeightSpec {
+  std::string name;
+  std::vector<std::int64_t> shape;
+};
+std::vector<WeightSpec> bert_weight_table(const EncoderConfig& config);
+
+struct EmbedOptions {
+  std::int64_t batch_size = 32;  // sequences per forward pass, >= 1
+  bool normalize = true;         // L2-normalise (if the model does); false: plain mean pooling
+  Kernel kernel = Kernel::streaming;
+  // Called after each batch with (sentences done, total), for progress reports.
+  std::function<void(std::int64_t, std::int64_t)> progress;
+};
+
+class BertEncoder {
+ public:
+  // Loads config, tokenizer and weights from a model directory; throws Error on any problem.
+  static BertEncoder load(const std::string& model_dir);
+  BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer);
+  ~BertEncoder();
+  BertEncoder(BertEncoder&&) noexcept;
+  BertEncoder& operator=(BertEncoder&&) noexcept;
+
+  const EncoderConfig& config() const;
+  const WordPieceTokenizer& tokenizer() const;
+  std::int64_t dim() const { return config().hidden_size; }
+
+  // The last hidden states of one padded batch: hidden [batch.batch, batch.seq_len, d_model].
+  // Rows past a sequence's length hold values that mean nothing.
+  void forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
+               Kernel kernel = Kernel::streaming) const;
+
+  // Pooled (and normalised, if asked) embeddings of one padded batch: out [batch.batch, d_model].
+  void embed_batch(Context& ctx, const TokenBatch& batch, const TensorView& out,
+                   bool normalize = true, Kernel kernel = Kernel::streaming) const;
+
+  // Embeds texts in input order: [texts.size(), d_model]. Dynamic batching: texts are sorted by
+  // token count and batched with their neighbours, so padding costs little; results do not
+  // depend on the batch size beyond fp32 rounding.
+  Tensor embed(Context& ctx, const std::vector<std::string>& texts, const EmbedOptions& options = {}) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Cosine similarity of two vectors of length n (0 if either is zero).
+double cosine_similarity(const float* a, const float* b, std::int64_t n);
+
+// Encoder throughput, for `headcount bench --suite encoder`: embeds `texts` (tokenisation,
+// dynamic batching, forward, pooling: all of embed()) `repeats` times after one untimed warm-up
+// pass, and reports the median pass.
+struct EncoderTiming {
+  std::int64_t sentences = 0;          // per pass
+  std::int64_t tokens = 0;             // valid tokens per pass ([CLS]/[SEP] included)
+  std::int64_t batch_size = 0;
+  int threads = 0;
+  std::vector<double> seconds;         // every timed pass
+  double median_seconds = 0;
+  double sentences_per_second = 0;     // sentences / median_seconds
+};
+EncoderTiming time_encoder(Context& ctx, const BertEncoder& encoder, const std::vector<std::string>& texts,
+                           std::int64_t batch_size, int repeats = 3, Kernel kernel = Kernel::streaming);
+
+}  // namespace headcount

@@ -1,0 +1,18 @@
+// LayerNorm over the last dimension, with an optional residual added first (BERT's post-LN
+// "x = LayerNorm(x + sublayer(x))" in one pass over memory).
+#pragma once
+
+#include <cstdint>
+
+#include "headcount/context.h"
+
+namespace headcount::layers {
+
+// For each of `rows` rows of `width` floats (row stride = width):
+//   x[r] = (x[r] + residual[r] - mean) / sqrt(var + eps) * gamma + beta
+// residual may be nullptr. Mean and variance are accumulated in double (two passes), so the
+// result is as exact as fp32 storage allows. Rows are spread over the context's workers.
+void add_layer_norm(Context& ctx, float* x, const float* residual, std::int64_t rows,
+                    std::int64_t width, const float* gamma, const float* beta, float eps);
+
+}  // namespace headcount::layers

@@ -1,0 +1,246 @@
+// BertEncoder: weights from the name -> shape table, the forward pass in numbered steps,
+// mean pooling, and dynamic batching by length.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <numeric>
+
+#include "headcount/encoder.h"
+#include "headcount/error.h"
+#include "headcount/multi_head_attention.h"
+#include "layers/feed_forward.h"
+#include "layers/layer_norm.h"
+
+namespace headcount {
+
+using detail::concat;
+
+namespace {
+
+// Context workspace slots of the encoder (the attention layer uses the low slots).
+enum EncoderSlot : int { kSlotHidden = 32, kSlotSublayer, kSlotFfn, kSlotPooled };
+
+// PyTorch's nn.Linear stores [out, in]; headcount multiplies x · W with W [in, out].
+Tensor transposed(const Tensor& t) {
+  const std::int64_t rows = t.size(0), cols = t.size(1);
+  Tensor out(DType::f32, {cols, rows});
+  const float* src = t.data<const float>();
+  float* dst = out.data<float>();
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+  return out;
+}
+
+struct NormWeights {
+  Tensor gamma, beta;
+};
+
+struct EncoderLayer {
+  MultiHeadAttention attention;
+  NormWeights attention_norm;
+  layers::FeedForward ffn;
+  NormWeights output_norm;
+};
+
+}  // namespace
+
+struct BertEncoder::Impl {
+  EncoderConfig config;
+  WordPieceTokenizer tokenizer;
+  Tensor word, position, token_type;  // [vocab, d], [max_positions, d], [types, d]
+  NormWeights embedding_norm;
+  std::vector<EncoderLayer> layers;
+
+  Impl(EncoderConfig c, WordPieceTokenizer t) : config(std::move(c)), tokenizer(std::move(t)) {}
+};
+
+BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(tokenizer))) {
+  const EncoderConfig& c = impl_->config;
+  check(impl_->tokenizer.vocab_size() == c.vocab_size, "vocab.txt",
+        concat(c.vocab_size, " tokens (config.json vocab_size)"), impl_->tokenizer.vocab_size());
+
+  // 1. Every tensor of the table, present and of the right shape, before any is used. Some
+  //    checkpoints (BertForPreTraining exports) prefix the names with "bert.".
+  const std::string prefix =
+      weights.find("embeddings.word_embeddings.weight") == nullptr &&
+              weights.find("bert.embeddings.word_embeddings.weight") != nullptr
+          ? "bert."
+          : "";
+  std::map<std::string, Tensor> loaded;
+  for (const WeightSpec& spec : bert_weight_table(c))
+    loaded.emplace(spec.name, weights.load_f32(prefix + spec.name, spec.shape));
+  auto take = [&](const std::string& name) { return std::move(loaded.at(name)); };
+
+  // 2. Embeddings.
+  impl_->word = take("embeddings.word_embeddings.weight");
+  impl_->position = take("embeddings.position_embeddings.weight");
+  impl_->token_type = take("embeddings.token_type_embeddings.weight");
+  impl_->embedding_norm = {take("embeddings.LayerNorm.weight"), take("embeddings.LayerNorm.bias")};
+
+  // 3. Layers: linear weights transposed to [in, out].
+  const MultiHeadAttentionConfig attention_config =
+      resolve(MultiHeadAttentionConfig{.d_model = c.hidden_size, .heads = c.heads});
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = concat("encoder.layer.", l, ".");
+    MultiHeadAttentionWeights w;
+    w.w_q = transposed(take(p + "attention.self.query.weight"));
+    w.w_k = transposed(take(p + "attention.self.key.weight"));
+    w.w_v = transposed(take(p + "attention.self.value.weight"));
+    w.w_o = transposed(take(p + "attention.output.dense.weight"));
+    w.b_q = take(p + "attention.self.query.bias");
+    w.b_k = take(p + "attention.self.key.bias");
+    w.b_v = take(p + "attention.self.value.bias");
+    w.b_o = take(p + "attention.output.dense.bias");
+    layers::FeedForward ffn{
+        .up = {transposed(take(p + "intermediate.dense.weight")), take(p + "intermediate.dense.bias")},
+        .down = {transposed(take(p + "output.dense.weight")), take(p + "output.dense.bias")}};
+    impl_->layers.push_back(EncoderLayer{
+        .attention = MultiHeadAttention(attention_config, std::move(w)),
+        .attention_norm = {take(p + "attention.output.LayerNorm.weight"),
+                           take(p + "attention.output.LayerNorm.bias")},
+        .ffn = std::move(ffn),
+        .output_norm = {take(p + "output.LayerNorm.weight"), take(p + "output.LayerNorm.bias")}});
+  }
+}
+
+BertEncoder BertEncoder::load(const std::string& model_dir) {
+  EncoderConfig config = read_encoder_config(model_dir);  // checks the directory first
+  const std::filesystem::path dir(model_dir);
+  WordPieceTokenizer tokenizer =
+      WordPieceTokenizer::from_vocab_file((dir / "vocab.txt").string(), config.tokenizer);
+  const SafetensorsFile weights = SafetensorsFile::open((dir / "model.safetensors").string());
+  return BertEncoder(std::move(config), weights, std::move(tokenizer));
+}
+
+BertEncoder::~BertEncoder() = default;
+BertEncoder::BertEncoder(BertEncoder&&) noexcept = default;
+BertEncoder& BertEncoder::operator=(BertEncoder&&) noexcept = default;
+
+const EncoderConfig& BertEncoder::config() const { return impl_->config; }
+const WordPieceTokenizer& BertEncoder::tokenizer() const { return impl_->tokenizer; }
+
+void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
+                          Kernel kernel) const {
+  const EncoderConfig& c = impl_->config;
+  const std::int64_t B = batch.batch, n = batch.seq_len, d = c.hidden_size;
+  check(B >= 1 && n >= 1, "batch", "at least one sequence of at least one token",
+        concat(B, " x ", n));
+  check(n <= c.max_position_embeddings, "batch seq_len",
+        concat("at most max_position_embeddings = ", c.max_position_embeddings), n);
+  check(static_cast<std::int64_t>(batch.ids.size()) == B * n && static_cast<std::int64_t>(batch.lengths.size()) == B,
+        "batch", concat(B * n, " ids and ", B, " lengths"),
+        concat(batch.ids.size(), " ids and ", batch.lengths.size(), " lengths"));
+  for (std::int64_t len : batch.lengths) check(len >= 1 && len <= n, "batch lengths", concat("in [1, ", n, "]"), len);
+  for (std::int32_t id : batch.ids) check(id >= 0 && id < c.vocab_size, "token id", concat("in [0, ", c.vocab_size, ")"), id);
+  check(!hidden.empty() && hidden.dtype == DType::f32 && hidden.rank == 3 && hidden.is_contiguous() &&
+            hidden.shape[0] == B && hidden.shape[1] == n && hidden.shape[2] == d,
+        "hidden", concat("a contiguous f32 tensor [", B, ", ", n, ", ", d, "]"), hidden.shape_string());
+
+  float* x = hidden.ptr<float>();  // [B, n, d]: the residual stream
+  const std::int64_t rows = B * n;
+  const float eps = c.layer_norm_eps;
+
+  // 1. Embeddings: word + position + token type 0, then LayerNorm.
+  const float* word = impl_->word.data<const float>();
+  const float* position = impl_->position.data<const float>();
+  const float* type0 = impl_->token_type.data<const float>();
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < n; ++i) {
+      float* row = x + (b * n + i) * d;
+      const float* w = word + static_cast<std::int64_t>(batch.ids[static_cast<std::size_t>(b * n + i)]) * d;
+      const float* p = position + i * d;
+      for (std::int64_t k = 0; k < d; ++k) row[k] = w[k] + p[k] + type0[k];
+    }
+  layers::add_layer_norm(ctx, x, nullptr, rows, d, impl_->embedding_norm.gamma.data<const float>(),
+                         impl_->embedding_norm.beta.data<const float>(), eps);
+
+  // 2. Layers, post-LN: x = LN(x + attention(x)); x = LN(x + FFN(x)).
+  float* sublayer = static_cast<float*>(ctx.workspace(kSlotSublayer, static_cast<std::size_t>(rows * d) * sizeof(float)));
+  float* ffn_hidden = static_cast<float*>(
+      ctx.workspace(kSlotFfn, static_cast<std::size_t>(rows * c.intermediate_size) * sizeof(float)));
+  const TensorView x_view = TensorView::contiguous(x, DType::f32, {B, n, d});
+  const TensorView sublayer_view = TensorView::contiguous(sublayer, DType::f32, {B, n, d});
+  const AttentionOptions attention_options{.kernel = kernel, .key_lengths = batch.lengths};
+  for (const EncoderLayer& layer : impl_->layers) {
+    layer.attention.forward(ctx, x_view, sublayer_view, attention_options);
+    layers::add_layer_norm(ctx, x, sublayer, rows, d, layer.attention_norm.gamma.data<const float>(),
+                           layer.attention_norm.beta.data<const float>(), eps);
+    layer.ffn.forward(ctx, x, rows, ffn_hidden, sublayer);
+    layers::add_layer_norm(ctx, x, sublayer, rows, d, layer.output_norm.gamma.data<const float>(),
+                           layer.output_norm.beta.data<const float>(), eps);
+  }
+}
+
+void BertEncoder::embed_batch(Context& ctx, const TokenBatch& batch, const TensorView& out,
+                              bool normalize, Kernel kernel) const {
+  const std::int64_t B = batch.batch, n = batch.seq_len, d = dim();
+  check(!out.empty() && out.dtype == DType::f32 && out.rank == 2 && out.is_contiguous() &&
+            out.shape[0] == B && out.shape[1] == d,
+        "out", concat("a contiguous f32 tensor [", B, ", ", d, "]"), out.shape_string());
+  float* hidden = static_cast<float*>(ctx.workspace(kSlotHidden, static_cast<std::size_t>(B * n * d) * sizeof(float)));
+  forward(ctx, batch, TensorView::contiguous(hidden, DType::f32, {B, n, d}), kernel);
+
+  // 3. Mean over the valid tokens ([CLS] and [SEP] count), then L2 (F.normalize: / max(|v|, 1e-12)).
+  std::vector<double> sum(static_cast<std::size_t>(d));
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t len = batch.lengths[static_cast<std::size_t>(b)];
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (std::int64_t i = 0; i < len; ++i) {
+      const float* row = hidden + (b * n + i) * d;
+      for (std::int64_t k = 0; k < d; ++k) sum[static_cast<std::size_t>(k)] += row[k];
+    }
+    double norm = 0.0;
+    for (double& s : sum) {
+      s /= static_cast<double>(len);
+      norm += s * s;
+    }
+    const double scale = normalize && impl_->config.normalize ? 1.0 / std::max(std::sqrt(norm), 1e-12) : 1.0;
+    float* dst = out.ptr<float>() + b * d;
+    for (std::int64_t k = 0; k < d; ++k) dst[k] = static_cast<float>(sum[static_cast<std::size_t>(k)] * scale);
+  }
+}
+
+Tensor BertEncoder::embed(Context& ctx, const std::vector<std::string>& texts, const EmbedOptions& options) const {
+  check(options.batch_size >= 1, "batch size", ">= 1", options.batch_size);
+  check(!texts.empty(), "texts", "at least one sentence", "none");
+  const std::int64_t count = static_cast<std::int64_t>(texts.size()), d = dim();
+  std::vector<std::vector<std::int32_t>> ids(texts.size());
+  for (std::size_t i = 0; i < texts.size(); ++i) ids[i] = impl_->tokenizer.encode(texts[i]);
+
+  // Dynamic batching: sort by token count (stable, so equal lengths keep input order), batch
+  // neighbours, write each result back to its input row.
+  std::vector<std::int64_t> order(texts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return ids[static_cast<std::size_t>(a)].size() < ids[static_cast<std::size_t>(b)].size();
+  });
+  Tensor out(DType::f32, {count, d});
+  std::vector<std::vector<std::int32_t>> chunk;
+  for (std::int64_t start = 0; start < count; start += options.batch_size) {
+    const std::int64_t end = std::min(count, start + options.batch_size);
+    chunk.clear();
+    for (std::int64_t j = start; j < end; ++j) chunk.push_back(std::move(ids[static_cast<std::size_t>(order[static_cast<std::size_t>(j)])]));
+    const TokenBatch batch = pad_batch(chunk, impl_->tokenizer.pad_id());
+    float* pooled = static_cast<float*>(ctx.workspace(kSlotPooled, static_cast<std::size_t>(batch.batch * d) * sizeof(float)));
+    embed_batch(ctx, batch, TensorView::contiguous(pooled, DType::f32, {batch.batch, d}), options.normalize,
+                options.kernel);
+    for (std::int64_t j = start; j < end; ++j)
+      std::copy_n(pooled + (j - start) * d, d, out.data<float>() + order[static_cast<std::size_t>(j)] * d);
+    if (options.progress) options.progress(end, count);
+  }
+  return out;
+}
+
+double cosine_similarity(const float* a, const float* b, std::int64_t n) {
+  double dot = 0, na = 0, nb = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    dot += static_cast<double>(a[i]) * b[i];
+    na += static_cast<double>(a[i]) * a[i];
+    nb += static_cast<double>(b[i]) * b[i];
+  }
+  return na > 0 && nb > 0 ? dot / std::sqrt(na * nb) : 0.0;
+}
+
+}  // namespace headcount

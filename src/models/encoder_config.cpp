@@ -1,0 +1,179 @@
+// The model directory: where it is, what it must hold, and what its JSON files say.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "headcount/encoder.h"
+#include "headcount/error.h"
+
+#ifndef HEADCOUNT_DEFAULT_MODEL_DIR
+#define HEADCOUNT_DEFAULT_MODEL_DIR "models/all-MiniLM-L6-v2"
+#endif
+
+namespace headcount {
+
+using detail::concat;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string default_model_dir() { return HEADCOUNT_DEFAULT_MODEL_DIR; }
+
+void check_model_dir(const std::string& dir) {
+  const char* expected = "a directory with model.safetensors, config.json, vocab.txt";
+  std::error_code ec;
+  if (dir.empty()) fail("model", concat("expected ", expected, ", got an empty path"));
+  if (!fs::is_directory(dir, ec))
+    fail("model", concat("expected ", expected, ", got ", dir,
+                         fs::exists(dir, ec) ? " (not a directory)" : " (no such directory)"));
+  std::string missing;
+  for (const char* name : {"model.safetensors", "config.json", "vocab.txt"})
+    if (!fs::is_regular_file(fs::path(dir) / name, ec)) missing += missing.empty() ? name : concat(", ", name);
+  if (!missing.empty()) fail("model", concat("expected ", expected, ", got ", dir, " (missing ", missing, ")"));
+}
+
+namespace {
+
+// A JSON object from a file; Error names the file if it is missing, malformed or not an object.
+json read_json(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path.string(), "cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  json value;
+  try {
+    value = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    fail(path.string(), concat("malformed JSON (", e.what(), ")"));
+  }
+  check(value.is_object(), path.string(), "a JSON object", value.type_name());
+  return value;
+}
+
+std::int64_t positive_int(const json& config, const std::string& file, const char* key) {
+  const auto it = config.find(key);
+  check(it != config.end(), concat(file, ": ", key), "a positive integer", "nothing");
+  check(it->is_number_integer() && it->get<std::int64_t>() >= 1 && it->get<std::int64_t>() <= (1 << 24),
+        concat(file, ": ", key), "a positive integer", it->dump());
+  return it->get<std::int64_t>();
+}
+
+bool optional_bool(const json& config, const std::string& file, const char* key, bool fallback) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return fallback;
+  check(it->is_boolean(), concat(file, ": ", key), "true or false", it->dump());
+  return it->get<bool>();
+}
+
+}  // namespace
+
+EncoderConfig read_encoder_config(const std::string& model_dir) {
+  check_model_dir(model_dir);
+  const fs::path dir(model_dir);
+  EncoderConfig c;
+
+  // config.json: the architecture.
+  const std::string config_path = (dir / "config.json").string();
+  const json config = read_json(config_path);
+  c.vocab_size = positive_int(config, config_path, "vocab_size");
+  c.hidden_size = positive_int(config, config_path, "hidden_size");
+  c.layers = positive_int(config, config_path, "num_hidden_layers");
+  c.heads = positive_int(config, config_path, "num_attention_heads");
+  c.intermediate_size = positive_int(config, config_path, "intermediate_size");
+  c.max_position_embeddings = positive_int(config, config_path, "max_position_embeddings");
+  c.type_vocab_size = positive_int(config, config_path, "type_vocab_size");
+  check(c.hidden_size % c.heads == 0, config_path + ": num_attention_heads",
+        concat("a divisor of hidden_size = ", c.hidden_size), c.heads);
+  const auto eps = config.find("layer_norm_eps");
+  check(eps != config.end() && eps->is_number() && eps->get<double>() > 0 && eps->get<double>() < 1,
+        config_path + ": layer_norm_eps", "a number in (0, 1)", eps == config.end() ? "nothing" : eps->dump());
+  c.layer_norm_eps = eps->get<float>();
+  const auto act = config.find("hidden_act");
+  check(act != config.end() && *act == "gelu", config_path + ": hidden_act",
+        "\"gelu\" (the exact erf form)", act == config.end() ? "nothing" : act->dump());
+  if (const auto type = config.find("model_type"); type != config.end())
+    check(*type == "bert", config_path + ": model_type", "\"bert\"", type->dump());
+  if (const auto pos = config.find("position_embedding_type"); pos != config.end())
+    check(*pos == "absolute", config_path + ": position_embedding_type", "\"absolute\"", pos->dump());
+
+  // tokenizer_config.json: casing and accents (BERT uncased when absent).
+  if (fs::exists(dir / "tokenizer_config.json")) {
+    const std::string path = (dir / "tokenizer_config.json").string();
+    const json tok = read_json(path);
+    c.tokenizer.lowercase = optional_bool(tok, path, "do_lower_case", true);
+    c.tokenizer.strip_accents = optional_bool(tok, path, "strip_accents", c.tokenizer.lowercase);
+    c.tokenizer.tokenize_chinese_chars = optional_bool(tok, path, "tokenize_chinese_chars", true);
+  }
+
+  // sentence_bert_config.json: sentence-transformers' max_seq_length (256 for all-MiniLM-L6-v2),
+  // which is what it truncates at, not the tokenizer's 128 or 512. Without the file:
+  // max_position_embeddings.
+  c.tokenizer.max_length = c.max_position_embeddings;
+  if (fs::exists(dir / "sentence_bert_config.json")) {
+    const std::string path = (dir / "sentence_bert_config.json").string();
+    const json sbert = read_json(path);
+    if (sbert.contains("max_seq_length")) c.tokenizer.max_length = positive_int(sbert, path, "max_seq_length");
+    check(!optional_bool(sbert, path, "do_lower_case", false) || c.tokenizer.lowercase,
+          path + ": do_lower_case", "false (lower-casing is the tokenizer's job here)", "true");
+  }
+  check(c.tokenizer.max_length >= 2 && c.tokenizer.max_length <= c.max_position_embeddings,
+        "max_seq_length", concat("in [2, max_position_embeddings = ", c.max_position_embeddings, "]"),
+        c.tokenizer.max_length);
+
+  // 1_Pooling/config.json: only mean pooling is implemented.
+  if (fs::exists(dir / "1_Pooling" / "config.json")) {
+    const std::string path = (dir / "1_Pooling" / "config.json").string();
+    const json pooling = read_json(path);
+    check(optional_bool(pooling, path, "pooling_mode_mean_tokens", true), path + ": pooling_mode_mean_tokens",
+          "true (headcount implements mean pooling)", "false");
+    for (const char* other : {"pooling_mode_cls_token", "pooling_mode_max_tokens",
+                              "pooling_mode_mean_sqrt_len_tokens"})
+      check(!optional_bool(pooling, path, other, false), concat(path, ": ", other),
+            "false (headcount implements mean pooling only)", "true");
+  }
+
+  // modules.json: a Normalize module means L2 normalisation. Without the file: normalise.
+  if (fs::exists(dir / "modules.json")) {
+    const std::string path = (dir / "modules.json").string();
+    std::ifstream in(dir / "modules.json");
+    json modules;
+    try {
+      modules = json::parse(in);
+    } catch (const json::parse_error& e) {
+      fail(path, concat("malformed JSON (", e.what(), ")"));
+    }
+    check(modules.is_array(), path, "a JSON array of modules", modules.type_name());
+    c.normalize = false;
+    for (const json& m : modules)
+      if (m.is_object() && m.value("type", "").ends_with("Normalize")) c.normalize = true;
+  }
+  return c;
+}
+
+std::vector<WeightSpec> bert_weight_table(const EncoderConfig& c) {
+  const std::int64_t d = c.hidden_size, ff = c.intermediate_size;
+  std::vector<WeightSpec> table = {
+      {"embeddings.word_embeddings.weight", {c.vocab_size, d}},
+      {"embeddings.position_embeddings.weight", {c.max_position_embeddings, d}},
+      {"embeddings.token_type_embeddings.weight", {c.type_vocab_size, d}},
+      {"embeddings.LayerNorm.weight", {d}},
+      {"embeddings.LayerNorm.bias", {d}},
+  };
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = concat("encoder.layer.", l, ".");
+    const std::vector<WeightSpec> layer = {
+        {p + "attention.self.query.weight", {d, d}},   {p + "attention.self.query.bias", {d}},
+        {p + "attention.self.key.weight", {d, d}},     {p + "attention.self.key.bias", {d}},
+        {p + "attention.self.value.weight", {d, d}},   {p + "attention.self.value.bias", {d}},
+        {p + "attention.output.dense.weight", {d, d}}, {p + "attention.output.dense.bias", {d}},
+        {p + "attention.output.LayerNorm.weight", {d}}, {p + "attention.output.LayerNorm.bias", {d}},
+        {p + "intermediate.dense.weight", {ff, d}},    {p + "intermediate.dense.bias", {ff}},
+        {p + "output.dense.weight", {d, ff}},          {p + "output.dense.bias", {d}},
+        {p + "output.LayerNorm.weight", {d}},          {p + "output.LayerNorm.bias", {d}},
+    };
+    table.insert(table.end(), layer.begin(), layer.end());
+  }
+  return table;
+}
+
+}  // namespace headcount

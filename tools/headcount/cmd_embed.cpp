@@ -1,0 +1,102 @@
+// `headcount embed`: sentence embeddings, one input line each, written in input order.
+//   jsonl  one {"text": ..., "embedding": [...]} object per line (floats in shortest round-trip form)
+//   tsv    one line per sentence: the embedding's values, TAB-separated (row i = input line i)
+//   npy    a float32 [sentences, dim] .npy file at --out (written whole or not at all)
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands.h"
+#include "encoder_cli.h"
+#include "headcount/error.h"
+#include "headcount/npy.h"
+
+namespace headcount::cli {
+namespace {
+
+struct EmbedArgs {
+  std::string model, format = "jsonl", out, input = "-";
+  std::int64_t batch = 32;
+  bool no_normalize = false;
+  int threads = 0;
+};
+
+void append_float(std::string& line, float value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  line.append(buffer, result.ptr);
+}
+
+void run_embed(const EmbedArgs& a) {
+  // 1. Options and input before the model: mistakes should be cheap.
+  check(a.format == "jsonl" || a.format == "npy" || a.format == "tsv", "--format", "jsonl, npy or tsv", a.format);
+  check(a.batch >= 1, "--batch", ">= 1", a.batch);
+  check(a.format != "npy" || !a.out.empty(), "--out", "a file path for --format npy (binary, not for stdout)",
+        "nothing");
+  const std::vector<std::string> sentences = read_sentences(a.input);
+  const BertEncoder encoder = load_encoder(a.model);
+  Context ctx({.threads = resolve_threads(a.threads)});
+
+  // 2. Embed (dynamic batching inside; rows come back in input order).
+  const Tensor embeddings = encoder.embed(
+      ctx, sentences,
+      {.batch_size = a.batch, .normalize = !a.no_normalize, .progress = progress_reporter("embed")});
+
+  // 3. Write.
+  if (a.format == "npy") {
+    write_npy(a.out, embeddings.view());
+    return;
+  }
+  std::ofstream file;
+  if (!a.out.empty()) {
+    file.open(a.out, std::ios::binary | std::ios::trunc);
+    if (!file) fail(a.out, "cannot open the output file");
+  }
+  std::ostream& out = a.out.empty() ? std::cout : file;
+  const std::int64_t d = encoder.dim();
+  std::string line;
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    const float* row = embeddings.data<const float>() + static_cast<std::int64_t>(i) * d;
+    line.clear();
+    if (a.format == "jsonl") {
+      // Invalid UTF-8 in the input is written as U+FFFD, so every line is valid JSON.
+      line += "{\"text\": ";
+      line += nlohmann::json(sentences[i]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      line += ", \"embedding\": [";
+      for (std::int64_t k = 0; k < d; ++k) {
+        if (k) line += ", ";
+        append_float(line, row[k]);
+      }
+      line += "]}\n";
+    } else {
+      for (std::int64_t k = 0; k < d; ++k) {
+        if (k) line += '\t';
+        append_float(line, row[k]);
+      }
+      line += '\n';
+    }
+    out << line;
+  }
+  out.flush();
+  if (!out) fail(a.out.empty() ? "stdout" : a.out, "write failed");
+}
+
+}  // namespace
+
+void register_embed(CLI::App& app) {
+  auto a = std::make_shared<EmbedArgs>();
+  CLI::App* cmd = app.add_subcommand("embed", "Sentence embeddings (all-MiniLM-L6-v2 by default), one per input line");
+  cmd->add_option("input", a->input, "Text file, one sentence per line, or - for stdin")->capture_default_str();
+  cmd->add_option("--model", a->model, model_option_help());
+  cmd->add_option("--format", a->format, "jsonl, tsv or npy")->capture_default_str();
+  cmd->add_option("--out", a->out, "Output file (required for npy; default stdout)");
+  cmd->add_option("--batch", a->batch, "Sentences per forward pass (batched by length)")->capture_default_str();
+  cmd->add_flag("--no-normalize", a->no_normalize, "Mean pooling without L2 normalisation");
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
+  cmd->callback([a] { run_embed(*a); });
+}
+
+}  // namespace headcount::cli

@@ -1,0 +1,87 @@
+#include "encoder_cli.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "headcount/error.h"
+
+namespace headcount::cli {
+
+using detail::concat;
+
+std::string model_option_help() {
+  return concat("Model directory (model.safetensors, config.json, vocab.txt). Default: $HEADCOUNT_MODEL if set, else ",
+                default_model_dir(), " (filled by scripts/setup.sh)");
+}
+
+std::string resolve_model_dir(const std::string& flag) {
+  std::string dir = flag, source = "--model";
+  if (dir.empty()) {
+    const char* env = std::getenv("HEADCOUNT_MODEL");
+    if (env != nullptr && *env != '\0') {
+      dir = env;
+      source = "$HEADCOUNT_MODEL";
+    } else {
+      dir = default_model_dir();
+      source = "the default; run scripts/setup.sh, or pass --model or set $HEADCOUNT_MODEL";
+    }
+  }
+  try {
+    check_model_dir(dir);
+  } catch (const Error& e) {
+    throw Error(concat(e.what(), " (from ", source, ")"));
+  }
+  return dir;
+}
+
+BertEncoder load_encoder(const std::string& flag) { return BertEncoder::load(resolve_model_dir(flag)); }
+
+int resolve_threads(int threads) {
+  check(threads >= 0 && threads <= 1024, "--threads", "0 (all cores) to 1024", threads);
+  if (threads > 0) return threads;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::vector<std::string> read_sentences(const std::string& path) {
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    file.open(path, std::ios::binary);
+    if (!file) fail(path, "cannot open the input file");
+    in = &file;
+  }
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(*in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  check(!lines.empty(), path == "-" ? std::string("stdin") : path, "at least one line of text", "an empty input");
+  return lines;
+}
+
+std::function<void(std::int64_t, std::int64_t)> progress_reporter(const std::string& what) {
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  auto last_decile = std::make_shared<std::int64_t>(0);
+  return [what, tty, last_decile](std::int64_t done, std::int64_t total) {
+    if (total < 512) return;  // short inputs finish before a report would help
+    if (tty) {
+      std::fprintf(stderr, "\r%s: %lld/%lld sentences", what.c_str(), static_cast<long long>(done),
+                   static_cast<long long>(total));
+      if (done == total) std::fputc('\n', stderr);
+    } else if (const std::int64_t decile = done * 10 / total; decile > *last_decile) {
+      *last_decile = decile;
+      std::fprintf(stderr, "%s: %lld/%lld sentences\n", what.c_str(), static_cast<long long>(done),
+                   static_cast<long long>(total));
+    }
+    std::fflush(stderr);
+  };
+}
+
+}  // namespace headcount::cli

@@ -1,0 +1,37 @@
+// What the encoder commands (embed, similarity, sts) share: the --model option and where the
+// model comes from, the --threads option, reading sentences, and progress on stderr.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "headcount/encoder.h"
+
+namespace headcount::cli {
+
+// Help text for --model: the search order, with the compiled-in default spelled out.
+std::string model_option_help();
+
+// The model directory: --model if given, else $HEADCOUNT_MODEL, else default_model_dir().
+// Throws Error("model: expected a directory with model.safetensors, config.json, vocab.txt,
+// got ... (from --model | $HEADCOUNT_MODEL | the default)").
+std::string resolve_model_dir(const std::string& flag);
+
+// Loads the encoder from resolve_model_dir(flag).
+BertEncoder load_encoder(const std::string& flag);
+
+// Worker threads: 0 means every core the machine reports.
+int resolve_threads(int threads);
+
+// One sentence per line from FILE or "-" (stdin). A trailing '\r' is dropped; a final newline
+// does not add an empty sentence, but empty lines inside the file are sentences. Throws Error
+// for an unreadable or empty input.
+std::vector<std::string> read_sentences(const std::string& path);
+
+// A progress callback for EmbedOptions: nothing for short inputs; for long ones a line on
+// stderr, rewritten in place on a terminal, every 10% otherwise.
+std::function<void(std::int64_t, std::int64_t)> progress_reporter(const std::string& what);
+
+}  // namespace headcount::cli
