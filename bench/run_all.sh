@@ -15,7 +15,7 @@ results="$root/bench/results"
 stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 mkdir -p "$results"
 
-"$root/scripts/build.sh" "$build" -DHEADCOUNT_BUILD_TESTS=OFF
+HEADCOUNT_TARGET=headcount_cli "$root/scripts/build.sh" "$build"
 raw="$results/$stamp.headcount.json"
 echo "run_all: headcount bench --suite all --threads $threads -> $raw" >&2
 quick=()

@@ -19,8 +19,8 @@ struct GemmArgs {
   bool accumulate = false;  // C += A·B instead of C = A·B
 };
 
-// Runs on the context's thread count (OpenBLAS keeps its own pthread pool; the count is
-// set per call because that pool is process-wide).
+// Splits the rows over the context's workers, each calling single-threaded OpenBLAS, so
+// one pool of threads runs everything (see gemm.cpp).
 void gemm(Context& ctx, const GemmArgs& args);
 
 }  // namespace headcount::layers

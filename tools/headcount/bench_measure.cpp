@@ -19,7 +19,7 @@
 #include "layers/gemm.h"
 
 // OpenBLAS's own query (cblas.h declares it; the CLI does not see OpenBLAS's include path).
-extern "C" char* openblas_get_corename(void);
+#include <cblas.h>  // OpenBLAS: cblas_sgemm, openblas_set_num_threads, openblas_get_corename
 
 namespace headcount::cli::bench {
 namespace {
@@ -70,17 +70,22 @@ SgemmRate measure_sgemm(int threads, std::int64_t size, int repeats) {
     a.data<float>()[i] = static_cast<float>(i % 13) * 0.01f;
     b.data<float>()[i] = static_cast<float>(i % 7) * 0.01f;
   }
-  const layers::GemmArgs args{.m = size, .n = size, .k = size,
-                              .a = a.data<const float>(), .lda = size,
-                              .b = b.data<const float>(), .ldb = size,
-                              .c = c.data<float>(), .ldc = size};
-  layers::gemm(ctx, args);  // warm-up: OpenBLAS's buffers and thread pool
+  // OpenBLAS itself, threaded as it threads itself: the machine's sgemm rate, not
+  // headcount's use of it (layers::gemm bands rows over the context's workers instead).
+  const blasint n = static_cast<blasint>(size);
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<const float>(), n,
+                b.data<const float>(), n, 0.0f, c.data<float>(), n);
+  };
+  openblas_set_num_threads(threads);
+  run();  // warm-up: OpenBLAS's buffers and thread pool
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    layers::gemm(ctx, args);
+    run();
     times.push_back(seconds_since(start));
   }
+  openblas_set_num_threads(1);  // back to what headcount's layers use
   SgemmRate rate;
   rate.size = size;
   rate.repeats = repeats;
