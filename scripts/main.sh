@@ -11,3 +11,11 @@ for heads in 1 8; do
   echo
 done
 "$hc" layer --d-model 512 --heads 8 --seq-len 1000 --threads "$(nproc)"
+echo
+stsb="$root/../shared/data/stsb/sts-test.tsv"
+if [[ -f "$stsb" ]]; then
+  echo "all-MiniLM-L6-v2 on STS-B test, every attention layer on headcount's streaming kernel:"
+  "$hc" sts "$stsb" --threads "$(nproc)"
+else
+  echo "main: $stsb not found; skipping the STS-B run" >&2
+fi
