@@ -31,7 +31,7 @@ struct Outputs {
 // Every instruction set this CPU runs: the streaming kernel is checked on each.
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx_bf16})
     if (isa_supported(isa)) out.push_back(isa);
   return out;
 }

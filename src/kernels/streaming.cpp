@@ -29,7 +29,8 @@
 // visible K/V tile once, O once. Each output row is produced by one task with a fixed
 // order of operations, so results are bitwise the same for any number of threads.
 //
-// bf16 inputs: on avx512_bf16 both products use vdpbf16ps (bf16 products, fp32 sums) and P
+// bf16 inputs: on amx_bf16 the tasks run on AMX tiles (streaming_amx.cpp); on avx512_bf16
+// both products use vdpbf16ps (bf16 products, fp32 sums) and P
 // is rounded to bf16 before P·V, as FlashAttention does; the softmax stays fp32. On other
 // ISAs bf16 inputs are widened to fp32 as they are packed.
 #include <algorithm>
@@ -42,6 +43,7 @@
 #include "headcount/attention.h"
 #include "headcount/error.h"
 #include "kernels/masking.h"
+#include "kernels/streaming_amx.h"
 #include "kernels/tuning.h"
 #include "simd/tiles.h"
 
@@ -320,6 +322,7 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
         "none on the streaming kernel (only the reference materialises probabilities)",
         p.probs_mode == ProbsMode::per_head ? "per_head" : "averaged");
   const AttentionShape s = validate(p);
+  if (p.q.dtype == DType::bf16 && ctx.isa() == Isa::amx_bf16) return kernels::streaming_amx(ctx, p, s);
   const Plan plan(p, s, ctx.isa());
   const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
   const i64 tasks = s.batch * s.kv_heads * q_tiles;

@@ -19,6 +19,7 @@ const DecodeKernels& decode_kernels(Isa isa) {
   check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
         isa_name(isa));
   switch (isa) {
+    case Isa::amx_bf16:  // AMX serves only the streaming kernel's bf16 tiles
     case Isa::avx512_bf16: return avx512_bf16::decode_table();
     case Isa::avx512: return avx512::decode_table();
     case Isa::avx2: return avx2::decode_table();

@@ -1,6 +1,7 @@
 #include "headcount/isa.h"
 
 #include "headcount/error.h"
+#include "simd/amx.h"
 
 namespace headcount {
 
@@ -11,14 +12,15 @@ const char* isa_name(Isa isa) {
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
     case Isa::avx512_bf16: return "avx512_bf16";
+    case Isa::amx_bf16: return "amx_bf16";
   }
   return "?";
 }
 
 Isa parse_isa(const std::string& name) {
-  for (Isa isa : {Isa::best, Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+  for (Isa isa : {Isa::best, Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx_bf16})
     if (name == isa_name(isa)) return isa;
-  fail("isa", "expected best, generic, avx2, avx512 or avx512_bf16, got " + name);
+  fail("isa", "expected best, generic, avx2, avx512, avx512_bf16 or amx_bf16, got " + name);
 }
 
 bool isa_supported(Isa isa) {
@@ -33,6 +35,7 @@ bool isa_supported(Isa isa) {
              __builtin_cpu_supports("fma");
     case Isa::avx512_bf16:
       return isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
+    case Isa::amx_bf16: return isa_supported(Isa::avx512_bf16) && simd::amx::available();
   }
   return false;
 #else
@@ -41,7 +44,7 @@ bool isa_supported(Isa isa) {
 }
 
 Isa best_isa() {
-  for (Isa isa : {Isa::avx512_bf16, Isa::avx512, Isa::avx2})
+  for (Isa isa : {Isa::amx_bf16, Isa::avx512_bf16, Isa::avx512, Isa::avx2})
     if (isa_supported(isa)) return isa;
   return Isa::generic;
 }

@@ -20,6 +20,7 @@ const TileKernels& tile_kernels(Isa isa) {
   check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
         isa_name(isa));
   switch (isa) {
+    case Isa::amx_bf16:  // AMX serves only the streaming kernel's bf16 tiles
     case Isa::avx512_bf16: return avx512_bf16::table();
     case Isa::avx512: return avx512::table();
     case Isa::avx2: return avx2::table();
@@ -31,6 +32,7 @@ void vector_exp(Isa isa, const float* x, float* y, std::int64_t n) {
   check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
         isa_name(isa));
   switch (isa) {
+    case Isa::amx_bf16:  // AMX serves only the streaming kernel's bf16 tiles
     case Isa::avx512_bf16: return avx512_bf16::exp_array(x, y, n);
     case Isa::avx512: return avx512::exp_array(x, y, n);
     case Isa::avx2: return avx2::exp_array(x, y, n);
