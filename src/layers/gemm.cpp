@@ -10,11 +10,13 @@
 namespace headcount::layers {
 namespace {
 
-void sgemm(const GemmArgs& g, std::int64_t row0, std::int64_t rows) {
+// C[row0 : row0 + rows, col0 : col0 + cols] of the product.
+void sgemm(const GemmArgs& g, std::int64_t row0, std::int64_t rows, std::int64_t col0,
+           std::int64_t cols) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows),
-              static_cast<blasint>(g.n), static_cast<blasint>(g.k), 1.0f, g.a + row0 * g.lda,
-              static_cast<blasint>(g.lda), g.b, static_cast<blasint>(g.ldb),
-              g.accumulate ? 1.0f : 0.0f, g.c + row0 * g.ldc, static_cast<blasint>(g.ldc));
+              static_cast<blasint>(cols), static_cast<blasint>(g.k), 1.0f, g.a + row0 * g.lda,
+              static_cast<blasint>(g.lda), g.b + col0, static_cast<blasint>(g.ldb),
+              g.accumulate ? 1.0f : 0.0f, g.c + row0 * g.ldc + col0, static_cast<blasint>(g.ldc));
 }
 
 }  // namespace
@@ -30,14 +32,24 @@ void gemm(Context& ctx, const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
   openblas_set_num_threads(1);
   // Bands of at least 32 rows: below that, repacking B in every band costs more than the
-  // second core saves.
-  constexpr std::int64_t kMinBand = 32;
-  const std::int64_t bands = std::clamp<std::int64_t>(g.m / kMinBand, 1, ctx.threads());
-  if (bands == 1) return sgemm(g, 0, g.m);
-  const std::int64_t band = (g.m + bands - 1) / bands;
-  ctx.parallel_for(bands, [&](std::int64_t i, int) {
-    const std::int64_t row0 = i * band;
-    sgemm(g, row0, std::min(band, g.m - row0));
+  // second core saves, so few rows (one sentence, one decode step) split the columns
+  // instead, and each worker packs only its part of B.
+  constexpr std::int64_t kMinBand = 32, kMinColumns = 64;
+  const std::int64_t row_bands = std::clamp<std::int64_t>(g.m / kMinBand, 1, ctx.threads());
+  if (row_bands > 1) {
+    const std::int64_t band = (g.m + row_bands - 1) / row_bands;
+    ctx.parallel_for(row_bands, [&](std::int64_t i, int) {
+      const std::int64_t row0 = i * band;
+      sgemm(g, row0, std::min(band, g.m - row0), 0, g.n);
+    });
+    return;
+  }
+  const std::int64_t col_bands = std::clamp<std::int64_t>(g.n / kMinColumns, 1, ctx.threads());
+  if (col_bands == 1) return sgemm(g, 0, g.m, 0, g.n);
+  const std::int64_t band = (g.n / col_bands + 15) / 16 * 16;  // whole vectors per band
+  ctx.parallel_for(col_bands, [&](std::int64_t i, int) {
+    const std::int64_t col0 = std::min(i * band, g.n);
+    sgemm(g, 0, g.m, col0, std::min(band, g.n - col0));
   });
 }
 
