@@ -44,6 +44,7 @@
 #include "headcount/error.h"
 #include "kernels/masking.h"
 #include "kernels/streaming_amx.h"
+#include "kernels/task_rows.h"
 #include "kernels/tuning.h"
 #include "simd/tiles.h"
 
@@ -207,13 +208,7 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
   float* alpha = reinterpret_cast<float*>(scratch + plan.alpha_off);
   auto* keys_of = reinterpret_cast<KeyRange*>(scratch + plan.keys_off);
 
-  KeyRange union_keys{std::numeric_limits<i64>::max(), 0};
-  for (i64 i = 0; i < n; ++i) {
-    keys_of[i] = plan.mask.keys_for(row0 + i, key_length);
-    if (keys_of[i].empty()) continue;
-    union_keys.begin = std::min(union_keys.begin, keys_of[i].begin);
-    union_keys.end = std::max(union_keys.end, keys_of[i].end);
-  }
+  const KeyRange union_keys = kernels::visible_keys(plan.mask, row0, n, key_length, keys_of);
   std::fill(max, max + ld, minus_inf);
   std::fill(sum, sum + ld, 0.0f);
   std::memset(acc, 0, static_cast<std::size_t>(ld * plan.width) * sizeof(float));
@@ -300,18 +295,7 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
     }
   }
 
-  float* out = p.out.ptr<float>();
-  for (i64 r = 0; r < rows; ++r) {
-    const i64 i = r % n;
-    const i64 head = kv_head * s.group + r / n;
-    const bool saw_key = sum[r] > 0.0f;
-    if (!(max[r] < std::numeric_limits<float>::infinity()) || !std::isfinite(sum[r])) result.overflow = true;
-    const float inverse = saw_key ? 1.0f / sum[r] : 0.0f;
-    float* dst = out + p.out.offset({b, row0 + i, head, 0});
-    for (i64 e = 0; e < s.v_head_dim; ++e) dst[e * p.out.strides[3]] = acc[r * plan.width + e] * inverse;
-    if (!p.lse.empty())
-      p.lse.ptr<float>()[p.lse.offset({b, head, row0 + i})] = saw_key ? max[r] + std::log(sum[r]) : minus_inf;
-  }
+  if (kernels::write_rows(p, s, b, kv_head, row0, n, acc, plan.width, max, sum)) result.overflow = true;
   return result;
 }
 

@@ -18,6 +18,7 @@
 
 #include "headcount/error.h"
 #include "kernels/masking.h"
+#include "kernels/task_rows.h"
 #include "kernels/tuning.h"
 #include "simd/amx.h"
 
@@ -125,13 +126,7 @@ TaskResult run_task(const AmxPlan& plan, const AttentionParams& p, i64 task, std
   std::memset(acc, 0, static_cast<std::size_t>(plan.rows_pad * plan.width) * 4);
 
   const i64 key_length = key_length_of(p, s, b);
-  KeyRange union_keys{std::numeric_limits<i64>::max(), 0};
-  for (i64 i = 0; i < n; ++i) {
-    keys_of[i] = plan.mask.keys_for(row0 + i, key_length);
-    if (keys_of[i].empty()) continue;
-    union_keys.begin = std::min(union_keys.begin, keys_of[i].begin);
-    union_keys.end = std::max(union_keys.end, keys_of[i].end);
-  }
+  const KeyRange union_keys = visible_keys(plan.mask, row0, n, key_length, keys_of);
 
   TaskResult result;
   const float* bias = p.bias.empty() ? nullptr : p.bias.ptr<const float>();
@@ -163,17 +158,7 @@ TaskResult run_task(const AmxPlan& plan, const AttentionParams& p, i64 task, std
                             plan.rows_pad, plan.width);
   }
 
-  float* out = p.out.ptr<float>();
-  for (i64 r = 0; r < rows; ++r) {
-    const i64 i = r % n, head = g * s.group + r / n;
-    const bool saw_key = sum[r] > 0.0f;
-    if (!(max[r] < std::numeric_limits<float>::infinity()) || !std::isfinite(sum[r])) result.overflow = true;
-    const float inverse = saw_key ? 1.0f / sum[r] : 0.0f;
-    float* dst = out + p.out.offset({b, row0 + i, head, 0});
-    for (i64 e = 0; e < s.v_head_dim; ++e) dst[e * p.out.strides[3]] = acc[r * plan.width + e] * inverse;
-    if (!p.lse.empty())
-      p.lse.ptr<float>()[p.lse.offset({b, head, row0 + i})] = saw_key ? max[r] + std::log(sum[r]) : minus_inf;
-  }
+  if (write_rows(p, s, b, g, row0, n, acc, plan.width, max, sum)) result.overflow = true;
   return result;
 }
 

@@ -8,12 +8,15 @@
 
 #include "headcount/error.h"
 #include "layers/gemm.h"
+#include "layers/layer_checks.h"
 
 namespace headcount {
 
 using detail::concat;
 
 namespace {
+
+using layers::check_input;
 
 // Workspace slots in the context, one per intermediate the layer keeps.
 enum Slot : int { kSlotQkv = 0, kSlotQ, kSlotK, kSlotV, kSlotConcat };
@@ -26,24 +29,6 @@ void check_tensor(const Tensor& t, const char* name, std::vector<std::int64_t> s
   for (std::int64_t i = 0; i < t.numel(); ++i)
     if (!std::isfinite(data[i]))
       fail(name, concat("expected finite values, got ", data[i], " at flat index ", i));
-}
-
-// x [batch, len, width], f32, unit stride along width, finite.
-void check_input(const TensorView& x, const char* name, std::int64_t width, const char* dims) {
-  HEADCOUNT_CHECK(!x.empty(), name, concat("a tensor ", dims), "no data");
-  HEADCOUNT_CHECK(x.rank == 3, concat(name, " rank"), concat("3 dims ", dims), concat(x.rank, " dims ", x.shape_string()));
-  HEADCOUNT_CHECK(x.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(x.dtype));
-  HEADCOUNT_CHECK(x.shape[0] > 0 && x.shape[1] > 0 && x.shape[2] == width, concat(name, " shape"),
-        concat("[batch >= 1, length >= 1, ", width, "] ", dims), x.shape_string());
-  HEADCOUNT_CHECK(x.strides[2] == 1 && x.strides[1] >= width && x.strides[0] >= 0, concat(name, " strides"),
-        "rows with unit stride along the feature dimension", x.strides_string());
-  const float* data = x.ptr<const float>();
-  for (std::int64_t b = 0; b < x.shape[0]; ++b)
-    for (std::int64_t i = 0; i < x.shape[1]; ++i)
-      for (std::int64_t c = 0; c < width; ++c)
-        if (!std::isfinite(data[b * x.strides[0] + i * x.strides[1] + c]))
-          fail(name, concat("expected finite values, got ", data[b * x.strides[0] + i * x.strides[1] + c],
-                            " at [", b, ", ", i, ", ", c, "]"));
 }
 
 // y[b] = x[b] · W (+ bias), batch by batch unless the rows are evenly spaced.

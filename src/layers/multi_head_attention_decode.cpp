@@ -19,6 +19,7 @@
 #include "headcount/error.h"
 #include "headcount/multi_head_attention.h"
 #include "layers/gemm.h"
+#include "layers/layer_checks.h"
 
 namespace headcount {
 
@@ -29,22 +30,6 @@ namespace {
 
 enum Slot : int { kSlotQkv = 0, kSlotConcat = 4 };
 
-void check_x(const TensorView& x, const char* name, i64 width, const char* dims) {
-  HEADCOUNT_CHECK(!x.empty(), name, concat("a tensor ", dims), "no data");
-  HEADCOUNT_CHECK(x.rank == 3, concat(name, " rank"), concat("3 dims ", dims), concat(x.rank, " dims ", x.shape_string()));
-  HEADCOUNT_CHECK(x.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(x.dtype));
-  HEADCOUNT_CHECK(x.shape[0] > 0 && x.shape[1] > 0 && x.shape[2] == width, concat(name, " shape"),
-                  concat("[batch >= 1, length >= 1, ", width, "] ", dims), x.shape_string());
-  HEADCOUNT_CHECK(x.strides[2] == 1 && x.strides[1] >= width && x.strides[0] >= 0, concat(name, " strides"),
-                  "rows with unit stride along the feature dimension", x.strides_string());
-  const float* data = x.ptr<const float>();
-  for (i64 b = 0; b < x.shape[0]; ++b)
-    for (i64 i = 0; i < x.shape[1]; ++i)
-      for (i64 c = 0; c < width; ++c)
-        if (!std::isfinite(data[b * x.strides[0] + i * x.strides[1] + c]))
-          fail(name, concat("expected finite values, got ", data[b * x.strides[0] + i * x.strides[1] + c], " at [", b,
-                            ", ", i, ", ", c, "]"));
-}
 
 void check_out(const TensorView& out, i64 batch, i64 len, i64 d_model) {
   HEADCOUNT_CHECK(!out.empty() && out.rank == 3 && out.dtype == DType::f32, "out", "an f32 tensor [batch, q_len, d_model]",
@@ -93,7 +78,7 @@ LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCach
                                        const TensorView& out, const PrefillOptions& options) const {
   const auto& c = config_;
   check_cache(cache, layer);
-  check_x(x, "x", c.d_model, "[batch, prompt_len, d_model]");
+  layers::check_input(x, "x", c.d_model, "[batch, prompt_len, d_model]");
   const i64 batch = x.shape[0], len = x.shape[1];
   HEADCOUNT_CHECK(cache.config().batch == batch, "kv cache batch", concat(batch, " (the batch of x)"), cache.config().batch);
   for (i64 b = 0; b < batch; ++b)
@@ -131,7 +116,7 @@ LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new
                                            const TensorView& out, const DecodeStepOptions& options) const {
   const auto& c = config_;
   check_cache(cache, layer);
-  check_x(x_new, "x_new", c.d_model, "[batch, new_tokens, d_model]");
+  layers::check_input(x_new, "x_new", c.d_model, "[batch, new_tokens, d_model]");
   const i64 batch = x_new.shape[0], len = x_new.shape[1];
   HEADCOUNT_CHECK(len <= kMaxDecodeTokens, "x_new new tokens", concat("1 to ", kMaxDecodeTokens), len);
   HEADCOUNT_CHECK(cache.config().batch == batch, "kv cache batch", concat(batch, " (the batch of x_new)"),

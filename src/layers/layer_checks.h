@@ -1,0 +1,32 @@
+// Checks shared by the layer's forward, prefill and decode paths.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "headcount/error.h"
+#include "headcount/tensor.h"
+
+namespace headcount::layers {
+
+using detail::concat;
+
+// x [batch, len, width], f32, unit stride along width, finite.
+inline void check_input(const TensorView& x, const char* name, std::int64_t width, const char* dims) {
+  HEADCOUNT_CHECK(!x.empty(), name, concat("a tensor ", dims), "no data");
+  HEADCOUNT_CHECK(x.rank == 3, concat(name, " rank"), concat("3 dims ", dims), concat(x.rank, " dims ", x.shape_string()));
+  HEADCOUNT_CHECK(x.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(x.dtype));
+  HEADCOUNT_CHECK(x.shape[0] > 0 && x.shape[1] > 0 && x.shape[2] == width, concat(name, " shape"),
+        concat("[batch >= 1, length >= 1, ", width, "] ", dims), x.shape_string());
+  HEADCOUNT_CHECK(x.strides[2] == 1 && x.strides[1] >= width && x.strides[0] >= 0, concat(name, " strides"),
+        "rows with unit stride along the feature dimension", x.strides_string());
+  const float* data = x.ptr<const float>();
+  for (std::int64_t b = 0; b < x.shape[0]; ++b)
+    for (std::int64_t i = 0; i < x.shape[1]; ++i)
+      for (std::int64_t c = 0; c < width; ++c)
+        if (!std::isfinite(data[b * x.strides[0] + i * x.strides[1] + c]))
+          fail(name, concat("expected finite values, got ", data[b * x.strides[0] + i * x.strides[1] + c],
+                            " at [", b, ", ", i, ", ", c, "]"));
+}
+
+}  // namespace headcount::layers
