@@ -34,7 +34,6 @@
 // is rounded to bf16 before P·V, as FlashAttention does; the softmax stays fp32. On other
 // ISAs bf16 inputs are widened to fp32 as they are packed.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -177,10 +176,7 @@ void pack_v(const Plan& plan, const TensorView& v, i64 b, i64 kv_head, i64 col0,
   }
 }
 
-struct TaskResult {
-  i64 entries = 0;
-  bool overflow = false;
-};
+using kernels::TaskResult;
 
 template <typename T>
 TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::uint32_t* scratch) {
@@ -311,29 +307,12 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
   const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
   const i64 tasks = s.batch * s.kv_heads * q_tiles;
 
-  // Borrow every worker's scratch before the parallel region: nothing allocates (or
-  // throws) inside it, and nothing allocates at all once the context is warm.
-  const int workers = static_cast<int>(std::min<i64>(ctx.threads(), tasks));
-  const std::size_t bytes = static_cast<std::size_t>(plan.words) * 4;
-  for (int w = 0; w < workers; ++w) ctx.scratch(w, bytes);
-
-  std::atomic<i64> entries{0};
-  std::atomic<bool> overflow{false};
-  ctx.parallel_for(tasks, [&](i64 task, int worker) {
-    auto* scratch = static_cast<std::uint32_t*>(ctx.scratch(worker, bytes));
-    const TaskResult r = p.q.dtype == DType::bf16 ? run_task<bf16>(plan, p, task, scratch)
-                                                  : run_task<float>(plan, p, task, scratch);
-    entries.fetch_add(r.entries, std::memory_order_relaxed);
-    if (r.overflow) overflow.store(true, std::memory_order_relaxed);
-  });
-  check(!overflow.load(), "scores", "finite fp32 values of scale * q·k + bias",
-        "an overflow (|score| > 3.4e38): scale q or k down");
-
-  AttentionStats stats;
-  stats.score_macs = entries.load() * s.head_dim;
-  stats.weighted_sum_macs = entries.load() * s.v_head_dim;
-  stats.peak_score_entries = workers * plan.rows * plan.key_tile;
-  return stats;
+  return kernels::run_tasks(ctx, s, tasks, static_cast<std::size_t>(plan.words) * 4, plan.rows * plan.key_tile,
+                            [&](i64 task, void* scratch) {
+                              auto* words = static_cast<std::uint32_t*>(scratch);
+                              return p.q.dtype == DType::bf16 ? run_task<bf16>(plan, p, task, words)
+                                                              : run_task<float>(plan, p, task, words);
+                            });
 }
 
 }  // namespace headcount

@@ -11,7 +11,6 @@
 #include "kernels/streaming_amx.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -82,11 +81,6 @@ void repack(const AmxPlan& plan, const AttentionParams& p, i64 b, i64 g, std::ui
       v_out[e] |= static_cast<std::uint32_t>(v_row[e * p.v.strides[3]].bits) << (16 * (c % 2));
   }
 }
-
-struct TaskResult {
-  i64 entries = 0;
-  bool overflow = false;
-};
 
 TaskResult run_task(const AmxPlan& plan, const AttentionParams& p, i64 task, std::byte* scratch,
                     const std::uint32_t* kt_all, const std::uint32_t* v_all) {
@@ -175,23 +169,10 @@ AttentionStats streaming_amx(Context& ctx, const AttentionParams& p, const Atten
 
   const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
   const i64 tasks = s.batch * s.kv_heads * q_tiles;
-  const int workers = static_cast<int>(std::min<i64>(ctx.threads(), tasks));
-  for (int w = 0; w < workers; ++w) ctx.scratch(w, static_cast<std::size_t>(plan.bytes));
-  std::atomic<i64> entries{0};
-  std::atomic<bool> overflow{false};
-  ctx.parallel_for(tasks, [&](i64 task, int worker) {
-    auto* scratch = static_cast<std::byte*>(ctx.scratch(worker, static_cast<std::size_t>(plan.bytes)));
-    const TaskResult r = run_task(plan, p, task, scratch, kt_all, v_all);
-    entries.fetch_add(r.entries, std::memory_order_relaxed);
-    if (r.overflow) overflow.store(true, std::memory_order_relaxed);
-  });
-  check(!overflow.load(), "scores", "finite fp32 values of scale * q·k + bias",
-        "an overflow (|score| > 3.4e38): scale q or k down");
-  AttentionStats stats;
-  stats.score_macs = entries.load() * s.head_dim;
-  stats.weighted_sum_macs = entries.load() * s.v_head_dim;
-  stats.peak_score_entries = workers * plan.rows * plan.key_tile;
-  return stats;
+  return run_tasks(ctx, s, tasks, static_cast<std::size_t>(plan.bytes), plan.rows * plan.key_tile,
+                   [&](i64 task, void* scratch) {
+                     return run_task(plan, p, task, static_cast<std::byte*>(scratch), kt_all, v_all);
+                   });
 }
 
 }  // namespace headcount::kernels

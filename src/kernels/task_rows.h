@@ -4,11 +4,13 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "headcount/attention.h"
+#include "headcount/error.h"
 #include "kernels/masking.h"
 
 namespace headcount::kernels {
@@ -47,6 +49,36 @@ inline bool write_rows(const AttentionParams& p, const AttentionShape& s, std::i
           saw_key ? max[r] + std::log(sum[r]) : -std::numeric_limits<float>::infinity();
   }
   return overflow;
+}
+
+struct TaskResult {
+  std::int64_t entries = 0;  // scores computed
+  bool overflow = false;
+};
+
+// Runs `tasks` tasks over the context's workers, each with `scratch_bytes` of worker-private
+// scratch borrowed before the parallel region (so nothing allocates or throws inside it),
+// and sums what they did into the kernel's stats. run(task, scratch) returns a TaskResult;
+// an overflow in any task is an Error once all are done.
+template <typename Run>
+AttentionStats run_tasks(Context& ctx, const AttentionShape& s, std::int64_t tasks,
+                         std::size_t scratch_bytes, std::int64_t tile_entries, Run&& run) {
+  const int workers = static_cast<int>(std::min<std::int64_t>(ctx.threads(), tasks));
+  for (int w = 0; w < workers; ++w) ctx.scratch(w, scratch_bytes);
+  std::atomic<std::int64_t> entries{0};
+  std::atomic<bool> overflow{false};
+  ctx.parallel_for(tasks, [&](std::int64_t task, int worker) {
+    const TaskResult r = run(task, ctx.scratch(worker, scratch_bytes));
+    entries.fetch_add(r.entries, std::memory_order_relaxed);
+    if (r.overflow) overflow.store(true, std::memory_order_relaxed);
+  });
+  check(!overflow.load(), "scores", "finite fp32 values of scale * q·k + bias",
+        "an overflow (|score| > 3.4e38): scale q or k down");
+  AttentionStats stats;
+  stats.score_macs = entries.load() * s.head_dim;
+  stats.weighted_sum_macs = entries.load() * s.v_head_dim;
+  stats.peak_score_entries = workers * tile_entries;
+  return stats;
 }
 
 }  // namespace headcount::kernels
