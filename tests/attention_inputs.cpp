@@ -29,7 +29,7 @@ float at(const TensorView& t, std::int64_t a, std::int64_t b, std::int64_t c, st
 }
 
 template <typename Real>
-NaiveResult naive(const AttentionInputs& in) {
+NaiveResult naive(const AttentionInputs& in, std::vector<double>* probs = nullptr) {
   const AttentionCase& c = in.c;
   // The API's scale is an fp32 number: 1/sqrt(head_dim) rounded to fp32 unless given.
   const Real scale = Real(c.scale ? *c.scale : static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
@@ -39,6 +39,7 @@ NaiveResult naive(const AttentionInputs& in) {
   r.out.assign(static_cast<std::size_t>(c.batch * c.q_len * c.heads * c.v_head_dim), 0.0);
   r.lse.assign(static_cast<std::size_t>(c.batch * c.heads * c.q_len), 0.0);
   std::vector<Real> s(static_cast<std::size_t>(c.kv_len));
+  if (probs != nullptr) probs->assign(static_cast<std::size_t>(c.batch * c.heads * c.q_len * c.kv_len), 0.0);
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t h = 0; h < c.heads; ++h)
       for (std::int64_t i = 0; i < c.q_len; ++i) {
@@ -67,6 +68,10 @@ NaiveResult naive(const AttentionInputs& in) {
           l += x;
         }
         lse = double(m + std::log(l));
+        if (probs != nullptr)
+          for (std::int64_t j = 0; j < c.kv_len; ++j)
+            (*probs)[static_cast<std::size_t>(((b * c.heads + h) * c.q_len + i) * c.kv_len + j)] =
+                double(s[static_cast<std::size_t>(j)] / l);
         for (std::int64_t e = 0; e < c.v_head_dim; ++e) {
           Real acc = 0;
           for (std::int64_t j = 0; j < c.kv_len; ++j) acc += s[static_cast<std::size_t>(j)] * Real(at(in.v, b, j, g, e));
@@ -157,6 +162,14 @@ AttentionParams AttentionInputs::params(const Tensor& out, const Tensor& lse) co
 }
 
 NaiveResult naive_attention_f64(const AttentionInputs& in) { return naive<double>(in); }
+std::vector<double> naive_probs_f64(const AttentionInputs& in) {
+  std::vector<double> probs;
+  naive<double>(in, &probs);
+  return probs;
+}
+bool key_visible(const AttentionInputs& in, std::int64_t b, std::int64_t i, std::int64_t j) {
+  return visible(in, b, i, j);
+}
 NaiveResult naive_attention_f32(const AttentionInputs& in) { return naive<float>(in); }
 
 }  // namespace headcount::testing

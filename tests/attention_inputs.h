@@ -30,6 +30,10 @@ struct NaiveResult {
 };
 
 NaiveResult naive_attention_f64(const AttentionInputs& in);
+// The float64 softmax probabilities [B, H, q_len, kv_len] (0 for hidden keys).
+std::vector<double> naive_probs_f64(const AttentionInputs& in);
+// The masks straight from their definitions in attention.h (bias aside).
+bool key_visible(const AttentionInputs& in, std::int64_t b, std::int64_t i, std::int64_t j);
 NaiveResult naive_attention_f32(const AttentionInputs& in);  // every operation in float
 
 }  // namespace headcount::testing

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,10 +60,21 @@ struct WeightSpec {
 };
 std::vector<WeightSpec> bert_weight_table(const EncoderConfig& config);
 
+struct EncoderForwardOptions {
+  Kernel kernel = Kernel::streaming;
+  // [layers * heads] factors on each head's output before its layer's W_O (layer-major; 0
+  // removes the head, 1 keeps it). Empty: every head kept.
+  std::span<const float> head_mask;
+  // Called after each layer's attention kernel with (layer, the kernel's params). params.lse
+  // is filled; q, k, v are views of the layer's projection, valid only during the call.
+  std::function<void(std::int64_t, const AttentionParams&)> observe_attention;
+};
+
 struct EmbedOptions {
   std::int64_t batch_size = 32;  // sequences per forward pass, >= 1
   bool normalize = true;         // L2-normalise (if the model does); false: plain mean pooling
   Kernel kernel = Kernel::streaming;
+  std::span<const float> head_mask;  // as EncoderForwardOptions::head_mask
   // Called after each batch with (sentences done, total), for progress reports.
   std::function<void(std::int64_t, std::int64_t)> progress;
 };
@@ -84,10 +96,13 @@ class BertEncoder {
   // Rows past a sequence's length hold values that mean nothing.
   void forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
                Kernel kernel = Kernel::streaming) const;
+  void forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
+               const EncoderForwardOptions& options) const;
 
   // Pooled (and normalised, if asked) embeddings of one padded batch: out [batch.batch, d_model].
   void embed_batch(Context& ctx, const TokenBatch& batch, const TensorView& out,
-                   bool normalize = true, Kernel kernel = Kernel::streaming) const;
+                   bool normalize = true, Kernel kernel = Kernel::streaming,
+                   std::span<const float> head_mask = {}) const;
 
   // Embeds texts in input order: [texts.size(), d_model]. Dynamic batching: texts are sorted by
   // token count and batched with their neighbours, so padding costs little; results do not

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "headcount/attention.h"
@@ -56,6 +57,15 @@ struct AttentionOptions {
   // uses whatever `kernel` says. probs: [B, heads, q_len, kv_len] or [B, q_len, kv_len].
   ProbsMode probs_mode = ProbsMode::none;
   TensorView probs;
+  // Per-head factors applied to each head's slice of the concat buffer before W_O: [heads]
+  // finite values; 0 removes a head (ablation, pruning), 1 keeps it. Empty: all kept.
+  std::span<const float> head_mask;
+  // Optional f32 [B, heads, q_len]: the kernel's log-sum-exp of every row.
+  TensorView lse;
+  // Called after the kernel ran (before the head mask and W_O) with the kernel's params: q, k
+  // and v as views of the projection, the masks, out (the concat buffer) and lse. The views
+  // are valid only during the call; analysis reads the heads there without copying them.
+  std::function<void(const AttentionParams&)> observe;
 };
 
 // Decoding with a KV cache (src/layers/multi_head_attention_decode.cpp).
@@ -114,6 +124,7 @@ class MultiHeadAttention {
   // x [B, n, d_model] · W_qkv (+ b_qkv) into a workspace matrix [B*n, width]; returns it.
   float* project_qkv(Context& ctx, const TensorView& x) const;
 
+  void apply_head_mask(std::span<const float> mask, float* concat_buffer, std::int64_t rows) const;
   LayerStats attend_and_mix(Context& ctx, AttentionParams params, std::int64_t batch,
                             std::int64_t q_len, const TensorView& out,
                             const AttentionOptions& options) const;

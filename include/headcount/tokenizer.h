@@ -49,6 +49,8 @@ class WordPieceTokenizer {
   const TokenizerOptions& options() const;
   std::int64_t vocab_size() const;
   const std::string& token(std::int32_t id) const;
+  // True for a token made only of BERT punctuation (step 6's definition): ".", ",", "“", "--"...
+  bool is_punctuation_token(std::int32_t id) const;
   std::int32_t cls_id() const;
   std::int32_t sep_id() const;
   std::int32_t pad_id() const;

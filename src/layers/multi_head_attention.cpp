@@ -214,6 +214,19 @@ LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x_q, cons
   return stats;
 }
 
+void MultiHeadAttention::apply_head_mask(std::span<const float> mask, float* concat_buffer,
+                                         std::int64_t rows) const {
+  const auto& c = config_;
+  for (std::int64_t h = 0; h < c.heads; ++h) {
+    const float factor = mask[static_cast<std::size_t>(h)];
+    if (factor == 1.0f) continue;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* slice = concat_buffer + r * concat_width() + h * c.v_head_dim;
+      for (std::int64_t e = 0; e < c.v_head_dim; ++e) slice[e] *= factor;
+    }
+  }
+}
+
 LayerStats MultiHeadAttention::attend_and_mix(Context& ctx, AttentionParams params,
                                               std::int64_t batch, std::int64_t q_len,
                                               const TensorView& out,
@@ -225,6 +238,14 @@ LayerStats MultiHeadAttention::attend_and_mix(Context& ctx, AttentionParams para
         concat("[", batch, ", ", q_len, ", ", c.d_model, "]"), out.shape_string());
   HEADCOUNT_CHECK(out.strides[2] == 1 && out.strides[1] >= c.d_model && out.strides[0] >= q_len * out.strides[1],
         "out strides", "non-overlapping rows with unit stride along d_model", out.strides_string());
+
+  if (!options.head_mask.empty()) {
+    HEADCOUNT_CHECK(static_cast<std::int64_t>(options.head_mask.size()) == c.heads, "head_mask",
+                    concat(c.heads, " entries (one per head)"), options.head_mask.size());
+    for (std::size_t h = 0; h < options.head_mask.size(); ++h)
+      if (!std::isfinite(options.head_mask[h]))
+        fail("head_mask", concat("expected finite factors, got ", options.head_mask[h], " for head ", h));
+  }
 
   // 2. Attend: each head writes its columns of the concat buffer [B*n, heads * v_head_dim].
   float* concat_buffer = static_cast<float*>(
@@ -238,10 +259,13 @@ LayerStats MultiHeadAttention::attend_and_mix(Context& ctx, AttentionParams para
   params.bias = options.bias;
   params.probs_mode = options.probs_mode;
   params.probs = options.probs;
+  params.lse = options.lse;
   const Kernel kernel = options.probs_mode != ProbsMode::none ? Kernel::reference : options.kernel;
 
   LayerStats stats;
   stats.attention = attention(ctx, kernel, params);
+  if (options.observe) options.observe(params);
+  if (!options.head_mask.empty()) apply_head_mask(options.head_mask, concat_buffer, batch * q_len);
 
   // 3. Mix: out = concat · W_o + b_o, one GEMM when the output rows are evenly spaced.
   const bool one_gemm = out.strides[0] == q_len * out.strides[1];

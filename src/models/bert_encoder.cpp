@@ -19,7 +19,7 @@ using detail::concat;
 namespace {
 
 // Context workspace slots of the encoder (the attention layer uses the low slots).
-enum EncoderSlot : int { kSlotHidden = 32, kSlotSublayer, kSlotFfn, kSlotPooled };
+enum EncoderSlot : int { kSlotHidden = 32, kSlotSublayer, kSlotFfn, kSlotPooled, kSlotLse };
 
 // PyTorch's nn.Linear stores [out, in]; headcount multiplies x · W with W [in, out].
 Tensor transposed(const Tensor& t) {
@@ -123,6 +123,11 @@ const WordPieceTokenizer& BertEncoder::tokenizer() const { return impl_->tokeniz
 
 void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
                           Kernel kernel) const {
+  forward(ctx, batch, hidden, EncoderForwardOptions{.kernel = kernel});
+}
+
+void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
+                          const EncoderForwardOptions& options) const {
   const EncoderConfig& c = impl_->config;
   const std::int64_t B = batch.batch, n = batch.seq_len, d = c.hidden_size;
   check(B >= 1 && n >= 1, "batch", "at least one sequence of at least one token",
@@ -137,6 +142,9 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
   check(!hidden.empty() && hidden.dtype == DType::f32 && hidden.rank == 3 && hidden.is_contiguous() &&
             hidden.shape[0] == B && hidden.shape[1] == n && hidden.shape[2] == d,
         "hidden", concat("a contiguous f32 tensor [", B, ", ", n, ", ", d, "]"), hidden.shape_string());
+  check(options.head_mask.empty() || static_cast<std::int64_t>(options.head_mask.size()) == c.layers * c.heads,
+        "head_mask", concat(c.layers * c.heads, " factors (layers x heads = ", c.layers, " x ", c.heads, ") or none"),
+        options.head_mask.size());
 
   float* x = hidden.ptr<float>();  // [B, n, d]: the residual stream
   const std::int64_t rows = B * n;
@@ -162,8 +170,17 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
       ctx.workspace(kSlotFfn, static_cast<std::size_t>(rows * c.intermediate_size) * sizeof(float)));
   const TensorView x_view = TensorView::contiguous(x, DType::f32, {B, n, d});
   const TensorView sublayer_view = TensorView::contiguous(sublayer, DType::f32, {B, n, d});
-  const AttentionOptions attention_options{.kernel = kernel, .key_lengths = batch.lengths};
-  for (const EncoderLayer& layer : impl_->layers) {
+  AttentionOptions attention_options{.kernel = options.kernel, .key_lengths = batch.lengths};
+  if (options.observe_attention)
+    attention_options.lse = TensorView::contiguous(
+        ctx.workspace(kSlotLse, static_cast<std::size_t>(B * c.heads * n) * sizeof(float)), DType::f32, {B, c.heads, n});
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const EncoderLayer& layer = impl_->layers[static_cast<std::size_t>(l)];
+    if (!options.head_mask.empty())
+      attention_options.head_mask = options.head_mask.subspan(static_cast<std::size_t>(l * c.heads),
+                                                              static_cast<std::size_t>(c.heads));
+    if (options.observe_attention)
+      attention_options.observe = [&options, l](const AttentionParams& params) { options.observe_attention(l, params); };
     layer.attention.forward(ctx, x_view, sublayer_view, attention_options);
     layers::add_layer_norm(ctx, x, sublayer, rows, d, layer.attention_norm.gamma.data<const float>(),
                            layer.attention_norm.beta.data<const float>(), eps);
@@ -174,13 +191,14 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
 }
 
 void BertEncoder::embed_batch(Context& ctx, const TokenBatch& batch, const TensorView& out,
-                              bool normalize, Kernel kernel) const {
+                              bool normalize, Kernel kernel, std::span<const float> head_mask) const {
   const std::int64_t B = batch.batch, n = batch.seq_len, d = dim();
   check(!out.empty() && out.dtype == DType::f32 && out.rank == 2 && out.is_contiguous() &&
             out.shape[0] == B && out.shape[1] == d,
         "out", concat("a contiguous f32 tensor [", B, ", ", d, "]"), out.shape_string());
   float* hidden = static_cast<float*>(ctx.workspace(kSlotHidden, static_cast<std::size_t>(B * n * d) * sizeof(float)));
-  forward(ctx, batch, TensorView::contiguous(hidden, DType::f32, {B, n, d}), kernel);
+  forward(ctx, batch, TensorView::contiguous(hidden, DType::f32, {B, n, d}),
+          EncoderForwardOptions{.kernel = kernel, .head_mask = head_mask});
 
   // 3. Mean over the valid tokens ([CLS] and [SEP] count), then L2 (F.normalize: / max(|v|, 1e-12)).
   std::vector<double> sum(static_cast<std::size_t>(d));
@@ -225,7 +243,7 @@ Tensor BertEncoder::embed(Context& ctx, const std::vector<std::string>& texts, c
     const TokenBatch batch = pad_batch(chunk, impl_->tokenizer.pad_id());
     float* pooled = static_cast<float*>(ctx.workspace(kSlotPooled, static_cast<std::size_t>(batch.batch * d) * sizeof(float)));
     embed_batch(ctx, batch, TensorView::contiguous(pooled, DType::f32, {batch.batch, d}), options.normalize,
-                options.kernel);
+                options.kernel, options.head_mask);
     for (std::int64_t j = start; j < end; ++j)
       std::copy_n(pooled + (j - start) * d, d, out.data<float>() + order[static_cast<std::size_t>(j)] * d);
     if (options.progress) options.progress(end, count);

@@ -5,6 +5,7 @@
 // from it. Unicode data (categories, NFD, lower case) come from utf8proc.
 #include "headcount/tokenizer.h"
 
+#include <algorithm>
 #include <utf8proc.h>
 
 #include <fstream>
@@ -284,6 +285,10 @@ std::int64_t WordPieceTokenizer::vocab_size() const { return static_cast<std::in
 const std::string& WordPieceTokenizer::token(std::int32_t id) const {
   check(id >= 0 && id < vocab_size(), "token id", concat("in [0, ", vocab_size(), ")"), id);
   return impl_->vocab[static_cast<std::size_t>(id)];
+}
+bool WordPieceTokenizer::is_punctuation_token(std::int32_t id) const {
+  const std::u32string text = decode_utf8_lossy(token(id));
+  return !text.empty() && std::all_of(text.begin(), text.end(), is_punctuation);
 }
 std::int32_t WordPieceTokenizer::cls_id() const { return impl_->cls; }
 std::int32_t WordPieceTokenizer::sep_id() const { return impl_->sep; }

@@ -1,0 +1,281 @@
+// Row statistics without the n^2 probabilities (head_stats.h), against the tests' own float64
+// probabilities; the head mask of the layer; and, on all-MiniLM-L6-v2 over corpus sentences,
+// the streaming second pass against the reference kernel's probabilities.
+//
+// Bound of the second pass, per row i (derived, not tuned): it evaluates p_ij = exp(t~ - l~)
+// with an fp32 score t~ (head_dim products summed in fp32, one scale multiply, one bias add)
+// and the kernel's fp32 lse l~. |t~ - t| <= (head_dim + 2) u scale sum_d |q_d k_d| + 2u |t|
+// (u = 2^-24, a standard dot-product bound), and |l~ - lse| is measured against the float64
+// oracle. With delta_i = max_j |t~ - t| + |l~ - lse|, every p has |p~ - p| <= p (e^delta - 1),
+// so each mass (offsets, classes, total) is within (e^delta - 1) of its value, the distance
+// within (e^delta - 1) * distance, and the entropy sum_j p (lse - t) within
+// (e^delta - 1) * H + delta. Sums are in double (1e-12 absolute covers them).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "attention_inputs.h"
+#include "case_table.h"
+#include "headcount/error.h"
+#include "headcount/head_analysis.h"
+#include "headcount/head_stats.h"
+#include "headcount/multi_head_attention.h"
+#include "minilm_golden.h"
+
+namespace headcount::testing {
+namespace {
+
+constexpr double kU = 0x1p-24;
+
+// Three classes on keys: bit 0 on key 0, bit 1 on every third key, bit 2 on the last key.
+std::vector<std::uint8_t> test_classes(const AttentionCase& c) {
+  std::vector<std::uint8_t> classes(static_cast<std::size_t>(c.batch * c.kv_len), 0);
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t j = 0; j < c.kv_len; ++j) {
+      std::uint8_t bits = 0;
+      if (j == 0) bits |= 1;
+      if (j % 3 == 0) bits |= 2;
+      if (j == c.kv_len - 1) bits |= 4;
+      classes[static_cast<std::size_t>(b * c.kv_len + j)] = bits;
+    }
+  return classes;
+}
+
+float bias_at(const AttentionInputs& in, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  if (in.bias.empty()) return 0.0f;
+  const TensorView& t = in.bias;
+  return t.ptr<const float>()[t.offset({t.shape[0] == 1 ? 0 : b, t.shape[1] == 1 ? 0 : h, i, j})];
+}
+
+// The fields of every row, from float64 probabilities, written from the definitions in
+// head_stats.h.
+std::vector<double> expected_stats(const AttentionInputs& in, const std::vector<double>& probs,
+                                   const RowStatsSpec& spec) {
+  const AttentionCase& c = in.c;
+  const std::int64_t F = spec.fields();
+  std::vector<double> out(static_cast<std::size_t>(c.batch * c.heads * c.q_len * F), 0.0);
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t i = 0; i < c.q_len; ++i) {
+        double* row = out.data() + ((b * c.heads + h) * c.q_len + i) * F;
+        const std::int64_t diagonal = i + c.kv_len - c.q_len;
+        for (std::int64_t j = 0; j < c.kv_len; ++j) {
+          if (!key_visible(in, b, i, j) || bias_at(in, b, h, i, j) == -std::numeric_limits<float>::infinity()) continue;
+          const double p = probs[static_cast<std::size_t>(((b * c.heads + h) * c.q_len + i) * c.kv_len + j)];
+          row[kRowVisible] += 1;
+          row[kRowMass] += p;
+          if (p > 0) row[kRowEntropy] -= p * std::log(p);
+          row[kRowDistance] += p * std::fabs(static_cast<double>(j - diagonal));
+          for (int bit = 0; bit < spec.classes; ++bit)
+            if (spec.key_classes[static_cast<std::size_t>(b * c.kv_len + j)] & (1 << bit)) row[spec.class_field(bit)] += p;
+          for (std::size_t o = 0; o < spec.offsets.size(); ++o)
+            if (j == diagonal + spec.offsets[o]) row[spec.offset_field(o)] = p;
+        }
+      }
+  return out;
+}
+
+// delta_i of the header comment, for every row.
+std::vector<double> score_error_bounds(const AttentionInputs& in, const Tensor& lse, const std::vector<double>& exact_lse) {
+  const AttentionCase& c = in.c;
+  const double scale = c.scale ? *c.scale : static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
+  const std::int64_t group = c.heads / c.kv_heads;
+  std::vector<double> delta(static_cast<std::size_t>(c.batch * c.heads * c.q_len), 0.0);
+  auto at = [](const TensorView& t, std::int64_t a, std::int64_t b, std::int64_t x, std::int64_t d) {
+    return static_cast<double>(t.ptr<const float>()[t.offset({a, b, x, d})]);
+  };
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t h = 0; h < c.heads; ++h)
+      for (std::int64_t i = 0; i < c.q_len; ++i) {
+        const std::size_t r = static_cast<std::size_t>((b * c.heads + h) * c.q_len + i);
+        if (std::isinf(exact_lse[r])) continue;
+        double worst = 0;
+        for (std::int64_t j = 0; j < c.kv_len; ++j) {
+          if (!key_visible(in, b, i, j) || std::isinf(bias_at(in, b, h, i, j))) continue;
+          double abs_dot = 0, dot = 0;
+          for (std::int64_t d = 0; d < c.head_dim; ++d) {
+            abs_dot += std::fabs(at(in.q, b, i, h, d) * at(in.k, b, j, h / group, d));
+            dot += at(in.q, b, i, h, d) * at(in.k, b, j, h / group, d);
+          }
+          const double t = scale * dot + bias_at(in, b, h, i, j);
+          worst = std::max(worst, (c.head_dim + 2) * kU * scale * abs_dot + 2 * kU * std::fabs(t));
+        }
+        delta[r] = worst + std::fabs(static_cast<double>(lse.data<const float>()[r]) - exact_lse[r]);
+      }
+  return delta;
+}
+
+void expect_stats_within(const std::vector<double>& got, const std::vector<double>& want,
+                         const std::vector<double>& delta, const RowStatsSpec& spec, const std::string& what) {
+  const std::int64_t F = spec.fields();
+  for (std::size_t r = 0; r < delta.size(); ++r) {
+    const double* g = got.data() + r * static_cast<std::size_t>(F);
+    const double* w = want.data() + r * static_cast<std::size_t>(F);
+    const double grow = std::expm1(delta[r]);
+    ASSERT_EQ(g[kRowVisible], w[kRowVisible]) << what << " row " << r << " visible";
+    ASSERT_NEAR(g[kRowEntropy], w[kRowEntropy], grow * w[kRowEntropy] + delta[r] + 1e-12) << what << " row " << r << " entropy";
+    ASSERT_NEAR(g[kRowDistance], w[kRowDistance], grow * w[kRowDistance] + 1e-12) << what << " row " << r << " distance";
+    for (std::int64_t f : {std::int64_t{kRowMass}})
+      ASSERT_NEAR(g[f], w[f], grow * w[f] + 1e-12) << what << " row " << r << " mass";
+    for (std::int64_t f = kRowFixedFields; f < F; ++f)
+      ASSERT_NEAR(g[f], w[f], grow * w[f] + 1e-12) << what << " row " << r << " field " << f;
+  }
+}
+
+class RowStatsCase : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(RowStatsCase, SecondPassAndProbsMatchFloat64) {
+  const AttentionCase& c = GetParam();
+  const AttentionInputs in = make_inputs(c, 77);
+  const std::vector<double> probs = naive_probs_f64(in);
+  const NaiveResult exact = naive_attention_f64(in);
+  const std::vector<std::uint8_t> classes = test_classes(c);
+  const RowStatsSpec spec{.offsets = {-2, -1, 0, 1, 5}, .key_classes = classes, .classes = 3};
+  const std::vector<double> want = expected_stats(in, probs, spec);
+  const std::int64_t F = spec.fields();
+
+  Context ctx({.threads = 2});
+  Tensor out(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}), lse(DType::f32, {c.batch, c.heads, c.q_len});
+  const AttentionParams params = in.params(out, lse);
+  attention_streaming(ctx, params);
+  std::vector<double> got(want.size());
+  attention_row_stats(ctx, params, spec, TensorView::contiguous(got.data(), DType::f64, {c.batch, c.heads, c.q_len, F}));
+  expect_stats_within(got, want, score_error_bounds(in, lse, exact.lse), spec, "second pass");
+
+  // The reference kernel's fp32 probabilities: each within u of the float64 one, so delta = 2u.
+  Tensor ref_out(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim});
+  Tensor ref_probs(DType::f32, {c.batch, c.heads, c.q_len, c.kv_len});
+  AttentionParams ref = in.params(ref_out, lse);
+  ref.probs_mode = ProbsMode::per_head;
+  ref.probs = ref_probs.view();
+  attention_reference(ctx, ref);
+  std::vector<double> from_probs(want.size());
+  attention_row_stats_from_probs(ref, ref_probs.view(), spec,
+                                 TensorView::contiguous(from_probs.data(), DType::f64, {c.batch, c.heads, c.q_len, F}));
+  expect_stats_within(from_probs, want, std::vector<double>(exact.lse.size(), 2 * kU * c.kv_len), spec, "from probs");
+}
+
+std::vector<AttentionCase> small_cases() {
+  std::vector<AttentionCase> out;
+  for (const AttentionCase& c : kernel_cases())
+    if (c.batch * c.heads * c.q_len * c.kv_len <= 400000) out.push_back(c);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(CaseTable, RowStatsCase, ::testing::ValuesIn(small_cases()),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name(); });
+
+TEST(RowStats, ErrorsNameTheParameter) {
+  const AttentionCase c{.batch = 1, .heads = 2, .kv_heads = 2, .q_len = 5, .kv_len = 5};
+  const AttentionInputs in = make_inputs(c, 1);
+  Context ctx({.threads = 1});
+  Tensor out(DType::f32, {1, 5, 2, 8}), lse(DType::f32, {1, 2, 5});
+  AttentionParams params = in.params(out, lse);
+  attention_streaming(ctx, params);
+  const RowStatsSpec spec{.offsets = {-1}};
+  std::vector<double> buffer(static_cast<std::size_t>(2 * 5 * spec.fields()));
+  const TensorView good = TensorView::contiguous(buffer.data(), DType::f64, {1, 2, 5, spec.fields()});
+  auto message = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  AttentionParams no_lse = params;
+  no_lse.lse = {};
+  EXPECT_NE(message([&] { attention_row_stats(ctx, no_lse, spec, good); }).find("lse: expected the log-sum-exp [1, 2, 5]"),
+            std::string::npos);
+  const TensorView wrong = TensorView::contiguous(buffer.data(), DType::f64, {1, 2, 5, spec.fields() - 1});
+  EXPECT_NE(message([&] { attention_row_stats(ctx, params, spec, wrong); }).find("row stats out shape"), std::string::npos);
+  std::vector<std::uint8_t> few(3);
+  const RowStatsSpec bad_classes{.key_classes = few, .classes = 2};
+  EXPECT_NE(message([&] { attention_row_stats(ctx, params, bad_classes, good); }).find("row stats key_classes: expected 5 entries"),
+            std::string::npos);
+  const RowStatsSpec far{.offsets = {std::int64_t{1} << 50}};
+  EXPECT_NE(message([&] { attention_row_stats(ctx, params, far, good); }).find("row stats offset"), std::string::npos);
+}
+
+// The head mask scales a head's slice of the concat buffer before W_O: mask 0 on head h gives
+// exactly the layer whose W_O rows of head h are zero.
+TEST(HeadMask, ZeroingAHeadEqualsZeroingItsOutputWeights) {
+  const MultiHeadAttentionConfig config{.d_model = 48, .heads = 4};
+  MultiHeadAttentionWeights weights = MultiHeadAttentionWeights::random(config, 5);
+  MultiHeadAttentionWeights pruned = MultiHeadAttentionWeights::random(config, 5);
+  const std::int64_t head = 2, hd = 12;
+  for (std::int64_t r = head * hd; r < (head + 1) * hd; ++r)
+    for (std::int64_t col = 0; col < 48; ++col) pruned.w_o.data<float>()[r * 48 + col] = 0.0f;
+  const MultiHeadAttention layer(config, std::move(weights)), reference(config, std::move(pruned));
+  Tensor x(DType::f32, {2, 9, 48});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(0.37f * static_cast<float>(i));
+  Tensor a(DType::f32, {2, 9, 48}), b(DType::f32, {2, 9, 48});
+  Context ctx({.threads = 2});
+  const float mask[] = {1, 1, 0, 1};
+  layer.forward(ctx, x.view(), a.view(), {.head_mask = mask});
+  reference.forward(ctx, x.view(), b.view());
+  for (std::int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]) << i;
+
+  const float short_mask[] = {1, 1, 0};
+  EXPECT_THROW(
+      {
+        try {
+          layer.forward(ctx, x.view(), a.view(), {.head_mask = short_mask});
+        } catch (const Error& e) {
+          EXPECT_STREQ(e.what(), "head_mask: expected 4 entries (one per head), got 3");
+          throw;
+        }
+      },
+      Error);
+  const float nan_mask[] = {1, std::nanf(""), 1, 1};
+  EXPECT_THROW(layer.forward(ctx, x.view(), a.view(), {.head_mask = nan_mask}), Error);
+}
+
+std::vector<std::string> corpus_sample(std::size_t per_file) {
+  std::vector<std::string> out;
+  const std::string dir = std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/corpus/";
+  for (const char* name : {"pride-and-prejudice.sentences.txt", "wordnet-examples.txt"}) {
+    std::ifstream file(dir + name);
+    std::string line;
+    for (std::size_t i = 0; i < per_file && std::getline(file, line); ++i) out.push_back(line);
+  }
+  return out;
+}
+
+// On the real model and real sentences, the streaming second pass equals the reference
+// kernel's probabilities reduced. The per-row bound above, with MiniLM's scores (|t| < 40,
+// scale * sum |q k| < 100 measured by the kernel tests' standards) gives delta <= 34 u 100 + 2 u
+// 40 + |lse error| ~ 3e-4 at the very worst; rounding errors of opposite sign cancel in the
+// averages, and we assert that bound on every averaged mass and on the normalised entropy.
+TEST(HeadAnalysisModel, StreamingStatisticsEqualReferenceOnCorpus) {
+  HEADCOUNT_REQUIRE_MINILM();
+  const std::vector<std::string> sentences = corpus_sample(40);
+  if (sentences.size() < 80) GTEST_SKIP() << "corpus not found next to the repository";
+  const BertEncoder encoder = BertEncoder::load(default_model_dir());
+  Context ctx({.threads = 2});
+  const HeadAnalysis streaming = analyze_heads(ctx, encoder, sentences, {.stats_kernel = Kernel::streaming});
+  const HeadAnalysis reference = analyze_heads(ctx, encoder, sentences, {.stats_kernel = Kernel::reference});
+  ASSERT_EQ(streaming.per_head.size(), 72u);
+  double worst = 0;
+  for (std::size_t k = 0; k < streaming.per_head.size(); ++k) {
+    const HeadStatistics& s = streaming.per_head[k];
+    const HeadStatistics& r = reference.per_head[k];
+    ASSERT_EQ(s.rows, r.rows);
+    EXPECT_NEAR(s.mass, 1.0, 1e-5) << k;
+    const double pairs[][2] = {{s.cls, r.cls}, {s.sep, r.sep}, {s.punctuation, r.punctuation},
+                               {s.normalized_entropy(), r.normalized_entropy()}, {s.mass, r.mass},
+                               {s.distance / 100, r.distance / 100}};
+    for (const auto& p : pairs) worst = std::max(worst, std::fabs(p[0] - p[1]));
+    for (std::size_t o = 0; o < s.offsets.size(); ++o) worst = std::max(worst, std::fabs(s.offsets[o] - r.offsets[o]));
+    EXPECT_EQ(s.role, r.role) << "layer " << s.layer << " head " << s.head;
+  }
+  EXPECT_LE(worst, 3e-4);
+  RecordProperty("max_abs_difference", std::to_string(worst));
+  std::printf("streaming vs reference head statistics over %zu sentences: max |difference| %.3g\n", sentences.size(), worst);
+}
+
+}  // namespace
+}  // namespace headcount::testing
