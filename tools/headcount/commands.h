@@ -14,5 +14,6 @@ void register_bench(CLI::App& app);
 void register_embed(CLI::App& app);
 void register_similarity(CLI::App& app);
 void register_sts(CLI::App& app);
+void register_heads(CLI::App& app);
 
 }  // namespace headcount::cli

@@ -1,0 +1,184 @@
+// `headcount heads`: what each head of the encoder does. Statistics over a corpus (Clark et al.
+// 2019's measures, via the streaming second pass), a role per head, optionally the STS-B
+// ablation of every head, one sentence's attention maps; written as a self-contained HTML
+// report (--out) and/or JSON on stdout (--json).
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "commands.h"
+#include "encoder_cli.h"
+#include "headcount/cost.h"
+#include "headcount/error.h"
+#include "headcount/head_analysis.h"
+#include "headcount/sts.h"
+#include "heads_report.h"
+
+namespace headcount::cli {
+namespace {
+
+using detail::concat;
+
+const std::string kDataDir =
+    std::filesystem::path(HEADCOUNT_SOURCE_DIR "/../shared/data").lexically_normal().string();
+constexpr std::int64_t kMaxHeatmapTokens = 64;
+
+struct HeadsArgs {
+  std::string model, out, text = "It is a truth universally acknowledged, that a single man in possession of a good "
+                                 "fortune must be in want of a wife.";
+  std::vector<std::string> corpus;
+  std::string sts = kDataDir + "/stsb/sts-dev.tsv";
+  std::string stats_kernel = "streaming";
+  std::int64_t max_sentences = 0, max_pairs = 0, batch = 32;
+  bool ablate = false, json = false;
+  int threads = 0;
+};
+
+// The default corpus: the two plain-English files and the sentences of STS-B dev and test.
+std::vector<std::string> default_corpus() {
+  return {kDataDir + "/corpus/pride-and-prejudice.sentences.txt", kDataDir + "/corpus/wordnet-examples.txt",
+          kDataDir + "/stsb/sts-dev.tsv", kDataDir + "/stsb/sts-test.tsv"};
+}
+
+// Sentences of one file: STS files (.tsv) give both sides of each pair, others one per line.
+// Repeated sentences are kept once.
+void add_sentences(const std::string& path, std::vector<std::string>& out, std::set<std::string>& seen) {
+  auto add = [&](const std::string& s) {
+    if (!s.empty() && seen.insert(s).second) out.push_back(s);
+  };
+  if (path.size() > 4 && path.substr(path.size() - 4) == ".tsv") {
+    for (const StsPair& p : read_sts(path)) {
+      add(p.sentence1);
+      add(p.sentence2);
+    }
+  } else {
+    for (const std::string& line : read_sentences(path)) add(line);
+  }
+}
+
+// The report is written under a temporary name opened before any work, and renamed into place
+// when complete: a bad path fails in the first second, and no half-written report is left.
+class PendingOutput {
+ public:
+  explicit PendingOutput(std::string path) : path_(std::move(path)), temp_(concat(path_, ".partial.", ::getpid())) {
+    file_.open(temp_, std::ios::binary | std::ios::trunc);
+    if (!file_) fail(path_, "cannot open the output file for writing");
+  }
+  ~PendingOutput() {
+    if (!done_) {
+      file_.close();
+      std::remove(temp_.c_str());
+    }
+  }
+  void commit(const std::string& content) {
+    file_ << content;
+    file_.close();
+    if (!file_) fail(path_, "cannot write the output file");
+    if (std::rename(temp_.c_str(), path_.c_str()) != 0) fail(path_, "cannot move the finished output into place");
+    done_ = true;
+  }
+
+ private:
+  std::string path_, temp_;
+  std::ofstream file_;
+  bool done_ = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void run_heads(const HeadsArgs& a) {
+  // 1. Options, the output file and the inputs, before any long computation.
+  check(!a.out.empty() || a.json, "--out", "a file for the HTML report (or --json for the numbers)", "neither");
+  check(a.batch >= 1, "--batch", ">= 1", a.batch);
+  check(a.max_sentences >= 0, "--max-sentences", ">= 0 (0: all)", a.max_sentences);
+  check(a.max_pairs >= 0, "--max-pairs", ">= 0 (0: all)", a.max_pairs);
+  const Kernel stats_kernel = parse_kernel(a.stats_kernel);
+  std::unique_ptr<PendingOutput> output;
+  if (!a.out.empty()) output = std::make_unique<PendingOutput>(a.out);
+
+  HeadsReport report;
+  report.corpus = a.corpus.empty() ? default_corpus() : a.corpus;
+  std::vector<std::string> sentences;
+  std::set<std::string> seen;
+  for (const std::string& path : report.corpus) add_sentences(path, sentences, seen);
+  if (a.max_sentences > 0 && static_cast<std::int64_t>(sentences.size()) > a.max_sentences)
+    sentences.resize(static_cast<std::size_t>(a.max_sentences));
+  std::vector<StsPair> pairs;
+  if (a.ablate) {
+    pairs = read_sts(a.sts);
+    if (a.max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > a.max_pairs) pairs.resize(static_cast<std::size_t>(a.max_pairs));
+    report.sts_file = a.sts;
+  }
+  report.model_dir = resolve_model_dir(a.model);
+  const BertEncoder encoder = BertEncoder::load(report.model_dir);
+  check(!a.text.empty(), "--text", "a sentence", "an empty string");
+  const std::int64_t text_tokens = static_cast<std::int64_t>(encoder.tokenizer().encode(a.text).size());
+  check(text_tokens <= kMaxHeatmapTokens, "--text",
+        concat("at most ", kMaxHeatmapTokens, " tokens with [CLS] and [SEP] (the heatmaps show n x n cells)"),
+        concat(text_tokens, " tokens"));
+  Context ctx({.threads = resolve_threads(a.threads)});
+
+  // 2. Statistics and roles.
+  auto start = std::chrono::steady_clock::now();
+  report.analysis = analyze_heads(ctx, encoder, sentences,
+                                  {.batch_size = a.batch, .stats_kernel = stats_kernel, .progress = progress_reporter("heads")});
+  report.stats_seconds = seconds_since(start);
+  std::fprintf(stderr, "heads: statistics of %lld sentences (%lld tokens) in %.1f s\n",
+               static_cast<long long>(report.analysis.sentences), static_cast<long long>(report.analysis.tokens),
+               report.stats_seconds);
+
+  // 3. Ablation: one STS evaluation per head.
+  if (a.ablate) {
+    start = std::chrono::steady_clock::now();
+    report.ablation = ablate_heads(ctx, encoder, pairs, {.batch_size = a.batch, .progress = [&](std::int64_t done, std::int64_t total) {
+      std::fprintf(stderr, "ablate: %lld/%lld STS evaluations (%.0f s)\n", static_cast<long long>(done),
+                   static_cast<long long>(total), seconds_since(start));
+    }});
+    report.ablation_seconds = seconds_since(start);
+  }
+
+  // 4. The sentence's maps, the cost table, and the outputs.
+  report.text = a.text;
+  report.maps = attention_maps(ctx, encoder, a.text);
+  const EncoderConfig& c = encoder.config();
+  report.cost_table = format_cost_table(estimate_cost(
+      {.d_model = c.hidden_size, .heads = c.heads, .seq_len = report.maps.n, .d_ff = c.intermediate_size}));
+  if (output) output->commit(render_heads_html(report));
+  if (a.json) std::cout << heads_json(report).dump(2) << '\n';
+  if (!a.out.empty()) std::fprintf(stderr, "heads: wrote %s\n", a.out.c_str());
+}
+
+}  // namespace
+
+void register_heads(CLI::App& app) {
+  auto a = std::make_shared<HeadsArgs>();
+  CLI::App* cmd = app.add_subcommand("heads", "What each head does: statistics, roles, ablation, HTML report");
+  cmd->add_option("--model", a->model, model_option_help());
+  cmd->add_option("--corpus", a->corpus,
+                  "Sentence file(s): one sentence per line, or an STS .tsv (both sides). Repeatable. Default: "
+                  "../shared/data/corpus/*.txt and STS-B dev + test");
+  cmd->add_option("--text", a->text, "The sentence whose attention maps are drawn (<= 64 tokens)")->capture_default_str();
+  cmd->add_flag("--ablate", a->ablate, "Remove each head in turn and measure STS Spearman (73 evaluations)");
+  cmd->add_option("--sts", a->sts, "STS file for --ablate")->capture_default_str();
+  cmd->add_option("--max-pairs", a->max_pairs, "Use the first N pairs for --ablate (0: all)")->capture_default_str();
+  cmd->add_option("--max-sentences", a->max_sentences, "Use the first N corpus sentences (0: all)")->capture_default_str();
+  cmd->add_option("--out", a->out, "Write the HTML report here");
+  cmd->add_flag("--json", a->json, "Print the numbers as JSON: one object per head (layer, head, role, statistics)");
+  cmd->add_option("--stats-kernel", a->stats_kernel,
+                  "streaming (second pass over the lse, O(n) memory) or reference (reduce the n^2 probabilities)")
+      ->capture_default_str();
+  cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
+  cmd->callback([a] { run_heads(*a); });
+}
+
+}  // namespace headcount::cli

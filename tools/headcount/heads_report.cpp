@@ -1,0 +1,355 @@
+// The heads report page. Layout, top to bottom: summary, the model's cost table, the role grid
+// (6 x 12 cells, coloured by role, with counts and the rules), the importance grid (ablation),
+// the top and bottom heads, one attention heatmap per head for the chosen sentence, and the
+// statistics table. Every picture is inline SVG built here.
+#include "heads_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+
+#include "headcount/error.h"
+
+namespace headcount::cli {
+
+using detail::concat;
+
+namespace {
+
+std::string escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string fixed(double v, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
+  return buffer;
+}
+
+const char* role_colour(HeadRole role) {
+  switch (role) {
+    case HeadRole::previous_token: return "#1f77b4";
+    case HeadRole::self: return "#8c564b";
+    case HeadRole::next_token: return "#17becf";
+    case HeadRole::positional: return "#9467bd";
+    case HeadRole::cls_sink: return "#d62728";
+    case HeadRole::sep_sink: return "#ff7f0e";
+    case HeadRole::punctuation: return "#2ca02c";
+    case HeadRole::broad: return "#bcbd22";
+    case HeadRole::mixed: return "#d9d9d9";
+  }
+  return "#d9d9d9";
+}
+
+const char* role_short(HeadRole role) {
+  switch (role) {
+    case HeadRole::previous_token: return "prev";
+    case HeadRole::self: return "self";
+    case HeadRole::next_token: return "next";
+    case HeadRole::positional: return "pos";
+    case HeadRole::cls_sink: return "CLS";
+    case HeadRole::sep_sink: return "SEP";
+    case HeadRole::punctuation: return "punct";
+    case HeadRole::broad: return "broad";
+    case HeadRole::mixed: return "mixed";
+  }
+  return "";
+}
+
+std::string head_label(const HeadStatistics& s) { return concat("L", s.layer, " H", s.head); }
+
+// A 0..1 value as a white-to-colour ramp.
+std::string ramp(double t, int r, int g, int b) {
+  t = std::clamp(t, 0.0, 1.0);
+  auto mix = [&](int c) { return static_cast<int>(std::lround(255 - t * (255 - c))); };
+  char buffer[16];
+  std::snprintf(buffer, sizeof buffer, "#%02x%02x%02x", mix(r), mix(g), mix(b));
+  return buffer;
+}
+
+constexpr int kCell = 56, kGridLeft = 34, kGridTop = 20;
+
+// The layers x heads grid frame: column and row labels, one <g> per cell from `cell`.
+template <typename CellFn>
+std::string grid_svg(const char* id, const HeadAnalysis& a, CellFn&& cell) {
+  const int width = kGridLeft + static_cast<int>(a.heads) * kCell + 2;
+  const int height = kGridTop + static_cast<int>(a.layers) * kCell + 2;
+  std::string s = concat("<svg id=\"", id, "\" class=\"grid\" width=\"", width, "\" height=\"", height,
+                         "\" viewBox=\"0 0 ", width, ' ', height, "\" role=\"img\">\n");
+  for (std::int64_t h = 0; h < a.heads; ++h)
+    s += concat("<text x=\"", kGridLeft + h * kCell + kCell / 2, "\" y=\"14\" class=\"axis\">H", h, "</text>");
+  for (std::int64_t l = 0; l < a.layers; ++l)
+    s += concat("<text x=\"2\" y=\"", kGridTop + l * kCell + kCell / 2 + 4, "\" class=\"axis-left\">L", l,
+                "</text>");
+  s += '\n';
+  for (const HeadStatistics& st : a.per_head) {
+    const int x = kGridLeft + static_cast<int>(st.head) * kCell, y = kGridTop + static_cast<int>(st.layer) * kCell;
+    s += cell(st, x, y);
+  }
+  return s + "</svg>\n";
+}
+
+std::string role_grid(const HeadAnalysis& a) {
+  return grid_svg("role-grid", a, [](const HeadStatistics& st, int x, int y) {
+    const bool dark_text = st.role == HeadRole::mixed || st.role == HeadRole::broad;
+    return concat("<g><title>", head_label(st), ": ", role_name(st.role), " (", escape(role_target(st)),
+                  ", entropy ", fixed(st.normalized_entropy(), 2), " of uniform)</title><rect class=\"cell\" x=\"", x,
+                  "\" y=\"", y, "\" width=\"", kCell - 2, "\" height=\"", kCell - 2, "\" fill=\"", role_colour(st.role),
+                  "\"/><text x=\"", x + kCell / 2 - 1, "\" y=\"", y + 18, "\" class=\"cell-text", dark_text ? "" : " light",
+                  "\">", role_short(st.role), "</text><text x=\"", x + kCell / 2 - 1, "\" y=\"", y + 33,
+                  "\" class=\"cell-small", dark_text ? "" : " light", "\">", escape(role_target(st)), "</text></g>\n");
+  });
+}
+
+std::string importance_grid(const HeadAnalysis& a, const HeadAblation& ab) {
+  double scale = 1e-9;
+  for (std::size_t k = 0; k < ab.spearman.size(); ++k) scale = std::max(scale, std::fabs(ab.importance(k)));
+  return grid_svg("importance-grid", a, [&](const HeadStatistics& st, int x, int y) {
+    const std::size_t k = static_cast<std::size_t>(st.layer * a.heads + st.head);
+    const double v = ab.importance(k);
+    const std::string fill = v >= 0 ? ramp(v / scale, 178, 24, 43) : ramp(-v / scale, 33, 102, 172);
+    const bool light = std::fabs(v) / scale > 0.55;
+    return concat("<g><title>", head_label(st), ": Spearman ", fixed(ab.spearman[k], 2), " without it (",
+                  fixed(ab.baseline, 2), " with all heads)</title><rect class=\"cell\" x=\"", x, "\" y=\"", y,
+                  "\" width=\"", kCell - 2, "\" height=\"", kCell - 2, "\" fill=\"", fill, "\"/><text x=\"",
+                  x + kCell / 2 - 1, "\" y=\"", y + 26, "\" class=\"cell-text", light ? " light" : "", "\">",
+                  v >= 0 ? "" : "&#8722;", fixed(std::fabs(v), 2), "</text></g>\n");
+  });
+}
+
+std::string heatmap(const AttentionMaps& maps, const HeadStatistics& st) {
+  const std::int64_t n = maps.n;
+  const int cell = static_cast<int>(std::clamp<std::int64_t>(240 / n, 4, 12));
+  const int label = 70, size = cell * static_cast<int>(n);
+  const int width = label + size + 2, height = label + size + 2;
+  auto short_token = [](const std::string& t) { return t.size() > 11 ? t.substr(0, 10) + "\u2026" : t; };
+  std::string s = concat("<svg class=\"heatmap\" data-layer=\"", st.layer, "\" data-head=\"", st.head, "\" data-n=\"", n,
+                         "\" width=\"", width, "\" height=\"", height, "\" viewBox=\"0 0 ", width, ' ', height, "\">");
+  const int font = std::min(cell, 10);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::string tok = escape(short_token(maps.tokens[static_cast<std::size_t>(i)]));
+    s += concat("<text class=\"tok\" font-size=\"", font, "\" x=\"", label - 3, "\" y=\"", label + i * cell + cell - 1,
+                "\">", tok, "</text>");
+    s += concat("<text class=\"tok-top\" font-size=\"", font, "\" transform=\"translate(", label + i * cell + cell - 1, ",",
+                label - 3, ") rotate(-90)\">", tok, "</text>");
+  }
+  const float* p = maps.map(st.layer, st.head);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const double v = p[i * n + j];
+      s += concat("<rect class=\"cell\" x=\"", label + j * cell, "\" y=\"", label + i * cell, "\" width=\"", cell,
+                  "\" height=\"", cell, "\" fill=\"", ramp(std::sqrt(v), 8, 48, 107), "\"/>");
+    }
+  return s + "</svg>";
+}
+
+const char* kStyle = R"(
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #222; max-width: 1400px; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; }
+pre { background: #f6f6f6; padding: 10px; font-size: 12px; overflow-x: auto; }
+.axis { font-size: 11px; text-anchor: middle; fill: #555; }
+.axis-left { font-size: 11px; text-anchor: start; fill: #555; }
+.cell-text { font-size: 12px; text-anchor: middle; fill: #222; font-weight: 600; }
+.cell-small { font-size: 9px; text-anchor: middle; fill: #333; }
+.light { fill: #fff; }
+.tok { text-anchor: end; fill: #333; font-family: ui-monospace, monospace; }
+.tok-top { text-anchor: start; fill: #333; font-family: ui-monospace, monospace; }
+table { border-collapse: collapse; font-size: 12px; }
+th, td { padding: 2px 8px; text-align: right; border-bottom: 1px solid #eee; }
+th { background: #f0f0f0; position: sticky; top: 0; }
+td.l { text-align: left; }
+.legend span.swatch { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -1px; }
+.legend li { list-style: none; margin: 2px 0; font-size: 13px; }
+.layer { display: flex; flex-wrap: wrap; gap: 6px; }
+figure { margin: 0; } figcaption { font-size: 11px; text-align: center; color: #444; }
+.flex { display: flex; gap: 32px; flex-wrap: wrap; align-items: flex-start; }
+#render-check { font-size: 11px; color: #888; }
+)";
+
+// Runs in the browser after layout: counts the heatmaps and grid cells that have a size on
+// the page, so a headless browser's --dump-dom shows what actually rendered.
+const char* kRenderCheck = R"(<script>
+(function () {
+  var maps = document.querySelectorAll('svg.heatmap'), ok = 0;
+  for (var i = 0; i < maps.length; ++i) {
+    var r = maps[i].getBoundingClientRect(), n = +maps[i].dataset.n;
+    if (r.width > 0 && r.height > 0 && maps[i].querySelectorAll('rect.cell').length === n * n) ++ok;
+  }
+  function cells(id) {
+    var g = document.getElementById(id);
+    if (!g) return 0;
+    var r = g.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 ? g.querySelectorAll('rect.cell').length : 0;
+  }
+  var out = document.getElementById('render-check');
+  out.setAttribute('data-heatmaps', ok);
+  out.setAttribute('data-role-cells', cells('role-grid'));
+  out.setAttribute('data-importance-cells', cells('importance-grid'));
+  out.textContent = 'rendered: ' + ok + ' heatmaps, role grid ' + cells('role-grid') + ' cells, importance grid ' +
+                    cells('importance-grid') + ' cells';
+})();
+</script>
+)";
+
+std::vector<std::size_t> ranked_by_importance(const HeadAblation& ab) {
+  std::vector<std::size_t> order(ab.spearman.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return ab.importance(a) > ab.importance(b); });
+  return order;
+}
+
+std::string rank_table(const HeadsReport& r, const std::vector<std::size_t>& heads, const char* title) {
+  const HeadAblation& ab = *r.ablation;
+  std::string s = concat("<table><caption>", title, "</caption><tr><th>head</th><th>role</th><th>Spearman without</th>"
+                         "<th>importance</th></tr>\n");
+  for (std::size_t k : heads) {
+    const HeadStatistics& st = r.analysis.per_head[k];
+    s += concat("<tr><td class=\"l\">", head_label(st), "</td><td class=\"l\">", role_name(st.role), "</td><td>",
+                fixed(ab.spearman[k], 2), "</td><td>", fixed(ab.importance(k), 2), "</td></tr>\n");
+  }
+  return s + "</table>\n";
+}
+
+}  // namespace
+
+std::string render_heads_html(const HeadsReport& r) {
+  const HeadAnalysis& a = r.analysis;
+  std::map<HeadRole, int> counts;
+  for (const HeadStatistics& st : a.per_head) ++counts[st.role];
+
+  std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>headcount: what the heads do</title>\n<style>";
+  s += kStyle;
+  s += "</style></head><body>\n";
+  s += concat("<h1>What the ", a.layers * a.heads, " heads of ", escape(r.model_dir), " do</h1>\n");
+  s += concat("<p>Statistics over ", a.sentences, " sentences (", a.tokens, " tokens) from ");
+  for (std::size_t i = 0; i < r.corpus.size(); ++i) s += concat(i ? ", " : "", "<code>", escape(r.corpus[i]), "</code>");
+  s += concat(", each averaged over every token (query row) of every sentence, computed by the streaming kernel's "
+              "second pass over its log-sum-exp (no n&#178; probabilities stored) in ", fixed(r.stats_seconds, 1),
+              " s. Measures after Clark et al. 2019, <i>What Does BERT Look At? An Analysis of BERT's Attention</i>.</p>\n");
+
+  s += "<h2>Cost of one layer at this sentence's length</h2>\n<pre>" + escape(r.cost_table) + "</pre>\n";
+
+  s += "<h2>Roles</h2>\n<div class=\"flex\"><div>" + role_grid(a) + "</div><ul class=\"legend\">\n";
+  for (HeadRole role : kAllHeadRoles)
+    s += concat("<li><span class=\"swatch\" style=\"background:", role_colour(role), "\"></span><b>", role_name(role),
+                "</b>: ", counts[role], " heads &mdash; ", escape(role_rule(role)), "</li>\n");
+  s += "</ul></div>\n<p>Each cell: the role, then the head's largest target and its share of attention. Rules are "
+       "applied in order: a target (offset &minus;3..+3, [CLS], [SEP], punctuation) with &ge; 50% of the attention "
+       "names the role; else broad if the entropy is &ge; 90% of the uniform row's; else mixed.</p>\n";
+
+  s += "<h2>Importance (ablation)</h2>\n";
+  if (r.ablation) {
+    const HeadAblation& ab = *r.ablation;
+    s += concat("<p>STS-B Spearman &times;100 lost when one head alone is removed (its slice of the concat buffer "
+                "zeroed before W<sub>O</sub>), on ", ab.pairs, " pairs of <code>", escape(r.sts_file),
+                "</code>; with all heads: ", fixed(ab.baseline, 2), ". Red: the score drops without the head; blue: it "
+                "rises. ", fixed(r.ablation_seconds, 0), " s for ", ab.spearman.size() + 1, " evaluations.</p>\n");
+    s += "<div class=\"flex\"><div>" + importance_grid(a, ab) + "</div>";
+    const std::vector<std::size_t> order = ranked_by_importance(ab);
+    const std::size_t top = std::min<std::size_t>(10, order.size());
+    s += rank_table(r, {order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top)}, "Top 10: removing them hurts most");
+    s += rank_table(r, {order.end() - static_cast<std::ptrdiff_t>(top), order.end()}, "Bottom 10: the least needed");
+    s += "</div>\n";
+  } else {
+    s += "<p>Not measured: run <code>headcount heads --ablate</code> to remove each head in turn and measure STS-B "
+         "Spearman.</p>\n";
+  }
+
+  s += concat("<h2>Attention of every head on one sentence</h2>\n<p>&ldquo;", escape(r.text), "&rdquo; &mdash; ", r.maps.n,
+              " tokens. Row: the query token; column: the key it attends to; colour &prop; &radic;p (white 0, dark "
+              "blue 1). Probabilities from the reference kernel.</p>\n");
+  for (std::int64_t l = 0; l < a.layers; ++l) {
+    s += concat("<h3>Layer ", l, "</h3>\n<div class=\"layer\">\n");
+    for (std::int64_t h = 0; h < a.heads; ++h) {
+      const HeadStatistics& st = a.per_head[static_cast<std::size_t>(l * a.heads + h)];
+      s += concat("<figure>", heatmap(r.maps, st), "<figcaption>", head_label(st), " &middot; ", role_name(st.role),
+                  "</figcaption></figure>\n");
+    }
+    s += "</div>\n";
+  }
+
+  s += "<h2>Statistics</h2>\n<table id=\"stats\"><tr><th>layer</th><th>head</th><th>role</th><th>prev</th><th>self</th>"
+       "<th>next</th><th>[CLS]</th><th>[SEP]</th><th>punct</th><th>entropy</th><th>uniform</th><th>ratio</th>"
+       "<th>distance</th><th>importance</th></tr>\n";
+  for (std::size_t k = 0; k < a.per_head.size(); ++k) {
+    const HeadStatistics& st = a.per_head[k];
+    s += concat("<tr><td>", st.layer, "</td><td>", st.head, "</td><td class=\"l\">", role_name(st.role), "</td><td>",
+                fixed(st.previous(), 3), "</td><td>", fixed(st.self(), 3), "</td><td>", fixed(st.next(), 3), "</td><td>",
+                fixed(st.cls, 3), "</td><td>", fixed(st.sep, 3), "</td><td>", fixed(st.punctuation, 3), "</td><td>",
+                fixed(st.entropy, 3), "</td><td>", fixed(st.uniform_entropy, 3), "</td><td>",
+                fixed(st.normalized_entropy(), 3), "</td><td>", fixed(st.distance, 2), "</td><td>",
+                r.ablation ? fixed(r.ablation->importance(k), 2) : std::string("&ndash;"), "</td></tr>\n");
+  }
+  s += "</table>\n<p>prev/self/next: mean attention to offsets &minus;1, 0, +1; [CLS], [SEP], punct: to those tokens; "
+       "entropy in nats, uniform = ln(tokens seen), ratio = entropy / uniform; distance: mean |j &minus; i| in tokens. "
+       "Generated by <code>headcount heads</code>.</p>\n";
+  s += "<p><output id=\"render-check\"></output></p>\n";
+  s += kRenderCheck;
+  s += "</body></html>\n";
+  return s;
+}
+
+nlohmann::json heads_json(const HeadsReport& r) {
+  using nlohmann::json;
+  const HeadAnalysis& a = r.analysis;
+  json out;
+  out["model"] = r.model_dir;
+  out["corpus"] = r.corpus;
+  out["sentences"] = a.sentences;
+  out["tokens"] = a.tokens;
+  out["layers"] = a.layers;
+  out["heads_per_layer"] = a.heads;
+  json roles = json::object();
+  for (HeadRole role : kAllHeadRoles) roles[role_name(role)] = 0;
+  for (const HeadStatistics& st : a.per_head) roles[role_name(st.role)] = roles[role_name(st.role)].get<int>() + 1;
+  out["role_counts"] = roles;
+  if (r.ablation) {
+    out["ablation"] = {{"sts_file", r.sts_file}, {"pairs", r.ablation->pairs}, {"baseline_spearman", r.ablation->baseline}};
+  }
+  json heads = json::array();
+  for (std::size_t k = 0; k < a.per_head.size(); ++k) {
+    const HeadStatistics& st = a.per_head[k];
+    json offsets = json::object();
+    for (std::size_t o = 0; o < kHeadOffsets.size(); ++o) offsets[std::to_string(kHeadOffsets[o])] = st.offsets[o];
+    json h = {{"layer", st.layer},
+              {"head", st.head},
+              {"role", role_name(st.role)},
+              {"target", role_target(st)},
+              {"rows", st.rows},
+              {"previous", st.previous()},
+              {"self", st.self()},
+              {"next", st.next()},
+              {"offsets", offsets},
+              {"cls", st.cls},
+              {"sep", st.sep},
+              {"punctuation", st.punctuation},
+              {"entropy", st.entropy},
+              {"uniform_entropy", st.uniform_entropy},
+              {"normalized_entropy", st.normalized_entropy()},
+              {"distance", st.distance},
+              {"mass", st.mass}};
+    if (r.ablation) {
+      h["spearman_without"] = r.ablation->spearman[k];
+      h["importance"] = r.ablation->importance(k);
+    }
+    heads.push_back(h);
+  }
+  out["heads"] = heads;
+  return out;
+}
+
+}  // namespace headcount::cli
