@@ -145,5 +145,54 @@ TEST_F(EncoderCli, StsBadInput) {
                         "score.tsv:1: score (field 5): expected a number, got \"five\"");
 }
 
+TEST_F(EncoderCli, HeadsJsonAndReport) {
+  HEADCOUNT_REQUIRE_MINILM();
+  const std::string corpus = file("corpus.txt", "The cat sat on the mat.\nIt rained all day, so we stayed in.\nShe reads.\n");
+  const CliResult r = run_cli("heads --corpus " + corpus + " --text 'A dog barks.' --json --out '" + path("r.html") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("sentences"), 3);
+  ASSERT_EQ(j.at("heads").size(), 72u);
+  int total = 0;
+  for (const auto& [role, count] : j.at("role_counts").items()) total += count.get<int>();
+  EXPECT_EQ(total, 72);
+  for (const auto& h : j.at("heads")) {
+    EXPECT_NEAR(h.at("mass").get<double>(), 1.0, 1e-5);
+    EXPECT_FALSE(h.contains("importance"));  // no --ablate
+    EXPECT_GE(h.at("normalized_entropy").get<double>(), 0.0);
+  }
+  std::ifstream in(path("r.html"));
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t heatmaps = 0;
+  for (std::size_t at = html.find("class=\"heatmap\""); at != std::string::npos; at = html.find("class=\"heatmap\"", at + 1))
+    ++heatmaps;
+  EXPECT_EQ(heatmaps, 72u);
+  EXPECT_NE(html.find("id=\"role-grid\""), std::string::npos);
+  EXPECT_NE(html.find("run <code>headcount heads --ablate</code>"), std::string::npos);
+  EXPECT_EQ(html.find("http"), std::string::npos) << "the report must not fetch anything";
+  for (const auto& entry : fs::directory_iterator(dir_))
+    EXPECT_EQ(entry.path().string().find(".partial."), std::string::npos) << entry.path();
+}
+
+TEST_F(EncoderCli, HeadsBadInput) {
+  const std::string corpus = file("c.txt", "One sentence.\n");
+  expect_one_line_error(run_cli("heads --corpus " + corpus), "--out: expected a file for the HTML report (or --json");
+  expect_one_line_error(run_cli("heads --json --stats-kernel fast --corpus " + corpus),
+                        "kernel: expected reference or streaming, got fast");
+  expect_one_line_error(run_cli("heads --corpus " + corpus + " --out '" + path("no/such/dir/r.html") + "'"),
+                        "cannot open the output file for writing");
+  expect_one_line_error(run_cli("heads --json --corpus '" + path("missing.txt") + "'"), "cannot open the input file");
+  expect_one_line_error(run_cli("heads --json --max-pairs -1 --corpus " + corpus), "--max-pairs: expected >= 0");
+  if (minilm_present()) {
+    std::string words;
+    for (int i = 0; i < 70; ++i) words += "word ";
+    expect_one_line_error(run_cli("heads --corpus " + corpus + " --text '" + words + "' --out '" + path("r.html") + "'"),
+                          "--text: expected at most 64 tokens with [CLS] and [SEP]");
+    EXPECT_FALSE(fs::exists(path("r.html"))) << "no report after an error";
+    for (const auto& entry : fs::directory_iterator(dir_))
+      EXPECT_EQ(entry.path().string().find(".partial."), std::string::npos) << entry.path();
+  }
+}
+
 }  // namespace
 }  // namespace headcount::testing

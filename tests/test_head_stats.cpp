@@ -277,5 +277,61 @@ TEST(HeadAnalysisModel, StreamingStatisticsEqualReferenceOnCorpus) {
   std::printf("streaming vs reference head statistics over %zu sentences: max |difference| %.3g\n", sentences.size(), worst);
 }
 
+TEST(HeadRoles, RulesInOrder) {
+  HeadStatistics s;
+  s.uniform_entropy = 2.0;
+  s.entropy = 1.0;
+  s.offsets[kOffsetIndex0 - 1] = 0.5;  // exactly the threshold: previous-token
+  s.cls = 0.3;
+  EXPECT_EQ(assign_role(s), HeadRole::previous_token);
+  s.cls = 0.6;  // the largest target wins
+  EXPECT_EQ(assign_role(s), HeadRole::cls_sink);
+  s.cls = 0.1;
+  s.offsets[kOffsetIndex0 - 1] = 0.1;
+  s.offsets[kOffsetIndex0 + 2] = 0.7;
+  EXPECT_EQ(assign_role(s), HeadRole::positional);
+  EXPECT_EQ(role_target(s), "+2 0.70");
+  s.offsets[kOffsetIndex0 + 2] = 0.2;
+  s.sep = 0.55;
+  EXPECT_EQ(assign_role(s), HeadRole::sep_sink);
+  s.sep = 0.2;
+  s.punctuation = 0.49;  // below the threshold: entropy decides
+  EXPECT_EQ(assign_role(s), HeadRole::mixed);
+  s.entropy = 1.8;  // 90% of uniform
+  EXPECT_EQ(assign_role(s), HeadRole::broad);
+}
+
+TEST(HeadAnalysisModel, AblationBaselineIsTheStsScoreAndMasksChangeIt) {
+  HEADCOUNT_REQUIRE_MINILM();
+  const std::string dev = std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/stsb/sts-dev.tsv";
+  if (!std::filesystem::exists(dev)) GTEST_SKIP() << dev << " not present";
+  std::vector<StsPair> pairs = read_sts(dev);
+  pairs.resize(12);
+  const BertEncoder encoder = BertEncoder::load(default_model_dir());
+  Context ctx({.threads = 2});
+  const HeadAblation ablation = ablate_heads(ctx, encoder, pairs);
+  const StsResult plain = evaluate_sts(ctx, encoder, pairs);
+  ASSERT_EQ(ablation.spearman.size(), 72u);
+  EXPECT_DOUBLE_EQ(ablation.baseline, plain.spearman);
+  int changed = 0;
+  for (double s : ablation.spearman) {
+    EXPECT_TRUE(std::isfinite(s));
+    changed += s != ablation.baseline;
+  }
+  EXPECT_GT(changed, 0) << "removing heads never changed the ranking";
+
+  // All-ones mask: bitwise the unmasked model. Removing every head of layer 0 changes it.
+  const std::vector<std::string> texts = {"A man is playing a flute.", "Two dogs run."};
+  const Tensor base = encoder.embed(ctx, texts);
+  std::vector<float> mask(72, 1.0f);
+  const Tensor ones = encoder.embed(ctx, texts, {.head_mask = mask});
+  for (std::int64_t i = 0; i < base.numel(); ++i) ASSERT_EQ(base.data<const float>()[i], ones.data<const float>()[i]);
+  std::fill(mask.begin(), mask.begin() + 12, 0.0f);
+  const Tensor pruned = encoder.embed(ctx, texts, {.head_mask = mask});
+  EXPECT_LT(cosine_similarity(base.data<const float>(), pruned.data<const float>(), 384), 0.999);
+  std::vector<float> short_mask(71, 1.0f);
+  EXPECT_THROW(encoder.embed(ctx, texts, {.head_mask = short_mask}), Error);
+}
+
 }  // namespace
 }  // namespace headcount::testing
