@@ -16,6 +16,10 @@ stsb="$root/../shared/data/stsb/sts-test.tsv"
 if [[ -f "$stsb" ]]; then
   echo "all-MiniLM-L6-v2 on STS-B test, every attention layer on headcount's streaming kernel:"
   "$hc" sts "$stsb" --threads "$(nproc)"
+  echo
+  echo "what the 72 heads do (add --ablate for the STS-B importance of each head, ~10 min):"
+  "$hc" heads --threads "$(nproc)" --out "$root/build/heads-report.html"
+  echo "open $root/build/heads-report.html in a browser"
 else
-  echo "main: $stsb not found; skipping the STS-B run" >&2
+  echo "main: $stsb not found; skipping the STS-B run and the heads report" >&2
 fi

@@ -168,6 +168,27 @@ std::vector<AttentionCase> small_cases() {
 INSTANTIATE_TEST_SUITE_P(CaseTable, RowStatsCase, ::testing::ValuesIn(small_cases()),
                          [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name(); });
 
+// The point of the second pass: statistics of long inputs in O(n) memory. At n = 4096 with 4
+// heads the reference kernel would hold 4 * 4096^2 doubles (512 MiB); the streaming kernel and
+// the second pass together reserve a few tiles and head_dim floats per worker.
+TEST(RowStats, LongInputNeedsNoScoreGrid) {
+  const AttentionCase c{.batch = 1, .heads = 4, .kv_heads = 4, .head_dim = 32, .v_head_dim = 32,
+                        .q_len = 4096, .kv_len = 4096, .causal = true};
+  const AttentionInputs in = make_inputs(c, 3);
+  Context ctx({.threads = 2});
+  Tensor out(DType::f32, {1, 4096, 4, 32}), lse(DType::f32, {1, 4, 4096});
+  const AttentionParams params = in.params(out, lse);
+  attention_streaming(ctx, params);
+  const RowStatsSpec spec{.offsets = {-1, 0}};
+  std::vector<double> stats(static_cast<std::size_t>(4 * 4096 * spec.fields()));
+  attention_row_stats(ctx, params, spec, TensorView::contiguous(stats.data(), DType::f64, {1, 4, 4096, spec.fields()}));
+  EXPECT_LT(ctx.reserved_bytes(), std::size_t{4} << 20) << "beyond O(n): the score grid would be 512 MiB";
+  for (std::int64_t r = 0; r < 4 * 4096; ++r) {
+    ASSERT_NEAR(stats[static_cast<std::size_t>(r * spec.fields() + kRowMass)], 1.0, 1e-5) << r;
+    ASSERT_EQ(stats[static_cast<std::size_t>(r * spec.fields() + kRowVisible)], static_cast<double>(r % 4096 + 1)) << r;
+  }
+}
+
 TEST(RowStats, ErrorsNameTheParameter) {
   const AttentionCase c{.batch = 1, .heads = 2, .kv_heads = 2, .q_len = 5, .kv_len = 5};
   const AttentionInputs in = make_inputs(c, 1);
