@@ -125,6 +125,8 @@ def main():
         print("render-check:", attrs)
         if int(attrs.get("heatmaps", 0)) < 12 or int(attrs.get("heatmaps", 0)) != 72:
             fail(f"expected 72 rendered heatmaps (>= 12), got {attrs.get('heatmaps')}")
+        if 'id="pruning-chart"' not in dom.stdout or "pruning" not in numbers["ablation"] and "pruning" not in numbers:
+            fail("no pruning chart in the page or no pruning points in the JSON")
         for grid in ("role-cells", "importance-cells"):
             if int(attrs.get(grid, 0)) != 72:
                 fail(f"expected 72 rendered cells in the {grid.split('-')[0]} grid, got {attrs.get(grid)}")

@@ -97,6 +97,19 @@ struct HeadAblation {
 HeadAblation ablate_heads(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
                           const HeadAblationOptions& options = {});
 
+// Many heads can go (seed 003): remove the `counts[i]` least important heads of `ranking`
+// together (head mask 0) and measure STS Spearman on `pairs`, ideally pairs the ranking was not
+// measured on. counts in [0, layers * heads]; 0 is the unpruned model.
+struct PruningPoint {
+  std::int64_t heads_removed = 0;
+  double spearman = 0;  // x 100
+};
+std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder& encoder, const HeadAblation& ranking,
+                                                const std::vector<StsPair>& pairs, const std::vector<std::int64_t>& counts,
+                                                const HeadAblationOptions& options = {});
+// Head indices (layer * heads + head), least important first.
+std::vector<std::size_t> least_important_first(const HeadAblation& ranking);
+
 struct AttentionMaps {
   std::vector<std::string> tokens;  // [CLS] ... [SEP]
   std::int64_t layers = 0, heads = 0, n = 0;

@@ -35,6 +35,7 @@ struct HeadsArgs {
                                  "fortune must be in want of a wife.";
   std::vector<std::string> corpus;
   std::string sts = kDataDir + "/stsb/sts-dev.tsv";
+  std::string prune_sts = kDataDir + "/stsb/sts-test.tsv";
   std::string stats_kernel = "streaming";
   std::int64_t max_sentences = 0, max_pairs = 0, batch = 32;
   bool ablate = false, json = false;
@@ -112,8 +113,14 @@ void run_heads(const HeadsArgs& a) {
   for (const std::string& path : report.corpus) add_sentences(path, sentences, seen);
   if (a.max_sentences > 0 && static_cast<std::int64_t>(sentences.size()) > a.max_sentences)
     sentences.resize(static_cast<std::size_t>(a.max_sentences));
-  std::vector<StsPair> pairs;
+  std::vector<StsPair> pairs, prune_pairs;
   if (a.ablate) {
+    if (!a.prune_sts.empty()) {
+      prune_pairs = read_sts(a.prune_sts);
+      if (a.max_pairs > 0 && static_cast<std::int64_t>(prune_pairs.size()) > a.max_pairs)
+        prune_pairs.resize(static_cast<std::size_t>(a.max_pairs));
+      report.prune_file = a.prune_sts;
+    }
     pairs = read_sts(a.sts);
     if (a.max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > a.max_pairs) pairs.resize(static_cast<std::size_t>(a.max_pairs));
     report.sts_file = a.sts;
@@ -144,6 +151,17 @@ void run_heads(const HeadsArgs& a) {
                    static_cast<long long>(total), seconds_since(start));
     }});
     report.ablation_seconds = seconds_since(start);
+    if (!prune_pairs.empty()) {
+      const std::int64_t total = encoder.config().layers * encoder.config().heads;
+      std::vector<std::int64_t> counts;
+      for (std::int64_t k : {0, 6, 12, 18, 24, 36, 48, 60})
+        if (k <= total) counts.push_back(k);
+      report.pruning = prune_least_important(ctx, encoder, *report.ablation, prune_pairs, counts,
+                                             {.batch_size = a.batch, .progress = [&](std::int64_t done, std::int64_t all) {
+                                               std::fprintf(stderr, "prune: %lld/%lld STS evaluations\n",
+                                                            static_cast<long long>(done), static_cast<long long>(all));
+                                             }});
+    }
   }
 
   // 4. The sentence's maps, the cost table, and the outputs.
@@ -169,7 +187,11 @@ void register_heads(CLI::App& app) {
   cmd->add_option("--text", a->text, "The sentence whose attention maps are drawn (<= 64 tokens)")->capture_default_str();
   cmd->add_flag("--ablate", a->ablate, "Remove each head in turn and measure STS Spearman (73 evaluations)");
   cmd->add_option("--sts", a->sts, "STS file for --ablate")->capture_default_str();
-  cmd->add_option("--max-pairs", a->max_pairs, "Use the first N pairs for --ablate (0: all)")->capture_default_str();
+  cmd->add_option("--prune-sts", a->prune_sts,
+                  "With --ablate: STS file on which the least important heads are removed together (0, 6, ... 60 "
+                  "heads); held-out from --sts. Empty: skip")
+      ->capture_default_str();
+  cmd->add_option("--max-pairs", a->max_pairs, "Use the first N pairs of each STS file (0: all)")->capture_default_str();
   cmd->add_option("--max-sentences", a->max_sentences, "Use the first N corpus sentences (0: all)")->capture_default_str();
   cmd->add_option("--out", a->out, "Write the HTML report here");
   cmd->add_flag("--json", a->json, "Print the numbers as JSON: one object per head (layer, head, role, statistics)");

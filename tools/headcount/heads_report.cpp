@@ -224,6 +224,47 @@ std::string rank_table(const HeadsReport& r, const std::vector<std::size_t>& hea
   return s + "</table>\n";
 }
 
+// Spearman against heads removed, as a line chart and a table.
+std::string pruning_section(const HeadsReport& r) {
+  const std::int64_t total = r.analysis.layers * r.analysis.heads;
+  double lo = 100, hi = 0;
+  for (const PruningPoint& p : r.pruning) {
+    lo = std::min(lo, p.spearman);
+    hi = std::max(hi, p.spearman);
+  }
+  lo = std::floor(lo / 5) * 5;
+  hi = std::ceil(hi / 5) * 5;
+  if (hi <= lo) hi = lo + 5;
+  const int w = 420, h = 220, left = 44, top = 12, plot_w = w - left - 12, plot_h = h - top - 36;
+  auto px = [&](double removed) { return left + removed / static_cast<double>(total) * plot_w; };
+  auto py = [&](double spearman) { return top + (hi - spearman) / (hi - lo) * plot_h; };
+  std::string svg = concat("<svg id=\"pruning-chart\" width=\"", w, "\" height=\"", h, "\" viewBox=\"0 0 ", w, ' ', h, "\">");
+  for (double y = lo; y <= hi + 1e-9; y += 5)
+    svg += concat("<line x1=\"", left, "\" x2=\"", left + plot_w, "\" y1=\"", fixed(py(y), 1), "\" y2=\"", fixed(py(y), 1),
+                  "\" stroke=\"#e5e5e5\"/><text class=\"axis\" x=\"", left - 16, "\" y=\"", fixed(py(y) + 4, 1), "\">",
+                  fixed(y, 0), "</text>");
+  for (std::int64_t x = 0; x <= total; x += 12)
+    svg += concat("<text class=\"axis\" x=\"", fixed(px(static_cast<double>(x)), 1), "\" y=\"", top + plot_h + 16, "\">", x,
+                  "</text>");
+  svg += concat("<text class=\"axis\" x=\"", left + plot_w / 2, "\" y=\"", h - 2, "\">heads removed (least important first)</text>");
+  std::string points;
+  for (const PruningPoint& p : r.pruning) {
+    points += concat(fixed(px(static_cast<double>(p.heads_removed)), 1), ',', fixed(py(p.spearman), 1), ' ');
+    svg += concat("<circle cx=\"", fixed(px(static_cast<double>(p.heads_removed)), 1), "\" cy=\"", fixed(py(p.spearman), 1),
+                  "\" r=\"3.5\" fill=\"#b2182b\"><title>", p.heads_removed, " heads removed: ", fixed(p.spearman, 2),
+                  "</title></circle>");
+  }
+  svg += concat("<polyline fill=\"none\" stroke=\"#b2182b\" stroke-width=\"2\" points=\"", points, "\"/></svg>");
+  std::string table = "<table><tr><th>heads removed</th><th>Spearman &times;100</th><th>change</th></tr>\n";
+  for (const PruningPoint& p : r.pruning)
+    table += concat("<tr><td>", p.heads_removed, " of ", total, "</td><td>", fixed(p.spearman, 2), "</td><td>",
+                    fixed(p.spearman - r.pruning.front().spearman, 2), "</td></tr>\n");
+  table += "</table>\n";
+  return concat("<h3>Pruning the least important heads together</h3>\n<p>Heads ranked by the ablation above, removed "
+                "together from the least important up, and scored on <code>",
+                escape(r.prune_file), "</code>, pairs the ranking never saw.</p>\n<div class=\"flex\">", svg, table, "</div>\n");
+}
+
 }  // namespace
 
 std::string render_heads_html(const HeadsReport& r) {
@@ -264,6 +305,7 @@ std::string render_heads_html(const HeadsReport& r) {
     s += rank_table(r, {order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top)}, "Top 10: removing them hurts most");
     s += rank_table(r, {order.end() - static_cast<std::ptrdiff_t>(top), order.end()}, "Bottom 10: the least needed");
     s += "</div>\n";
+    if (!r.pruning.empty()) s += pruning_section(r);
   } else {
     s += "<p>Not measured: run <code>headcount heads --ablate</code> to remove each head in turn and measure STS-B "
          "Spearman.</p>\n";
@@ -319,6 +361,16 @@ nlohmann::json heads_json(const HeadsReport& r) {
   out["role_counts"] = roles;
   if (r.ablation) {
     out["ablation"] = {{"sts_file", r.sts_file}, {"pairs", r.ablation->pairs}, {"baseline_spearman", r.ablation->baseline}};
+    if (!r.pruning.empty()) {
+      json points = json::array();
+      for (const PruningPoint& p : r.pruning) points.push_back({{"heads_removed", p.heads_removed}, {"spearman", p.spearman}});
+      out["pruning"] = {{"sts_file", r.prune_file}, {"points", points}};
+    }
+  }
+  std::vector<std::size_t> rank(a.per_head.size(), 0);
+  if (r.ablation) {
+    const std::vector<std::size_t> order = ranked_by_importance(*r.ablation);
+    for (std::size_t i = 0; i < order.size(); ++i) rank[order[i]] = i + 1;
   }
   json heads = json::array();
   for (std::size_t k = 0; k < a.per_head.size(); ++k) {
@@ -345,6 +397,7 @@ nlohmann::json heads_json(const HeadsReport& r) {
     if (r.ablation) {
       h["spearman_without"] = r.ablation->spearman[k];
       h["importance"] = r.ablation->importance(k);
+      h["importance_rank"] = rank[k];  // 1: the head whose removal costs most
     }
     heads.push_back(h);
   }

@@ -18,6 +18,8 @@ struct HeadsReport {
   HeadAnalysis analysis;
   std::optional<HeadAblation> ablation;
   std::string sts_file;             // the ablation's pairs
+  std::vector<PruningPoint> pruning;  // least important heads removed together, on prune_file
+  std::string prune_file;
   std::string text;                 // the heatmaps' sentence
   AttentionMaps maps;
   std::string cost_table;           // format_cost_table for the model at the sentence's length
