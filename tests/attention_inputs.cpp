@@ -167,6 +167,19 @@ std::vector<double> naive_probs_f64(const AttentionInputs& in) {
   naive<double>(in, &probs);
   return probs;
 }
+TensorView round_to_bf16(const TensorView& view, Tensor& storage, Tensor& copy) {
+  copy = Tensor(DType::bf16, storage.shape());
+  for (std::int64_t i = 0; i < storage.numel(); ++i) {
+    const bf16 h = to_bf16(storage.data<float>()[i]);
+    storage.data<float>()[i] = to_float(h);
+    copy.data<bf16>()[i] = h;
+  }
+  TensorView out = view;
+  out.dtype = DType::bf16;
+  out.data = copy.data<bf16>() + (view.ptr<const float>() - storage.data<float>());
+  return out;
+}
+
 bool key_visible(const AttentionInputs& in, std::int64_t b, std::int64_t i, std::int64_t j) {
   return visible(in, b, i, j);
 }

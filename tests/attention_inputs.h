@@ -32,6 +32,9 @@ struct NaiveResult {
 NaiveResult naive_attention_f64(const AttentionInputs& in);
 // The float64 softmax probabilities [B, H, q_len, kv_len] (0 for hidden keys).
 std::vector<double> naive_probs_f64(const AttentionInputs& in);
+// Rounds the f32 values of `storage` to bf16 in place (so float oracles see the bf16 values) and
+// returns a bf16 view of `view` (same shape and strides) into `copy`, which it fills.
+TensorView round_to_bf16(const TensorView& view, Tensor& storage, Tensor& copy);
 // The masks straight from their definitions in attention.h (bias aside).
 bool key_visible(const AttentionInputs& in, std::int64_t b, std::int64_t i, std::int64_t j);
 NaiveResult naive_attention_f32(const AttentionInputs& in);  // every operation in float

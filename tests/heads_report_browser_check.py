@@ -117,11 +117,13 @@ def main():
             fail("the JSON does not hold each (layer, head) once")
 
         # 1. What rendered, measured by the page in the browser after layout.
-        dom = chromium(["--dump-dom", "file://" + report], os.path.join(work, "profile-dom"))
+        # Same window as the screenshot below, so the boxes measured here are where its pixels are.
+        dom = chromium(["--dump-dom", f"--window-size={WIDTH},{HEIGHT}", "file://" + report],
+                       os.path.join(work, "profile-dom"))
         match = re.search(r'<output id="render-check"([^>]*)>', dom.stdout)
         if not match:
             fail(f"no render-check element in the dumped DOM (chromium exit {dom.returncode}): {dom.stderr[-800:]}")
-        attrs = dict(re.findall(r'data-([a-z-]+)="(\d+)"', match.group(1)))
+        attrs = dict(re.findall(r'data-([a-z-]+)="([\d,]+)"', match.group(1)))
         print("render-check:", attrs)
         if int(attrs.get("heatmaps", 0)) < 12 or int(attrs.get("heatmaps", 0)) != 72:
             fail(f"expected 72 rendered heatmaps (>= 12), got {attrs.get('heatmaps')}")
@@ -144,8 +146,24 @@ def main():
         for row in rows[::2]:
             for x in range(0, len(row), bpp * 2):
                 colours.add(tuple(row[x:x + 3]))
+        # The role grid's own pixels (its on-page box, measured by the page; the legend beside it
+        # also has every colour, so only the grid's box counts): each head's cell centre.
+        gx, gy, gw, gh = (int(v) for v in attrs["role-grid"].split(",")) if "role-grid" in attrs else (0, 0, 0, 0)
+        if gw <= 0 or gh <= 0 or gx + gw > width or gy + gh > height:
+            fail(f"role grid box {attrs.get('role-grid')} is not inside the {width}x{height} screenshot")
+        cell, left, top = 56, 34, 20  # heads_report.cpp kCell, kGridLeft, kGridTop
+        scale = gw / (left + 12 * cell + 2)
+        grid_colours = set()
+        for h in heads:
+            cx = gx + round((left + h["head"] * cell + 4) * scale)
+            cy = gy + round((top + h["layer"] * cell + 4) * scale)
+            pixel = tuple(rows[cy][cx * bpp:cx * bpp + 3])
+            if pixel != ROLE_COLOURS[h["role"]]:
+                fail(f"head {h['layer']}.{h['head']} ({h['role']}): grid pixel {pixel} at ({cx},{cy}), "
+                     f"expected {ROLE_COLOURS[h['role']]}")
+            grid_colours.add(pixel)
         used = {h["role"] for h in heads}
-        missing = [role for role in used if ROLE_COLOURS[role] not in colours]
+        missing = [role for role in used if ROLE_COLOURS[role] not in grid_colours]
         print(f"screenshot {width}x{height}: {len(colours)} distinct colours; roles shown: {sorted(used)}")
         if missing:
             fail(f"role colours of {missing} not found in the screenshot")

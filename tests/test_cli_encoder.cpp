@@ -178,7 +178,7 @@ TEST_F(EncoderCli, HeadsBadInput) {
   const std::string corpus = file("c.txt", "One sentence.\n");
   expect_one_line_error(run_cli("heads --corpus " + corpus), "--out: expected a file for the HTML report (or --json");
   expect_one_line_error(run_cli("heads --json --stats-kernel fast --corpus " + corpus),
-                        "kernel: expected reference or streaming, got fast");
+                        "--stats-kernel: expected streaming or reference, got fast");
   expect_one_line_error(run_cli("heads --corpus " + corpus + " --out '" + path("no/such/dir/r.html") + "'"),
                         "cannot open the output file for writing");
   expect_one_line_error(run_cli("heads --json --corpus '" + path("missing.txt") + "'"), "cannot open the input file");

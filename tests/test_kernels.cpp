@@ -170,31 +170,19 @@ TEST_P(KernelCase, Bf16InputsOnEveryIsa) {
   const AttentionCase& c = GetParam();
   if (c.batch * c.heads * c.q_len * c.kv_len > 4'000'000) GTEST_SKIP() << "covered by smaller cases";
   AttentionInputs in = make_inputs(c, 4321);
-  // Round each input to bf16 in place (so the fp32 oracles see the bf16 values) and keep
-  // a bf16 copy with the same strides for the kernel.
-  auto to_bf16_view = [](TensorView& view, Tensor& storage, Tensor& copy) {
-    copy = Tensor(DType::bf16, storage.shape());
-    for (std::int64_t i = 0; i < storage.numel(); ++i) {
-      const bf16 h = to_bf16(storage.data<float>()[i]);
-      storage.data<float>()[i] = to_float(h);
-      copy.data<bf16>()[i] = h;
-    }
-    TensorView out = view;
-    out.dtype = DType::bf16;
-    out.data = copy.data<bf16>() + (view.ptr<float>() - storage.data<float>());
-    return out;
-  };
+  // Each input rounded to bf16 in place (the fp32 oracles see the bf16 values), with a bf16
+  // copy of the same strides for the kernel.
   Tensor q16, k16, v16;
-  const TensorView q_view = to_bf16_view(in.q, in.q_storage, q16);
+  const TensorView q_view = round_to_bf16(in.q, in.q_storage, q16);
   const bool shared = in.v_storage.empty();  // fused layout: k and v share one buffer
-  const TensorView k_view = to_bf16_view(in.k, in.k_storage, k16);
+  const TensorView k_view = round_to_bf16(in.k, in.k_storage, k16);
   TensorView v_view;
   if (shared) {
     v_view = in.v;
     v_view.dtype = DType::bf16;
     v_view.data = k16.data<bf16>() + (in.v.ptr<float>() - in.k_storage.data<float>());
   } else {
-    v_view = to_bf16_view(in.v, in.v_storage, v16);
+    v_view = round_to_bf16(in.v, in.v_storage, v16);
   }
   const NaiveResult exact = naive_attention_f64(in);
   const NaiveResult plain = naive_attention_f32(in);

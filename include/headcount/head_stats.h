@@ -5,8 +5,8 @@
 // Two paths give the same numbers:
 //   attention_row_stats           a second pass over the keys that reuses the log-sum-exp the
 //                                 streaming kernel wrote: p_ij = exp(t_ij - lse_i) with
-//                                 t_ij = scale * q_i.k_j + bias_ij. Memory O(kv_len) per
-//                                 worker, whatever the heads and lengths.
+//                                 t_ij = scale * q_i.k_j + bias_ij. Scratch: head_dim floats
+//                                 per worker; the output is O(batch * heads * q_len).
 //   attention_row_stats_from_probs  reduces probabilities the reference kernel materialised
 //                                 ([batch, heads, q_len, kv_len], the h*n^2 grid).
 //

@@ -1,8 +1,10 @@
 // Row statistics of attention (include/headcount/head_stats.h): the second pass that
 // reuses the log-sum-exp, and the reduction of materialised probabilities it is tested against.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 
 #include "headcount/error.h"
 #include "headcount/head_stats.h"

@@ -145,6 +145,11 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
   check(options.head_mask.empty() || static_cast<std::int64_t>(options.head_mask.size()) == c.layers * c.heads,
         "head_mask", concat(c.layers * c.heads, " factors (layers x heads = ", c.layers, " x ", c.heads, ") or none"),
         options.head_mask.size());
+  for (std::size_t i = 0; i < options.head_mask.size(); ++i)
+    if (!std::isfinite(options.head_mask[i]))
+      fail(concat("head_mask[", i, "] (layer ", static_cast<std::int64_t>(i) / c.heads, ", head ",
+                  static_cast<std::int64_t>(i) % c.heads, ")"),
+           concat("expected a finite factor, got ", options.head_mask[i]));
 
   float* x = hidden.ptr<float>();  // [B, n, d]: the residual stream
   const std::int64_t rows = B * n;

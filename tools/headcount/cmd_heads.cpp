@@ -102,6 +102,8 @@ void run_heads(const HeadsArgs& a) {
   check(a.batch >= 1, "--batch", ">= 1", a.batch);
   check(a.max_sentences >= 0, "--max-sentences", ">= 0 (0: all)", a.max_sentences);
   check(a.max_pairs >= 0, "--max-pairs", ">= 0 (0: all)", a.max_pairs);
+  check(a.stats_kernel == "streaming" || a.stats_kernel == "reference", "--stats-kernel", "streaming or reference",
+        a.stats_kernel);
   const Kernel stats_kernel = parse_kernel(a.stats_kernel);
   std::unique_ptr<PendingOutput> output;
   if (!a.out.empty()) output = std::make_unique<PendingOutput>(a.out);
@@ -139,6 +141,7 @@ void run_heads(const HeadsArgs& a) {
   report.analysis = analyze_heads(ctx, encoder, sentences,
                                   {.batch_size = a.batch, .stats_kernel = stats_kernel, .progress = progress_reporter("heads")});
   report.stats_seconds = seconds_since(start);
+  report.stats_kernel = stats_kernel;
   std::fprintf(stderr, "heads: statistics of %lld sentences (%lld tokens) in %.1f s\n",
                static_cast<long long>(report.analysis.sentences), static_cast<long long>(report.analysis.tokens),
                report.stats_seconds);
@@ -185,7 +188,9 @@ void register_heads(CLI::App& app) {
                   "Sentence file(s): one sentence per line, or an STS .tsv (both sides). Repeatable. Default: "
                   "../shared/data/corpus/*.txt and STS-B dev + test");
   cmd->add_option("--text", a->text, "The sentence whose attention maps are drawn (<= 64 tokens)")->capture_default_str();
-  cmd->add_flag("--ablate", a->ablate, "Remove each head in turn and measure STS Spearman (73 evaluations)");
+  cmd->add_flag("--ablate", a->ablate,
+                "Remove each head in turn and measure STS Spearman on --sts (1 + 72 evaluations), then prune the least "
+                "important heads together on --prune-sts (8 evaluations)");
   cmd->add_option("--sts", a->sts, "STS file for --ablate")->capture_default_str();
   cmd->add_option("--prune-sts", a->prune_sts,
                   "With --ablate: STS file on which the least important heads are removed together (0, 6, ... 60 "

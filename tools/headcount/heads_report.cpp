@@ -136,7 +136,13 @@ std::string heatmap(const AttentionMaps& maps, const HeadStatistics& st) {
   const int cell = static_cast<int>(std::clamp<std::int64_t>(240 / n, 4, 12));
   const int label = 70, size = cell * static_cast<int>(n);
   const int width = label + size + 2, height = label + size + 2;
-  auto short_token = [](const std::string& t) { return t.size() > 11 ? t.substr(0, 10) + "\u2026" : t; };
+  // At most 10 characters (not bytes: a UTF-8 sequence is never cut).
+  auto short_token = [](const std::string& t) {
+    std::size_t chars = 0, at = 0;
+    for (; at < t.size(); ++at)
+      if ((static_cast<unsigned char>(t[at]) & 0xC0) != 0x80 && ++chars > 10) break;
+    return at < t.size() ? t.substr(0, at) + "\u2026" : t;
+  };
   std::string s = concat("<svg class=\"heatmap\" data-layer=\"", st.layer, "\" data-head=\"", st.head, "\" data-n=\"", n,
                          "\" width=\"", width, "\" height=\"", height, "\" viewBox=\"0 0 ", width, ' ', height, "\">");
   const int font = std::min(cell, 10);
@@ -199,6 +205,8 @@ const char* kRenderCheck = R"(<script>
   out.setAttribute('data-heatmaps', ok);
   out.setAttribute('data-role-cells', cells('role-grid'));
   out.setAttribute('data-importance-cells', cells('importance-grid'));
+  var grid = document.getElementById('role-grid').getBoundingClientRect();
+  out.setAttribute('data-role-grid', [grid.left, grid.top, grid.width, grid.height].map(Math.round).join(','));
   out.textContent = 'rendered: ' + ok + ' heatmaps, role grid ' + cells('role-grid') + ' cells, importance grid ' +
                     cells('importance-grid') + ' cells';
 })();
@@ -278,9 +286,11 @@ std::string render_heads_html(const HeadsReport& r) {
   s += concat("<h1>What the ", a.layers * a.heads, " heads of ", escape(r.model_dir), " do</h1>\n");
   s += concat("<p>Statistics over ", a.sentences, " sentences (", a.tokens, " tokens) from ");
   for (std::size_t i = 0; i < r.corpus.size(); ++i) s += concat(i ? ", " : "", "<code>", escape(r.corpus[i]), "</code>");
-  s += concat(", each averaged over every token (query row) of every sentence, computed by the streaming kernel's "
-              "second pass over its log-sum-exp (no n&#178; probabilities stored) in ", fixed(r.stats_seconds, 1),
-              " s. Measures after Clark et al. 2019, <i>What Does BERT Look At? An Analysis of BERT's Attention</i>.</p>\n");
+  s += concat(", each averaged over every token (query row) of every sentence, computed ",
+              r.stats_kernel == Kernel::streaming
+                  ? "by the streaming kernel's second pass over its log-sum-exp (no n&#178; probabilities stored)"
+                  : "from the reference kernel's probabilities (all h&middot;n&#178; of them materialised)",
+              " in ", fixed(r.stats_seconds, 1), " s. Measures after Clark et al. 2019, <i>What Does BERT Look At? An Analysis of BERT's Attention</i>.</p>\n");
 
   s += "<h2>Cost of one layer at this sentence's length</h2>\n<pre>" + escape(r.cost_table) + "</pre>\n";
 
@@ -354,6 +364,7 @@ nlohmann::json heads_json(const HeadsReport& r) {
   out["sentences"] = a.sentences;
   out["tokens"] = a.tokens;
   out["layers"] = a.layers;
+  out["stats_kernel"] = kernel_name(r.stats_kernel);
   out["heads_per_layer"] = a.heads;
   json roles = json::object();
   for (HeadRole role : kAllHeadRoles) roles[role_name(role)] = 0;

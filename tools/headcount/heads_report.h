@@ -23,6 +23,7 @@ struct HeadsReport {
   std::string text;                 // the heatmaps' sentence
   AttentionMaps maps;
   std::string cost_table;           // format_cost_table for the model at the sentence's length
+  Kernel stats_kernel = Kernel::streaming;
   double stats_seconds = 0, ablation_seconds = 0;
 };
 
