@@ -292,8 +292,6 @@ std::string render_heads_html(const HeadsReport& r) {
                   : "from the reference kernel's probabilities (all h&middot;n&#178; of them materialised)",
               " in ", fixed(r.stats_seconds, 1), " s. Measures after Clark et al. 2019, <i>What Does BERT Look At? An Analysis of BERT's Attention</i>.</p>\n");
 
-  s += "<h2>Cost of one layer at this sentence's length</h2>\n<pre>" + escape(r.cost_table) + "</pre>\n";
-
   s += "<h2>Roles</h2>\n<div class=\"flex\"><div>" + role_grid(a) + "</div><ul class=\"legend\">\n";
   for (HeadRole role : kAllHeadRoles)
     s += concat("<li><span class=\"swatch\" style=\"background:", role_colour(role), "\"></span><b>", role_name(role),
@@ -320,6 +318,11 @@ std::string render_heads_html(const HeadsReport& r) {
     s += "<p>Not measured: run <code>headcount heads --ablate</code> to remove each head in turn and measure STS-B "
          "Spearman.</p>\n";
   }
+
+  s += concat("<h2>Cost of one layer at the sentence's length (", r.maps.n, " tokens)</h2>\n<p>The seeds' table: split into ", r.analysis.heads,
+              " heads, every weight and multiply-add equals that of one head of the full width; only the scores "
+              "held at once (h&middot;n&#178; on the reference path) grow with the head count.</p>\n<pre>",
+              escape(r.cost_table), "</pre>\n");
 
   s += concat("<h2>Attention of every head on one sentence</h2>\n<p>&ldquo;", escape(r.text), "&rdquo; &mdash; ", r.maps.n,
               " tokens. Row: the query token; column: the key it attends to; colour &prop; &radic;p (white 0, dark "
