@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The heads report, opened in a real browser.
 
-Runs `headcount heads` on a few corpus sentences and STS-B dev pairs (with --ablate, so both
-grids exist), checks the JSON, then opens the HTML page in Debian's Chromium, headless:
+Runs `headcount heads` on the sentences of tests/testdata/heads/sts-pairs.tsv (with --ablate on
+its pairs, so both grids and the pruning chart exist), checks the JSON, then opens the HTML page in Debian's Chromium, headless:
   1. --dump-dom: the page's own script measures, after layout, how many heatmaps and grid
      cells have a size on the page and writes the counts into <output id="render-check">;
      we require all 72 heatmaps (at least the issue's 12) and 72 cells in each grid.
@@ -88,14 +88,14 @@ def main():
     if not os.path.exists(model) and not os.environ.get("HEADCOUNT_MODEL"):
         print(f"SKIP: {model} not found (run scripts/setup.sh)")
         sys.exit(77)
-    data = os.path.normpath(os.path.join(source, "..", "shared", "data"))
+    # The repository's own pairs (tests/testdata/heads): the test runs on any checkout.
+    pairs = os.path.join(source, "tests", "testdata", "heads", "sts-pairs.tsv")
     work = tempfile.mkdtemp(prefix="headcount-report-")
     try:
         report = os.path.join(work, "report.html")
         run = subprocess.run(
-            [binary, "heads", "--corpus", os.path.join(data, "corpus", "wordnet-examples.txt"), "--max-sentences", "64",
-             "--ablate", "--sts", os.path.join(data, "stsb", "sts-dev.tsv"), "--max-pairs", "16", "--threads", "2",
-             "--out", report, "--json"], capture_output=True, text=True, timeout=1200)
+            [binary, "heads", "--corpus", pairs, "--ablate", "--sts", pairs, "--prune-sts", pairs, "--max-pairs", "16",
+             "--threads", "2", "--out", report, "--json"], capture_output=True, text=True, timeout=1200)
         if run.returncode != 0:
             fail(f"headcount heads exited {run.returncode}: {run.stderr[-2000:]}")
 

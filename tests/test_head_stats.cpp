@@ -288,14 +288,12 @@ TEST(HeadMask, ZeroingAHeadEqualsZeroingItsOutputWeights) {
   EXPECT_THROW(layer.forward(ctx, x.view(), a.view(), {.head_mask = nan_mask}), Error);
 }
 
-std::vector<std::string> corpus_sample(std::size_t per_file) {
+// The golden sentences of the MiniLM tests (in the repository, so this runs on any checkout)
+// of at most 48 tokens: varied text, short enough for the float64 score scan below.
+std::vector<std::string> corpus_sample(const BertEncoder& encoder, std::size_t count) {
   std::vector<std::string> out;
-  const std::string dir = std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/corpus/";
-  for (const char* name : {"pride-and-prejudice.sentences.txt", "wordnet-examples.txt"}) {
-    std::ifstream file(dir + name);
-    std::string line;
-    for (std::size_t i = 0; i < per_file && std::getline(file, line); ++i) out.push_back(line);
-  }
+  for (const GoldenCase& c : load_golden_cases())
+    if (out.size() < count && encoder.tokenizer().encode(c.text).size() <= 48) out.push_back(c.text);
   return out;
 }
 
@@ -309,9 +307,9 @@ std::vector<std::string> corpus_sample(std::size_t per_file) {
 // expm1(delta) * distance), and the reference side adds 2u.
 TEST(HeadAnalysisModel, StreamingStatisticsEqualReferenceOnCorpus) {
   HEADCOUNT_REQUIRE_MINILM();
-  const std::vector<std::string> sentences = corpus_sample(40);
-  if (sentences.size() < 80) GTEST_SKIP() << "corpus not found next to the repository";
   const BertEncoder encoder = BertEncoder::load(default_model_dir());
+  const std::vector<std::string> sentences = corpus_sample(encoder, 80);
+  ASSERT_EQ(sentences.size(), 80u);
   Context ctx({.threads = 2});
 
   double S = 0, T = 0, L = 0;
@@ -394,9 +392,7 @@ TEST(HeadRoles, RulesInOrder) {
 
 TEST(HeadAnalysisModel, AblationBaselineIsTheStsScoreAndMasksChangeIt) {
   HEADCOUNT_REQUIRE_MINILM();
-  const std::string dev = std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/stsb/sts-dev.tsv";
-  if (!std::filesystem::exists(dev)) GTEST_SKIP() << dev << " not present";
-  std::vector<StsPair> pairs = read_sts(dev);
+  std::vector<StsPair> pairs = read_sts(std::string(HEADCOUNT_TESTDATA_DIR) + "/heads/sts-pairs.tsv");
   pairs.resize(12);
   const BertEncoder encoder = BertEncoder::load(default_model_dir());
   Context ctx({.threads = 2});
