@@ -12,6 +12,7 @@
 // (e^delta - 1) * H + delta. Sums are in double (1e-12 absolute covers them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -400,6 +401,32 @@ TEST(HeadAnalysisModel, AblationBaselineIsTheStsScoreAndMasksChangeIt) {
   const StsResult plain = evaluate_sts(ctx, encoder, pairs);
   ASSERT_EQ(ablation.spearman.size(), 72u);
   EXPECT_DOUBLE_EQ(ablation.baseline, plain.spearman);
+  // The layer-by-layer ablation (cached layer inputs) equals removing each head from a full
+  // forward, bitwise: the same batches run the same code from that layer on.
+  std::vector<std::string> texts;
+  std::vector<std::pair<std::size_t, std::size_t>> rows;
+  auto row_of = [&](const std::string& t) {
+    const auto it = std::find(texts.begin(), texts.end(), t);
+    if (it != texts.end()) return static_cast<std::size_t>(it - texts.begin());
+    texts.push_back(t);
+    return texts.size() - 1;
+  };
+  std::vector<double> gold;
+  for (const StsPair& p : pairs) {
+    const std::size_t a = row_of(p.sentence1);
+    rows.emplace_back(a, row_of(p.sentence2));
+    gold.push_back(p.score);
+  }
+  for (std::size_t head = 0; head < 72; head += 7) {
+    std::vector<float> one(72, 1.0f);
+    one[head] = 0.0f;
+    const Tensor e = encoder.embed(ctx, texts, {.head_mask = one});
+    std::vector<double> cosines;
+    for (const auto& [a, b] : rows)
+      cosines.push_back(cosine_similarity(e.data<const float>() + a * 384, e.data<const float>() + b * 384, 384));
+    EXPECT_EQ(ablation.spearman[head], 100.0 * spearman(cosines, gold)) << "head " << head;
+  }
+
   int changed = 0;
   for (double s : ablation.spearman) {
     EXPECT_TRUE(std::isfinite(s));
@@ -408,16 +435,26 @@ TEST(HeadAnalysisModel, AblationBaselineIsTheStsScoreAndMasksChangeIt) {
   EXPECT_GT(changed, 0) << "removing heads never changed the ranking";
 
   // All-ones mask: bitwise the unmasked model. Removing every head of layer 0 changes it.
-  const std::vector<std::string> texts = {"A man is playing a flute.", "Two dogs run."};
-  const Tensor base = encoder.embed(ctx, texts);
+  const std::vector<std::string> two = {"A man is playing a flute.", "Two dogs run."};
+  const Tensor base = encoder.embed(ctx, two);
   std::vector<float> mask(72, 1.0f);
-  const Tensor ones = encoder.embed(ctx, texts, {.head_mask = mask});
+  const Tensor ones = encoder.embed(ctx, two, {.head_mask = mask});
   for (std::int64_t i = 0; i < base.numel(); ++i) ASSERT_EQ(base.data<const float>()[i], ones.data<const float>()[i]);
   std::fill(mask.begin(), mask.begin() + 12, 0.0f);
-  const Tensor pruned = encoder.embed(ctx, texts, {.head_mask = mask});
+  const Tensor pruned = encoder.embed(ctx, two, {.head_mask = mask});
   EXPECT_LT(cosine_similarity(base.data<const float>(), pruned.data<const float>(), 384), 0.999);
+  // A forward split at layer 3 is the full forward, bitwise; a layer range outside the model is an error.
+  const TokenBatch tb = pad_batch({encoder.tokenizer().encode(two[0]), encoder.tokenizer().encode(two[1])},
+                                  encoder.tokenizer().pad_id());
+  Tensor full(DType::f32, {2, tb.seq_len, 384}), split(DType::f32, {2, tb.seq_len, 384});
+  encoder.forward(ctx, tb, full.view());
+  encoder.forward(ctx, tb, split.view(), EncoderForwardOptions{.end_layer = 3});
+  encoder.forward(ctx, tb, split.view(), EncoderForwardOptions{.first_layer = 3});
+  for (std::int64_t i = 0; i < full.numel(); ++i) ASSERT_EQ(full.data<const float>()[i], split.data<const float>()[i]) << i;
+  EXPECT_THROW(encoder.forward(ctx, tb, split.view(), EncoderForwardOptions{.first_layer = 7}), Error);
+  EXPECT_THROW(encoder.forward(ctx, tb, split.view(), EncoderForwardOptions{.first_layer = 4, .end_layer = 2}), Error);
   std::vector<float> short_mask(71, 1.0f);
-  EXPECT_THROW(encoder.embed(ctx, texts, {.head_mask = short_mask}), Error);
+  EXPECT_THROW(encoder.embed(ctx, two, {.head_mask = short_mask}), Error);
 }
 
 }  // namespace

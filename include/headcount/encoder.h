@@ -68,6 +68,11 @@ struct EncoderForwardOptions {
   // Called after each layer's attention kernel with (layer, the kernel's params). params.lse
   // is filled; q, k, v are views of the layer's projection, valid only during the call.
   std::function<void(std::int64_t, const AttentionParams&)> observe_attention;
+  // Run only layers [first_layer, end_layer) (end_layer -1: to the last). With first_layer > 0
+  // the embeddings are skipped and `hidden` must hold the input of first_layer (the output of
+  // layer first_layer - 1 of the same batch); results equal the full forward's bitwise.
+  std::int64_t first_layer = 0;
+  std::int64_t end_layer = -1;
 };
 
 struct EmbedOptions {
@@ -103,6 +108,10 @@ class BertEncoder {
   void embed_batch(Context& ctx, const TokenBatch& batch, const TensorView& out,
                    bool normalize = true, Kernel kernel = Kernel::streaming,
                    std::span<const float> head_mask = {}) const;
+
+  // Mean over each row's valid tokens of hidden [batch.batch, batch.seq_len, d_model] (a
+  // forward's output), L2-normalised if asked and the model does: out [batch.batch, d_model].
+  void pool(const TokenBatch& batch, const float* hidden, float* out, bool normalize = true) const;
 
   // Embeds texts in input order: [texts.size(), d_model]. Dynamic batching: texts are sorted by
   // token count and batched with their neighbours, so padding costs little; results do not

@@ -155,19 +155,26 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
   const std::int64_t rows = B * n;
   const float eps = c.layer_norm_eps;
 
-  // 1. Embeddings: word + position + token type 0, then LayerNorm.
-  const float* word = impl_->word.data<const float>();
-  const float* position = impl_->position.data<const float>();
-  const float* type0 = impl_->token_type.data<const float>();
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t i = 0; i < n; ++i) {
-      float* row = x + (b * n + i) * d;
-      const float* w = word + static_cast<std::int64_t>(batch.ids[static_cast<std::size_t>(b * n + i)]) * d;
-      const float* p = position + i * d;
-      for (std::int64_t k = 0; k < d; ++k) row[k] = w[k] + p[k] + type0[k];
-    }
-  layers::add_layer_norm(ctx, x, nullptr, rows, d, impl_->embedding_norm.gamma.data<const float>(),
-                         impl_->embedding_norm.beta.data<const float>(), eps);
+  check(options.first_layer >= 0 && options.first_layer <= c.layers, "first_layer", concat("in [0, ", c.layers, "]"),
+        options.first_layer);
+  const std::int64_t end_layer = options.end_layer < 0 ? c.layers : options.end_layer;
+  check(end_layer >= options.first_layer && end_layer <= c.layers, "end_layer",
+        concat("-1 or in [first_layer = ", options.first_layer, ", ", c.layers, "]"), options.end_layer);
+  if (options.first_layer == 0) {
+    // 1. Embeddings: word + position + token type 0, then LayerNorm.
+    const float* word = impl_->word.data<const float>();
+    const float* position = impl_->position.data<const float>();
+    const float* type0 = impl_->token_type.data<const float>();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t i = 0; i < n; ++i) {
+        float* row = x + (b * n + i) * d;
+        const float* w = word + static_cast<std::int64_t>(batch.ids[static_cast<std::size_t>(b * n + i)]) * d;
+        const float* p = position + i * d;
+        for (std::int64_t k = 0; k < d; ++k) row[k] = w[k] + p[k] + type0[k];
+      }
+    layers::add_layer_norm(ctx, x, nullptr, rows, d, impl_->embedding_norm.gamma.data<const float>(),
+                           impl_->embedding_norm.beta.data<const float>(), eps);
+  }
 
   // 2. Layers, post-LN: x = LN(x + attention(x)); x = LN(x + FFN(x)).
   float* sublayer = static_cast<float*>(ctx.workspace(kSlotSublayer, static_cast<std::size_t>(rows * d) * sizeof(float)));
@@ -179,7 +186,7 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
   if (options.observe_attention)
     attention_options.lse = TensorView::contiguous(
         ctx.workspace(kSlotLse, static_cast<std::size_t>(B * c.heads * n) * sizeof(float)), DType::f32, {B, c.heads, n});
-  for (std::int64_t l = 0; l < c.layers; ++l) {
+  for (std::int64_t l = options.first_layer; l < end_layer; ++l) {
     const EncoderLayer& layer = impl_->layers[static_cast<std::size_t>(l)];
     if (!options.head_mask.empty())
       attention_options.head_mask = options.head_mask.subspan(static_cast<std::size_t>(l * c.heads),
@@ -205,6 +212,11 @@ void BertEncoder::embed_batch(Context& ctx, const TokenBatch& batch, const Tenso
   forward(ctx, batch, TensorView::contiguous(hidden, DType::f32, {B, n, d}),
           EncoderForwardOptions{.kernel = kernel, .head_mask = head_mask});
 
+  pool(batch, hidden, out.ptr<float>(), normalize);
+}
+
+void BertEncoder::pool(const TokenBatch& batch, const float* hidden, float* out, bool normalize) const {
+  const std::int64_t B = batch.batch, n = batch.seq_len, d = dim();
   // 3. Mean over the valid tokens ([CLS] and [SEP] count), then L2 (F.normalize: / max(|v|, 1e-12)).
   std::vector<double> sum(static_cast<std::size_t>(d));
   for (std::int64_t b = 0; b < B; ++b) {
@@ -220,7 +232,7 @@ void BertEncoder::embed_batch(Context& ctx, const TokenBatch& batch, const Tenso
       norm += s * s;
     }
     const double scale = normalize && impl_->config.normalize ? 1.0 / std::max(std::sqrt(norm), 1e-12) : 1.0;
-    float* dst = out.ptr<float>() + b * d;
+    float* dst = out + b * d;
     for (std::int64_t k = 0; k < d; ++k) dst[k] = static_cast<float>(sum[static_cast<std::size_t>(k)] * scale);
   }
 }
