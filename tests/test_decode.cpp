@@ -23,6 +23,7 @@
 #include <random>
 
 #include "headcount/decode.h"
+#include "expect_error.h"
 #include "headcount/error.h"
 #include "headcount/kv_cache.h"
 #include "headcount/multi_head_attention.h"
@@ -331,16 +332,6 @@ TEST(DecodeKernel, NothingAllocatesOnceWarm) {
   const i64 grown = ctx.allocations();
   for (int i = 0; i < 3; ++i) attention_decode(ctx, p);
   EXPECT_EQ(ctx.allocations(), grown);
-}
-
-template <typename F>
-void expect_error(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    for (const char* part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 TEST(DecodeKernel, BadInputsSayWhatWasExpected) {

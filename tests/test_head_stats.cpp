@@ -20,6 +20,7 @@
 
 #include "attention_inputs.h"
 #include "case_table.h"
+#include "expect_error.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
 #include "headcount/head_stats.h"
@@ -233,26 +234,16 @@ TEST(RowStats, ErrorsNameTheParameter) {
   const RowStatsSpec spec{.offsets = {-1}};
   std::vector<double> buffer(static_cast<std::size_t>(2 * 5 * spec.fields()));
   const TensorView good = TensorView::contiguous(buffer.data(), DType::f64, {1, 2, 5, spec.fields()});
-  auto message = [&](auto&& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   AttentionParams no_lse = params;
   no_lse.lse = {};
-  EXPECT_NE(message([&] { attention_row_stats(ctx, no_lse, spec, good); }).find("lse: expected the log-sum-exp [1, 2, 5]"),
-            std::string::npos);
+  expect_error([&] { attention_row_stats(ctx, no_lse, spec, good); }, {"lse: expected the log-sum-exp [1, 2, 5]"});
   const TensorView wrong = TensorView::contiguous(buffer.data(), DType::f64, {1, 2, 5, spec.fields() - 1});
-  EXPECT_NE(message([&] { attention_row_stats(ctx, params, spec, wrong); }).find("row stats out shape"), std::string::npos);
+  expect_error([&] { attention_row_stats(ctx, params, spec, wrong); }, {"row stats out shape"});
   std::vector<std::uint8_t> few(3);
   const RowStatsSpec bad_classes{.key_classes = few, .classes = 2};
-  EXPECT_NE(message([&] { attention_row_stats(ctx, params, bad_classes, good); }).find("row stats key_classes: expected 5 entries"),
-            std::string::npos);
+  expect_error([&] { attention_row_stats(ctx, params, bad_classes, good); }, {"row stats key_classes: expected 5 entries"});
   const RowStatsSpec far{.offsets = {std::int64_t{1} << 50}};
-  EXPECT_NE(message([&] { attention_row_stats(ctx, params, far, good); }).find("row stats offset"), std::string::npos);
+  expect_error([&] { attention_row_stats(ctx, params, far, good); }, {"row stats offset"});
 }
 
 // The head mask scales a head's slice of the concat buffer before W_O: mask 0 on head h gives

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "headcount/cost.h"
+#include "expect_error.h"
 #include "headcount/error.h"
 #include "headcount/kv_cache.h"
 
@@ -23,17 +24,6 @@ Tensor random_tensor(std::vector<std::int64_t> shape, std::uint64_t seed, float 
 
 float at(const Tensor& t, std::int64_t b, std::int64_t j, std::int64_t h, std::int64_t d) {
   return t.data<float>()[t.view().offset({b, j, h, d})];
-}
-
-// Throws Error whose message contains every part.
-template <typename F>
-void expect_error(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    for (const char* part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 TEST(KvCache, AppendReadsBackInEveryDtype) {
