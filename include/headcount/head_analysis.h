@@ -107,8 +107,9 @@ struct PruningPoint {
 std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder& encoder, const HeadAblation& ranking,
                                                 const std::vector<StsPair>& pairs, const std::vector<std::int64_t>& counts,
                                                 const HeadAblationOptions& options = {});
-// Head indices (layer * heads + head), least important first.
+// Head indices (layer * heads + head) by importance; ties keep index order.
 std::vector<std::size_t> least_important_first(const HeadAblation& ranking);
+std::vector<std::size_t> most_important_first(const HeadAblation& ranking);
 
 struct AttentionMaps {
   std::vector<std::string> tokens;  // [CLS] ... [SEP]

@@ -77,4 +77,14 @@ struct TokenBatch {
 };
 TokenBatch pad_batch(const std::vector<std::vector<std::int32_t>>& sequences, std::int32_t pad_id);
 
+// Dynamic batching: the sequences sorted by length (stable, so equal lengths keep input order),
+// `batch_size` neighbours per padded batch; rows[r] is the input index of batch row r. Padding
+// then costs little, and every caller that batches this way runs the same batches.
+struct LengthBatch {
+  TokenBatch tokens;
+  std::vector<std::size_t> rows;
+};
+std::vector<LengthBatch> batch_by_length(const std::vector<std::vector<std::int32_t>>& sequences,
+                                         std::int64_t batch_size, std::int32_t pad_id);
+
 }  // namespace headcount

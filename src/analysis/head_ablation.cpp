@@ -13,15 +13,13 @@ namespace headcount {
 namespace {
 
 // STS Spearman x100 of `pairs` under a head mask. Each distinct sentence is embedded once per
-// evaluation, in the batches embed() would form (sorted by token count, batch_size at a time),
-// so results equal embed()'s bitwise. Removing a head of layer l changes nothing before layer l:
+// evaluation, in the batches embed() forms (batch_by_length), so results equal embed()'s bitwise. Removing a head of layer l changes nothing before layer l:
 // an evaluation can start from cached inputs of layer l instead of the embeddings.
 class StsEvaluator {
  public:
   StsEvaluator(const BertEncoder& encoder, const std::vector<StsPair>& pairs, std::int64_t batch_size)
       : encoder_(encoder) {
     check(!pairs.empty(), "pairs", "at least one", "none");
-    check(batch_size >= 1, "batch size", ">= 1", batch_size);
     std::map<std::string, std::size_t> index;
     std::vector<std::string> texts;
     auto row_of = [&](const std::string& s) {
@@ -36,16 +34,7 @@ class StsEvaluator {
     }
     std::vector<std::vector<std::int32_t>> ids;
     for (const std::string& t : texts) ids.push_back(encoder.tokenizer().encode(t));
-    std::vector<std::size_t> order(texts.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return ids[a].size() < ids[b].size(); });
-    for (std::size_t start = 0; start < order.size(); start += static_cast<std::size_t>(batch_size)) {
-      const std::size_t end = std::min(order.size(), start + static_cast<std::size_t>(batch_size));
-      std::vector<std::vector<std::int32_t>> chunk;
-      for (std::size_t j = start; j < end; ++j) chunk.push_back(ids[order[j]]);
-      batches_.push_back({pad_batch(chunk, encoder.tokenizer().pad_id()), {order.begin() + static_cast<std::ptrdiff_t>(start),
-                                                                           order.begin() + static_cast<std::ptrdiff_t>(end)}});
-    }
+    batches_ = batch_by_length(ids, batch_size, encoder.tokenizer().pad_id());
     texts_ = static_cast<std::int64_t>(texts.size());
   }
 
@@ -90,13 +79,9 @@ class StsEvaluator {
   }
 
  private:
-  struct Batch {
-    TokenBatch tokens;
-    std::vector<std::size_t> rows;  // the sentence index of each batch row
-  };
   const BertEncoder& encoder_;
   std::int64_t texts_ = 0;
-  std::vector<Batch> batches_;
+  std::vector<LengthBatch> batches_;
   std::vector<std::pair<std::size_t, std::size_t>> pair_rows_;
   std::vector<double> gold_;
   std::vector<std::vector<float>> cache_;  // per batch: the input of cached_layer_
@@ -129,13 +114,19 @@ HeadAblation ablate_heads(Context& ctx, const BertEncoder& encoder, const std::v
   return result;
 }
 
-std::vector<std::size_t> least_important_first(const HeadAblation& ranking) {
+namespace {
+std::vector<std::size_t> by_importance(const HeadAblation& ranking, bool most_first) {
   std::vector<std::size_t> order(ranking.spearman.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return ranking.importance(a) < ranking.importance(b); });
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return most_first ? ranking.importance(a) > ranking.importance(b) : ranking.importance(a) < ranking.importance(b);
+  });
   return order;
 }
+}  // namespace
+
+std::vector<std::size_t> least_important_first(const HeadAblation& ranking) { return by_importance(ranking, false); }
+std::vector<std::size_t> most_important_first(const HeadAblation& ranking) { return by_importance(ranking, true); }
 
 std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder& encoder, const HeadAblation& ranking,
                                                 const std::vector<StsPair>& pairs, const std::vector<std::int64_t>& counts,

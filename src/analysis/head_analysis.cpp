@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <numeric>
 
 #include "headcount/error.h"
 #include "headcount/head_stats.h"
@@ -31,6 +30,21 @@ std::vector<std::uint8_t> key_classes(const WordPieceTokenizer& tokenizer, const
   return classes;
 }
 
+// The reference kernel's per-head probabilities for the params of an attention call, into
+// `probs` [B, heads, q_len, kv_len]; its output goes to `scratch_out`, so the layer's own out
+// and lse stay as its kernel wrote them.
+void reference_probabilities(Context& ctx, const AttentionParams& params, const TensorView& probs,
+                             std::vector<float>& scratch_out) {
+  AttentionParams ref = params;
+  const std::int64_t B = params.q.shape[0], n = params.q.shape[1], heads = params.q.shape[2], dv = params.v.shape[3];
+  scratch_out.resize(static_cast<std::size_t>(B * n * heads * dv));
+  ref.out = TensorView::contiguous(scratch_out.data(), DType::f32, {B, n, heads, dv});
+  ref.lse = {};
+  ref.probs_mode = ProbsMode::per_head;
+  ref.probs = probs;
+  attention_reference(ctx, ref);
+}
+
 // Sums of the row fields (and ln(visible)) of one head, over valid query rows.
 struct HeadSums {
   std::vector<double> fields;
@@ -51,9 +65,6 @@ HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::
   std::vector<std::vector<std::int32_t>> ids;
   ids.reserve(sentences.size());
   for (const std::string& s : sentences) ids.push_back(tokenizer.encode(s));
-  std::vector<std::size_t> order(ids.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return ids[a].size() < ids[b].size(); });
 
   RowStatsSpec spec{.offsets = {kHeadOffsets.begin(), kHeadOffsets.end()}, .classes = kKeyClasses};
   const std::int64_t fields = spec.fields();
@@ -63,13 +74,10 @@ HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::
   HeadAnalysis result{.layers = layers, .heads = heads, .sentences = static_cast<std::int64_t>(sentences.size())};
   std::vector<double> row_stats;
   std::vector<float> hidden, probs, scratch_out;
-  std::vector<std::vector<std::int32_t>> chunk;
   const std::int64_t count = static_cast<std::int64_t>(ids.size());
-  for (std::int64_t start = 0; start < count; start += options.batch_size) {
-    const std::int64_t end = std::min(count, start + options.batch_size);
-    chunk.clear();
-    for (std::int64_t j = start; j < end; ++j) chunk.push_back(ids[order[static_cast<std::size_t>(j)]]);
-    const TokenBatch batch = pad_batch(chunk, tokenizer.pad_id());
+  std::int64_t done = 0;
+  for (const LengthBatch& length_batch : batch_by_length(ids, options.batch_size, tokenizer.pad_id())) {
+    const TokenBatch& batch = length_batch.tokens;
     const std::int64_t B = batch.batch, n = batch.seq_len;
     const std::vector<std::uint8_t> classes = key_classes(tokenizer, batch);
     spec.key_classes = classes;
@@ -80,18 +88,10 @@ HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::
       if (options.stats_kernel == Kernel::streaming) {
         attention_row_stats(ctx, params, spec, stats_view);
       } else {
-        // The oracle's probabilities, into buffers of our own: the layer's out and lse stay as
-        // its kernel wrote them.
-        AttentionParams ref = params;
-        const std::int64_t dv = params.v.shape[3];
-        scratch_out.resize(static_cast<std::size_t>(B * n * heads * dv));
         probs.resize(static_cast<std::size_t>(B * heads * n * n));
-        ref.out = TensorView::contiguous(scratch_out.data(), DType::f32, {B, n, heads, dv});
-        ref.lse = {};
-        ref.probs_mode = ProbsMode::per_head;
-        ref.probs = TensorView::contiguous(probs.data(), DType::f32, {B, heads, n, n});
-        attention_reference(ctx, ref);
-        attention_row_stats_from_probs(params, ref.probs, spec, stats_view);
+        const TensorView probs_view = TensorView::contiguous(probs.data(), DType::f32, {B, heads, n, n});
+        reference_probabilities(ctx, params, probs_view, scratch_out);
+        attention_row_stats_from_probs(params, probs_view, spec, stats_view);
       }
       for (std::int64_t b = 0; b < B; ++b)
         for (std::int64_t h = 0; h < heads; ++h) {
@@ -108,7 +108,8 @@ HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::
     encoder.forward(ctx, batch, TensorView::contiguous(hidden.data(), DType::f32, {B, n, d}),
                     EncoderForwardOptions{.observe_attention = observe});
     for (std::int64_t len : batch.lengths) result.tokens += len;
-    if (options.progress) options.progress(end, count);
+    done += B;
+    if (options.progress) options.progress(done, count);
   }
 
   for (std::int64_t l = 0; l < layers; ++l)
@@ -216,14 +217,9 @@ AttentionMaps attention_maps(Context& ctx, const BertEncoder& encoder, const std
   maps.probs.assign(static_cast<std::size_t>(c.layers * heads * n * n), 0.0f);
   std::vector<float> scratch_out;
   auto observe = [&](std::int64_t layer, const AttentionParams& params) {
-    AttentionParams ref = params;
-    const std::int64_t dv = params.v.shape[3];
-    scratch_out.resize(static_cast<std::size_t>(n * heads * dv));
-    ref.out = TensorView::contiguous(scratch_out.data(), DType::f32, {1, n, heads, dv});
-    ref.lse = {};
-    ref.probs_mode = ProbsMode::per_head;
-    ref.probs = TensorView::contiguous(maps.probs.data() + layer * heads * n * n, DType::f32, {1, heads, n, n});
-    attention_reference(ctx, ref);
+    reference_probabilities(
+        ctx, params, TensorView::contiguous(maps.probs.data() + layer * heads * n * n, DType::f32, {1, heads, n, n}),
+        scratch_out);
   };
   std::vector<float> hidden(static_cast<std::size_t>(n * c.hidden_size));
   encoder.forward(ctx, batch, TensorView::contiguous(hidden.data(), DType::f32, {1, n, c.hidden_size}),

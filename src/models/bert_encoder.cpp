@@ -244,26 +244,18 @@ Tensor BertEncoder::embed(Context& ctx, const std::vector<std::string>& texts, c
   std::vector<std::vector<std::int32_t>> ids(texts.size());
   for (std::size_t i = 0; i < texts.size(); ++i) ids[i] = impl_->tokenizer.encode(texts[i]);
 
-  // Dynamic batching: sort by token count (stable, so equal lengths keep input order), batch
-  // neighbours, write each result back to its input row.
-  std::vector<std::int64_t> order(texts.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
-    return ids[static_cast<std::size_t>(a)].size() < ids[static_cast<std::size_t>(b)].size();
-  });
+  // Dynamic batching (batch_by_length); each result goes back to its input row.
   Tensor out(DType::f32, {count, d});
-  std::vector<std::vector<std::int32_t>> chunk;
-  for (std::int64_t start = 0; start < count; start += options.batch_size) {
-    const std::int64_t end = std::min(count, start + options.batch_size);
-    chunk.clear();
-    for (std::int64_t j = start; j < end; ++j) chunk.push_back(std::move(ids[static_cast<std::size_t>(order[static_cast<std::size_t>(j)])]));
-    const TokenBatch batch = pad_batch(chunk, impl_->tokenizer.pad_id());
+  std::int64_t done = 0;
+  for (const LengthBatch& b : batch_by_length(ids, options.batch_size, impl_->tokenizer.pad_id())) {
+    const TokenBatch& batch = b.tokens;
     float* pooled = static_cast<float*>(ctx.workspace(kSlotPooled, static_cast<std::size_t>(batch.batch * d) * sizeof(float)));
     embed_batch(ctx, batch, TensorView::contiguous(pooled, DType::f32, {batch.batch, d}), options.normalize,
                 options.kernel, options.head_mask);
-    for (std::int64_t j = start; j < end; ++j)
-      std::copy_n(pooled + (j - start) * d, d, out.data<float>() + order[static_cast<std::size_t>(j)] * d);
-    if (options.progress) options.progress(end, count);
+    for (std::size_t r = 0; r < b.rows.size(); ++r)
+      std::copy_n(pooled + static_cast<std::int64_t>(r) * d, d, out.data<float>() + static_cast<std::int64_t>(b.rows[r]) * d);
+    done += batch.batch;
+    if (options.progress) options.progress(done, count);
   }
   return out;
 }

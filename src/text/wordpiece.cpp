@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <unordered_map>
 
 #include "headcount/error.h"
@@ -328,6 +329,25 @@ TokenBatch pad_batch(const std::vector<std::vector<std::int32_t>>& sequences, st
     batch.lengths.push_back(static_cast<std::int64_t>(sequences[b].size()));
   }
   return batch;
+}
+
+std::vector<LengthBatch> batch_by_length(const std::vector<std::vector<std::int32_t>>& sequences,
+                                         std::int64_t batch_size, std::int32_t pad_id) {
+  check(batch_size >= 1, "batch size", ">= 1", batch_size);
+  std::vector<std::size_t> order(sequences.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return sequences[a].size() < sequences[b].size(); });
+  std::vector<LengthBatch> batches;
+  std::vector<std::vector<std::int32_t>> chunk;
+  for (std::size_t start = 0; start < order.size(); start += static_cast<std::size_t>(batch_size)) {
+    const std::size_t end = std::min(order.size(), start + static_cast<std::size_t>(batch_size));
+    chunk.clear();
+    for (std::size_t j = start; j < end; ++j) chunk.push_back(sequences[order[j]]);
+    batches.push_back({pad_batch(chunk, pad_id),
+                       {order.begin() + static_cast<std::ptrdiff_t>(start), order.begin() + static_cast<std::ptrdiff_t>(end)}});
+  }
+  return batches;
 }
 
 }  // namespace headcount

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <numeric>
 
 #include "headcount/error.h"
 
@@ -213,13 +212,6 @@ const char* kRenderCheck = R"(<script>
 </script>
 )";
 
-std::vector<std::size_t> ranked_by_importance(const HeadAblation& ab) {
-  std::vector<std::size_t> order(ab.spearman.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return ab.importance(a) > ab.importance(b); });
-  return order;
-}
-
 std::string rank_table(const HeadsReport& r, const std::vector<std::size_t>& heads, const char* title) {
   const HeadAblation& ab = *r.ablation;
   std::string s = concat("<table><caption>", title, "</caption><tr><th>head</th><th>role</th><th>Spearman without</th>"
@@ -308,7 +300,7 @@ std::string render_heads_html(const HeadsReport& r) {
                 "</code>; with all heads: ", fixed(ab.baseline, 2), ". Red: the score drops without the head; blue: it "
                 "rises. ", fixed(r.ablation_seconds, 0), " s for ", ab.spearman.size() + 1, " evaluations.</p>\n");
     s += "<div class=\"flex\"><div>" + importance_grid(a, ab) + "</div>";
-    const std::vector<std::size_t> order = ranked_by_importance(ab);
+    const std::vector<std::size_t> order = most_important_first(ab);
     const std::size_t top = std::min<std::size_t>(10, order.size());
     s += rank_table(r, {order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top)}, "Top 10: removing them hurts most");
     s += rank_table(r, {order.end() - static_cast<std::ptrdiff_t>(top), order.end()}, "Bottom 10: the least needed");
@@ -383,7 +375,7 @@ nlohmann::json heads_json(const HeadsReport& r) {
   }
   std::vector<std::size_t> rank(a.per_head.size(), 0);
   if (r.ablation) {
-    const std::vector<std::size_t> order = ranked_by_importance(*r.ablation);
+    const std::vector<std::size_t> order = most_important_first(*r.ablation);
     for (std::size_t i = 0; i < order.size(); ++i) rank[order[i]] = i + 1;
   }
   json heads = json::array();
