@@ -242,6 +242,13 @@ TEST(RowStats, ErrorsNameTheParameter) {
   std::vector<std::uint8_t> few(3);
   const RowStatsSpec bad_classes{.key_classes = few, .classes = 2};
   expect_error([&] { attention_row_stats(ctx, params, bad_classes, good); }, {"row stats key_classes: expected 5 entries"});
+  Tensor bad_lse(DType::f32, {1, 2, 5});
+  std::copy_n(lse.data<const float>(), 10, bad_lse.data<float>());
+  bad_lse.data<float>()[7] = std::nanf("");
+  AttentionParams nan_lse = params;
+  nan_lse.lse = bad_lse.view();
+  expect_error([&] { attention_row_stats(ctx, nan_lse, spec, good); },
+               {"lse: expected the attention call's log-sum-exp", "got nan at [0, 1, 2]"});
   const RowStatsSpec far{.offsets = {std::int64_t{1} << 50}};
   expect_error([&] { attention_row_stats(ctx, params, far, good); }, {"row stats offset"});
 }

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "headcount/attention.h"
+#include "headcount/head_stats.h"
 #include "headcount/multi_head_attention.h"
 
 namespace {
@@ -58,6 +59,26 @@ TEST(HotPath, StreamingKernelAllocatesNothingOnceWarm) {
     EXPECT_EQ(g_news.load(), news) << dtype_name(dtype);
     EXPECT_EQ(ctx.allocations(), grown) << dtype_name(dtype);
   }
+}
+
+// The second pass of head statistics holds nothing beyond its output: no allocation at all once
+// warm, so no hidden h*n^2 buffer either.
+TEST(HotPath, RowStatsSecondPassAllocatesNothingOnceWarm) {
+  Tensor q(DType::f32, {1, 1024, 4, 32}), k(DType::f32, {1, 1024, 4, 32}), v(DType::f32, {1, 1024, 4, 32});
+  for (Tensor* t : {&q, &k, &v})
+    for (std::int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = static_cast<float>(i % 13) * 0.05f;
+  Tensor out(DType::f32, {1, 1024, 4, 32}), lse(DType::f32, {1, 4, 1024});
+  Context ctx({.threads = 2});
+  const AttentionParams p{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view(), .lse = lse.view()};
+  attention_streaming(ctx, p);
+  const RowStatsSpec spec{.offsets = {-1, 0, 1}};
+  Tensor stats(DType::f64, {1, 4, 1024, spec.fields()});
+  attention_row_stats(ctx, p, spec, stats.view());  // warm-up
+  const long news = g_news.load();
+  const std::int64_t grown = ctx.allocations();
+  for (int i = 0; i < 3; ++i) attention_row_stats(ctx, p, spec, stats.view());
+  EXPECT_EQ(g_news.load(), news);
+  EXPECT_EQ(ctx.allocations(), grown);
 }
 
 TEST(HotPath, LayerAllocatesNothingOnceWarm) {

@@ -31,13 +31,33 @@ void check_spec(const AttentionShape& s, const RowStatsSpec& spec) {
     HEADCOUNT_CHECK(std::llabs(o) <= (std::int64_t{1} << 40), "row stats offset", "|offset| <= 2^40", o);
 }
 
+// No allocation unless the check fails: the second pass runs once per layer call in analysis.
 void check_out(const AttentionShape& s, const RowStatsSpec& spec, const TensorView& out) {
-  const std::vector<std::int64_t> want{s.batch, s.heads, s.q_len, spec.fields()};
+  const std::int64_t fields = spec.fields();
+  auto want = [&] { return shape_string(std::vector<std::int64_t>{s.batch, s.heads, s.q_len, fields}); };
   HEADCOUNT_CHECK(!out.empty() && out.dtype == DType::f64 && out.is_contiguous(), "row stats out",
-                  concat("a contiguous f64 tensor ", shape_string(want)),
+                  concat("a contiguous f64 tensor ", want()),
                   out.empty() ? std::string("no data") : concat(dtype_name(out.dtype), ' ', out.shape_string()));
-  HEADCOUNT_CHECK(std::vector<std::int64_t>(out.shape.begin(), out.shape.begin() + out.rank) == want, "row stats out shape",
-                  shape_string(want), out.shape_string());
+  HEADCOUNT_CHECK(out.rank == 4 && out.shape[0] == s.batch && out.shape[1] == s.heads && out.shape[2] == s.q_len &&
+                      out.shape[3] == fields,
+                  "row stats out shape", want(), out.shape_string());
+}
+
+// lse must be what an attention call wrote: finite, or -inf for a row that sees no key. A NaN
+// here would turn every statistic of its row into NaN without a word.
+void check_lse(const AttentionShape& s, const TensorView& lse) {
+  HEADCOUNT_CHECK(lse.dtype == DType::f32 && lse.rank == 3 && lse.shape[0] == s.batch && lse.shape[1] == s.heads &&
+                      lse.shape[2] == s.q_len,
+                  "lse", concat("an f32 tensor [", s.batch, ", ", s.heads, ", ", s.q_len, "]"),
+                  concat(dtype_name(lse.dtype), ' ', lse.shape_string()));
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t h = 0; h < s.heads; ++h)
+      for (std::int64_t i = 0; i < s.q_len; ++i) {
+        const float v = lse.ptr<const float>()[b * lse.strides[0] + h * lse.strides[1] + i * lse.strides[2]];
+        if (std::isnan(v) || v == std::numeric_limits<float>::infinity())
+          fail("lse", concat("expected the attention call's log-sum-exp (finite, or -inf for a row that sees no key), got ",
+                             v, " at [", b, ", ", h, ", ", i, "]"));
+      }
 }
 
 // The additive bias of (b, h, i, j), 0 without one; -inf hides the key.
@@ -136,6 +156,7 @@ void attention_row_stats(Context& ctx, const AttentionParams& params, const RowS
                   concat("the log-sum-exp [", s.batch, ", ", s.heads, ", ", s.q_len,
                          "] of the attention call (set params.lse when running it)"),
                   "no data");
+  check_lse(s, params.lse);
   check_spec(s, spec);
   check_out(s, spec, out);
   // exp(t - lse) with fp32 t: the exponent is evaluated in double so the only rounding left is
