@@ -92,6 +92,8 @@ class KvCache {
   void map_storage();
   void unmap_storage();
   LayerData layer_data(std::int64_t layer) const;
+  // A [batch, capacity, kv_heads, dim] view of one layer's K or V storage (f32 / bf16 only).
+  TensorView cache_view(void* data, std::int64_t dim, const char* what) const;
   void check_layer(std::int64_t layer, const char* what) const;
 
   KvCacheConfig config_;

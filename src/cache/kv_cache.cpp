@@ -311,24 +311,23 @@ KvView KvCache::view(i64 layer) const {
                 .lengths = lengths(layer)};
 }
 
-TensorView KvCache::k_tensor(i64 layer) const {
-  check_layer(layer, "kv cache k_tensor");
-  HEADCOUNT_CHECK(config_.dtype != CacheDType::int8, "kv cache k_tensor dtype", "f32 or bf16 (int8 has no TensorView)",
+TensorView KvCache::cache_view(void* data, i64 dim, const char* what) const {
+  HEADCOUNT_CHECK(config_.dtype != CacheDType::int8, concat(what, " dtype"), "f32 or bf16 (int8 has no TensorView)",
                   cache_dtype_name(config_.dtype));
   const KvCacheConfig& c = config_;
-  return TensorView::strided(layer_data(layer).k, c.dtype == CacheDType::f32 ? DType::f32 : DType::bf16,
-                             {c.batch, c.capacity, c.kv_heads, c.head_dim},
-                             {c.kv_heads * c.capacity * c.head_dim, c.head_dim, c.capacity * c.head_dim, 1});
+  return TensorView::strided(data, c.dtype == CacheDType::f32 ? DType::f32 : DType::bf16,
+                             {c.batch, c.capacity, c.kv_heads, dim},
+                             {c.kv_heads * c.capacity * dim, dim, c.capacity * dim, 1});
+}
+
+TensorView KvCache::k_tensor(i64 layer) const {
+  check_layer(layer, "kv cache k_tensor");
+  return cache_view(layer_data(layer).k, config_.head_dim, "kv cache k_tensor");
 }
 
 TensorView KvCache::v_tensor(i64 layer) const {
   check_layer(layer, "kv cache v_tensor");
-  HEADCOUNT_CHECK(config_.dtype != CacheDType::int8, "kv cache v_tensor dtype", "f32 or bf16 (int8 has no TensorView)",
-                  cache_dtype_name(config_.dtype));
-  const KvCacheConfig& c = config_;
-  return TensorView::strided(layer_data(layer).v, c.dtype == CacheDType::f32 ? DType::f32 : DType::bf16,
-                             {c.batch, c.capacity, c.kv_heads, c.v_head_dim},
-                             {c.kv_heads * c.capacity * c.v_head_dim, c.v_head_dim, c.capacity * c.v_head_dim, 1});
+  return cache_view(layer_data(layer).v, config_.v_head_dim, "kv cache v_tensor");
 }
 
 namespace {
