@@ -13,8 +13,9 @@ namespace headcount {
 namespace {
 
 // STS Spearman x100 of `pairs` under a head mask. Each distinct sentence is embedded once per
-// evaluation, in the batches embed() forms (batch_by_length), so results equal embed()'s bitwise. Removing a head of layer l changes nothing before layer l:
-// an evaluation can start from cached inputs of layer l instead of the embeddings.
+// evaluation, in the batches embed() forms (batch_by_length), so results equal embed()'s
+// bitwise. Removing a head of layer l changes nothing before layer l: an evaluation can start
+// from cached inputs of layer l instead of the embeddings.
 class StsEvaluator {
  public:
   StsEvaluator(const BertEncoder& encoder, const std::vector<StsPair>& pairs, std::int64_t batch_size)
