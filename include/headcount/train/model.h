@@ -1,0 +1,104 @@
+// A small transformer that trains on the CPU, every layer with an explicit backward next to
+// its forward (no tape, no graph: the structure is fixed and small).
+//
+//   tokens [B, T] -> tok_emb[token] + pos_emb[t]                     x [B, T, d_model]
+//   `layers` blocks, pre-LN:  x = x + Attn(LN1(x));  x = x + FFN(LN2(x))
+//                  post-LN: x = LN1(x + Attn(x));   x = LN2(x + FFN(x))
+//   pre-LN adds a final LayerNorm (ln_f); then logits = x · head.weight + head.bias  [B, T, vocab]
+//   loss = mean cross-entropy over the positions whose target is not Batch::kIgnore.
+// Attn is multi-head / grouped-query / multi-query attention (heads, kv_heads, head_dim decoupled
+// from d_model / heads), causal for a decoder, bidirectional for an encoder; FFN is
+// GELU(x·W_up + b_up)·W_down + b_down with the erf GELU.
+//
+// Weights are [in, out] (x · W), the transpose of PyTorch's nn.Linear, named:
+//   tok_emb [vocab, d_model], pos_emb [context, d_model],
+//   blocks.{i}.ln1.weight/bias [d_model], blocks.{i}.attn.w_qkv [d_model, (heads + 2 kv_heads) head_dim]
+//   (Q columns, then K, then V), blocks.{i}.attn.b_qkv, blocks.{i}.attn.w_o [heads head_dim, d_model],
+//   blocks.{i}.attn.b_o, blocks.{i}.ln2.weight/bias, blocks.{i}.ffn.w_up [d_model, d_ff],
+//   blocks.{i}.ffn.b_up, blocks.{i}.ffn.w_down [d_ff, d_model], blocks.{i}.ffn.b_down,
+//   ln_f.weight/bias (pre-LN only), head.weight [d_model, vocab], head.bias [vocab].
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headcount/attention.h"
+#include "headcount/context.h"
+#include "headcount/tensor.h"
+#include "headcount/train/task.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace headcount::train {
+
+enum class NormPlacement { pre, post };
+
+struct ModelConfig {
+  std::int64_t vocab = 0;
+  std::int64_t context = 0;  // positions of pos_emb: the longest sequence
+  std::int64_t layers = 1;
+  std::int64_t d_model = 0;
+  std::int64_t heads = 1;
+  std::int64_t kv_heads = 0;  // 0: = heads
+  std::int64_t head_dim = 0;  // 0: = d_model / heads (must divide)
+  std::int64_t d_ff = 0;      // 0: = 4 d_model
+  std::optional<float> scale; // default 1/sqrt(head_dim)
+  NormPlacement norm = NormPlacement::pre;
+  bool causal = true;         // decoder (true) or bidirectional encoder (false)
+  bool attention_only = false;  // no FFN sub-blocks (attention-only transformer)
+  float init_std = 0.02f;     // normal init of weights; biases zero, LayerNorm weight one
+};
+
+// Validates and fills the defaults; throws Error naming the field.
+ModelConfig resolve(const ModelConfig& config);
+nlohmann::json to_json(const ModelConfig& config);
+ModelConfig model_config_from_json(const nlohmann::json& json);
+
+struct Parameter {
+  std::string name;
+  Tensor value;  // f32
+  Tensor grad;   // f32, same shape
+  bool decay = true;  // AdamW weight decay applies (false for biases, LayerNorm, embeddings' choice)
+};
+
+struct ForwardOptions {
+  Kernel kernel = Kernel::streaming;
+  // Per layer, per head gates on the concat buffer before W_O ([layers][heads], 1 = keep).
+  // Empty: all ones. Their gradients (Michel et al. 2019's importance) go to gate_grads.
+  std::vector<std::vector<float>> head_gates;
+  // Keep each layer's attention probabilities for reports: [layers][B, heads, T, T].
+  bool keep_probs = false;
+};
+
+struct StepResult {
+  double loss = 0;
+  std::int64_t scored = 0;
+  std::vector<std::vector<double>> gate_grads;  // [layers][heads], dL/d gate
+};
+
+class Model {
+ public:
+  Model(const ModelConfig& config, std::uint64_t seed);
+  const ModelConfig& config() const { return config_; }
+
+  std::vector<Parameter>& parameters() { return params_; }
+  const std::vector<Parameter>& parameters() const { return params_; }
+  std::int64_t parameter_count() const;
+
+  // Loss and logits [B, T, vocab] (logits may be null); no gradients.
+  double forward(Context& ctx, const Batch& batch, float* logits, const ForwardOptions& options = {});
+  // Forward + backward: overwrites every Parameter::grad with dL/dparam for this batch.
+  StepResult forward_backward(Context& ctx, const Batch& batch, const ForwardOptions& options = {});
+  // After forward(..., keep_probs): layer l's probabilities [B, heads, T, T].
+  const Tensor& probs(std::int64_t layer) const;
+
+ private:
+  struct Impl;
+  ModelConfig config_;
+  std::vector<Parameter> params_;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace headcount::train
