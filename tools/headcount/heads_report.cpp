@@ -10,34 +10,16 @@
 #include <map>
 
 #include "headcount/error.h"
+#include "report/html.h"
 
 namespace headcount::cli {
 
 using detail::concat;
+using report::escape;
+using report::fixed;
+using report::ramp;
 
 namespace {
-
-std::string escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-std::string fixed(double v, int digits) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", digits, v);
-  return buffer;
-}
 
 const char* role_colour(HeadRole role) {
   switch (role) {
@@ -71,14 +53,6 @@ const char* role_short(HeadRole role) {
 
 std::string head_label(const HeadStatistics& s) { return concat("L", s.layer, " H", s.head); }
 
-// A 0..1 value as a white-to-colour ramp.
-std::string ramp(double t, int r, int g, int b) {
-  t = std::clamp(t, 0.0, 1.0);
-  auto mix = [&](int c) { return static_cast<int>(std::lround(255 - t * (255 - c))); };
-  char buffer[16];
-  std::snprintf(buffer, sizeof buffer, "#%02x%02x%02x", mix(r), mix(g), mix(b));
-  return buffer;
-}
 
 constexpr int kCell = 56, kGridLeft = 34, kGridTop = 20;
 
