@@ -271,11 +271,11 @@ TEST(TrainAttentionBlock, BackwardMatchesFiniteDifferences) {
       const train::AttentionBlockSaved saved{.qkv = qkv.data(), .concat = concat.data(), .gated = gated.data(), .lse = lse.data()};
       train::attention_block_forward(ctx, s, w, xf.data(), gf.data(), saved, y.data());
       std::vector<float> dx(x.size()), dwq(wq.size()), dbq(bq.size()), dwo(wo.size()), dbo(bo.size());
-      std::vector<float> d_qkv(qkv.size()), d_concat(concat.size());
+      std::vector<float> d_qkv(qkv.size()), d_concat(concat.size()), d_split(qkv.size());
       std::vector<double> dgates(gates.size());
       train::attention_block_backward(ctx, s, w,
                                       {.x = xf.data(), .gates = gf.data(), .saved = saved, .dy = rf.data(), .dx = dx.data(),
-                                       .d_qkv = d_qkv.data(), .d_concat = d_concat.data()},
+                                       .d_qkv = d_qkv.data(), .d_concat = d_concat.data(), .d_split = d_split.data()},
                                       {.w_qkv = dwq.data(), .b_qkv = dbq.data(), .w_o = dwo.data(), .b_o = dbo.data(),
                                        .gates = dgates.data()});
       const double n = static_cast<double>(std::max({s.d_model, W, s.seq_len, N}));

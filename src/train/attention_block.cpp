@@ -81,15 +81,27 @@ void attention_block_backward(Context& ctx, const AttentionBlockShape& s, const 
           for (std::int64_t e = 0; e < hd; ++e) a.d_concat[r * cw + h * hd + e] *= a.gates[h];
     });
   }
-  // 2. The kernel's backward writes dq, dk, dv straight into their columns of d_qkv.
+  // 2. The kernel's backward writes dq, dk, dv into three blocks, then they are interleaved
+  //    into d_qkv's columns (Q | K | V per row) for the fused projection's backward.
   AttentionParams p = kernel_params(s, a.saved.qkv, a.saved.concat, a.saved.lse);
-  const std::int64_t width = s.qkv_width();
+  const std::int64_t width = s.qkv_width(), qw = s.heads * hd, kw = s.kv_heads * hd;
+  float* dq = a.d_split;
+  float* dk = dq + rows * qw;
+  float* dv = dk + rows * kw;
   AttentionGrads g;
   g.d_out = head_view(a.d_concat, cw, 0, s.batch, s.seq_len, s.heads, hd);
-  g.d_q = head_view(a.d_qkv, width, 0, s.batch, s.seq_len, s.heads, hd);
-  g.d_k = head_view(a.d_qkv, width, s.heads * hd, s.batch, s.seq_len, s.kv_heads, hd);
-  g.d_v = head_view(a.d_qkv, width, (s.heads + s.kv_heads) * hd, s.batch, s.seq_len, s.kv_heads, hd);
+  g.d_q = head_view(dq, qw, 0, s.batch, s.seq_len, s.heads, hd);
+  g.d_k = head_view(dk, kw, 0, s.batch, s.seq_len, s.kv_heads, hd);
+  g.d_v = head_view(dv, kw, 0, s.batch, s.seq_len, s.kv_heads, hd);
   attention_backward(ctx, s.kernel, p, g);
+  ctx.parallel_for(s.batch, [&](std::int64_t b, int) {
+    for (std::int64_t r = b * s.seq_len; r < (b + 1) * s.seq_len; ++r) {
+      float* row = a.d_qkv + r * width;
+      std::copy_n(dq + r * qw, qw, row);
+      std::copy_n(dk + r * kw, kw, row + qw);
+      std::copy_n(dv + r * kw, kw, row + qw + kw);
+    }
+  });
   // 1. Fused projection.
   linear_backward(ctx, {.x = a.x, .dy = a.d_qkv, .w = w.w_qkv, .rows = rows, .in = s.d_model,
                         .out = width, .dw = grads.w_qkv, .db = grads.b_qkv, .dx = a.dx,

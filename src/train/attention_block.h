@@ -9,7 +9,9 @@
 // Backward, in reverse:
 //   dW_o = gatedᵀ·dy, db_o = Σ dy, d_gated = dy·W_oᵀ
 //   dL/dgate[h] = Σ_{rows, columns of h} d_gated · concat;  d_concat = gate[h] · d_gated
-//   dq, dk, dv = attention_backward(q, k, v, concat, lse, d_concat) into views of d_qkv
+//   dq, dk, dv = attention_backward(q, k, v, concat, lse, d_concat), each into its own
+//      contiguous block of d_split, then interleaved into d_qkv's column ranges (the backward
+//      refuses gradient views whose byte spans overlap, which column ranges of one matrix do)
 //   dW_qkv = xᵀ·d_qkv, db_qkv = Σ d_qkv, dx (+)= d_qkv·W_qkvᵀ
 #pragma once
 
@@ -70,6 +72,7 @@ struct AttentionBlockBackward {
   bool accumulate_dx = false;
   float* d_qkv = nullptr;     // scratch [rows, qkv_width]
   float* d_concat = nullptr;  // scratch [rows, concat_width]
+  float* d_split = nullptr;   // scratch [rows · qkv_width]: dq, dk, dv as three blocks
 };
 void attention_block_backward(Context& ctx, const AttentionBlockShape& shape, const AttentionBlockWeights& w,
                               const AttentionBlockBackward& args, const AttentionBlockGrads& grads);

@@ -66,7 +66,7 @@ struct Model::Impl {
   Tensor logits;                        // [N, vocab]; the backward overwrites it with dlogits
   std::vector<double> row_loss;
   std::vector<std::int32_t> tokens, targets;
-  Tensor d_x, d_a, d_b, d_qkv, d_concat, d_u, attn_out;
+  Tensor d_x, d_a, d_b, d_qkv, d_concat, d_split, d_u, attn_out;
   std::vector<float> gates;             // [layers * heads]
   std::vector<std::vector<double>> gate_grads;
 };
@@ -235,6 +235,7 @@ void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std:
   m.d_b = f32({N, D});
   m.attn_out = f32({N, D});
   m.d_qkv = f32({N, W});
+  m.d_split = f32({N * W});
   m.d_concat = f32({N, C});
   if (!c.attention_only) m.d_u = f32({N, F});
   m.batch = batch;
@@ -364,7 +365,8 @@ void run_backward(Context& ctx, const Run& r, const Batch& batch, const ForwardO
                                                             : m.x_final.data<const float>())
                                         : buf.mid.data<const float>();
     AttentionBlockBackward attn{.x = nullptr, .gates = gates, .saved = attention_saved(buf, gated),
-                                .d_qkv = m.d_qkv.data<float>(), .d_concat = m.d_concat.data<float>()};
+                                .d_qkv = m.d_qkv.data<float>(), .d_concat = m.d_concat.data<float>(),
+                                .d_split = m.d_split.data<float>()};
     const AttentionBlockGrads attn_grads{.w_qkv = r.grad(bi.w_qkv), .b_qkv = r.grad(bi.b_qkv),
                                          .w_o = r.grad(bi.w_o), .b_o = r.grad(bi.b_o), .gates = gate_grads};
     if (pre) {
