@@ -21,6 +21,7 @@ NaiveGrads naive_backward(const AttentionInputs& in, const TensorView& d_out) {
   const bool has_bias = !in.bias.empty();
   const std::int64_t nb = has_bias ? in.bias.shape[0] : 0, nh = has_bias ? in.bias.shape[1] : 0;
   if (has_bias) db.assign(static_cast<std::size_t>(nb * nh * Lq * Lk), 0);
+  std::vector<double> cq(dq.size(), 0), ck(dk.size(), 0), cv(dv.size(), 0), cb(db.size(), 0);
 
   std::vector<Real> p(static_cast<std::size_t>(Lk)), o(static_cast<std::size_t>(Dv));
   std::vector<char> seen(static_cast<std::size_t>(Lk));
@@ -50,30 +51,46 @@ NaiveGrads naive_backward(const AttentionInputs& in, const TensorView& d_out) {
         for (Real& x : p) x /= l;
         // out row and D = dO·O
         Real delta = 0;
+        double abs_delta = 0;
         for (std::int64_t e = 0; e < Dv; ++e) {
           Real acc = 0;
           for (std::int64_t j = 0; j < Lk; ++j) acc += p[static_cast<std::size_t>(j)] * Real(at(in.v, b, j, g, e));
           delta += acc * Real(at(d_out, b, i, h, e));
+          abs_delta += std::fabs(double(acc) * at(d_out, b, i, h, e));
         }
         for (std::int64_t j = 0; j < Lk; ++j) {
           const Real pj = p[static_cast<std::size_t>(j)];
           if (pj == 0) continue;
           Real dp = 0;
+          double abs_dp = 0;
           for (std::int64_t e = 0; e < Dv; ++e) {
+            const std::size_t at_v = static_cast<std::size_t>(((b * Lk + j) * G + g) * Dv + e);
             dp += Real(at(d_out, b, i, h, e)) * Real(at(in.v, b, j, g, e));
-            dv[static_cast<std::size_t>(((b * Lk + j) * G + g) * Dv + e)] += pj * Real(at(d_out, b, i, h, e));
+            abs_dp += std::fabs(at(d_out, b, i, h, e) * at(in.v, b, j, g, e));
+            dv[at_v] += pj * Real(at(d_out, b, i, h, e));
+            cv[at_v] += double(pj) * std::fabs(at(d_out, b, i, h, e));
           }
           const Real ds = pj * (dp - delta);
+          const double abs_ds = double(pj) * (abs_dp + abs_delta);
           for (std::int64_t d = 0; d < D; ++d) {
-            dq[static_cast<std::size_t>(((b * Lq + i) * H + h) * D + d)] += scale * ds * Real(at(in.k, b, j, g, d));
-            dk[static_cast<std::size_t>(((b * Lk + j) * G + g) * D + d)] += scale * ds * Real(at(in.q, b, i, h, d));
+            const std::size_t at_q = static_cast<std::size_t>(((b * Lq + i) * H + h) * D + d);
+            const std::size_t at_k = static_cast<std::size_t>(((b * Lk + j) * G + g) * D + d);
+            dq[at_q] += scale * ds * Real(at(in.k, b, j, g, d));
+            dk[at_k] += scale * ds * Real(at(in.q, b, i, h, d));
+            cq[at_q] += double(scale) * abs_ds * std::fabs(at(in.k, b, j, g, d));
+            ck[at_k] += double(scale) * abs_ds * std::fabs(at(in.q, b, i, h, d));
           }
-          if (has_bias)
-            db[static_cast<std::size_t>((((nb == 1 ? 0 : b) * nh + (nh == 1 ? 0 : h)) * Lq + i) * Lk + j)] += ds;
+          if (has_bias) {
+            const std::size_t at_b =
+                static_cast<std::size_t>((((nb == 1 ? 0 : b) * nh + (nh == 1 ? 0 : h)) * Lq + i) * Lk + j);
+            db[at_b] += ds;
+            cb[at_b] += abs_ds;
+          }
         }
       }
   auto widen = [](const std::vector<Real>& x) { return std::vector<double>(x.begin(), x.end()); };
-  return NaiveGrads{.d_q = widen(dq), .d_k = widen(dk), .d_v = widen(dv), .d_bias = widen(db)};
+  return NaiveGrads{.d_q = widen(dq), .d_k = widen(dk), .d_v = widen(dv), .d_bias = widen(db),
+                    .cond_q = cq, .cond_k = ck, .cond_v = cv, .cond_bias = cb};
 }
 
 }  // namespace

@@ -19,6 +19,10 @@ struct NaiveGrads {
   std::vector<double> d_k;     // [B, kv_len, G, D]
   std::vector<double> d_v;     // [B, kv_len, G, Dv]
   std::vector<double> d_bias;  // the bias's shape, or empty
+  // The condition of each gradient element: the same sums over the absolute values of
+  // their terms (|dS| taken as P·(|dO|·|v| + |dO|·|O|), its two parts before they cancel).
+  // An fp32 evaluation of any order errs by a small multiple of u times this.
+  std::vector<double> cond_q, cond_k, cond_v, cond_bias;
 };
 
 // d_out: f32 [B, q_len, H, Dv] (any strides).

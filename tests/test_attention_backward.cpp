@@ -94,11 +94,40 @@ void expect_reference_matches(const AttentionInputs& in, const Tensor& d_out, bo
   if (!in.bias.empty()) expect_rounded_once(g.d_bias, want.d_bias, "d_bias");
 }
 
+// Largest |got - want| over the elements of a gradient.
+double max_error(const Tensor& got, const std::vector<double>& want) {
+  double err = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double g = got.data<float>()[i];
+    err = std::isfinite(g) ? std::max(err, std::fabs(g - want[i])) : std::numeric_limits<double>::infinity();
+  }
+  return err;
+}
+
+// The streaming kernel (see the file comment for the derivation): at most three times
+// what the plain fp32 backward errs, plus u times the largest condition of the tensor.
+void expect_streaming_matches(const AttentionInputs& in, const Tensor& d_out, const NaiveGrads& want,
+                              const NaiveGrads& plain, int threads, Isa isa = Isa::best) {
+  const Grads g = run_backward(Kernel::streaming, in, d_out, threads, isa);
+  auto check = [&](const Tensor& got, const std::vector<double>& exact, const std::vector<double>& f32,
+                   const std::vector<double>& cond, const char* what) {
+    double plain_error = 0;
+    for (std::size_t i = 0; i < exact.size(); ++i) plain_error = std::max(plain_error, std::fabs(f32[i] - exact[i]));
+    const double bound = 3 * plain_error + kU * max_abs(cond);
+    EXPECT_LE(max_error(got, exact), bound) << in.c.name() << " " << what << " on " << isa_name(isa)
+                                            << ", plain fp32 errs " << plain_error << ", u·cond " << kU * max_abs(cond);
+  };
+  check(g.d_q, want.d_q, plain.d_q, want.cond_q, "d_q");
+  check(g.d_k, want.d_k, plain.d_k, want.cond_k, "d_k");
+  check(g.d_v, want.d_v, plain.d_v, want.cond_v, "d_v");
+  if (!in.bias.empty()) check(g.d_bias, want.d_bias, plain.d_bias, want.cond_bias, "d_bias");
+}
+
 // The cases of the table small enough for the float64 oracles (O(B·H·n·m·d) each).
 std::vector<AttentionCase> small_cases() {
   std::vector<AttentionCase> out;
   for (const AttentionCase& c : kernel_cases())
-    if (c.batch * c.heads * c.q_len * c.kv_len * (c.head_dim + c.v_head_dim) <= 8'000'000) out.push_back(c);
+    if (c.batch * c.heads * c.q_len * c.kv_len * (c.head_dim + c.v_head_dim) <= 100'000'000) out.push_back(c);
   return out;
 }
 
@@ -108,6 +137,12 @@ TEST_P(BackwardCases, ReferenceMatchesFloat64) {
   const AttentionInputs in = make_inputs(GetParam(), 7);
   const Tensor d_out = random_d_out(GetParam(), 11);
   expect_reference_matches(in, d_out, /*with_forward=*/true);
+}
+
+TEST_P(BackwardCases, StreamingMatchesFloat64) {
+  const AttentionInputs in = make_inputs(GetParam(), 7);
+  const Tensor d_out = random_d_out(GetParam(), 11);
+  expect_streaming_matches(in, d_out, naive_backward_f64(in, d_out.view()), naive_backward_f32(in, d_out.view()), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, BackwardCases, ::testing::ValuesIn(small_cases()),
