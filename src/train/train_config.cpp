@@ -40,8 +40,8 @@ TrainConfig train_config_from_json(const json& j) {
   if (j.contains("optim")) c.optim = optim_config_from_json(j.at("optim"));
   if (j.contains("train")) {
     const json& t = j.at("train");
-    check_keys(t, "train", {"steps", "batch", "seed", "eval_every", "eval_batches", "checkpoint_every", "log_every", "kernel"},
-               "steps, batch, seed, eval_every, eval_batches, checkpoint_every, log_every, kernel");
+    check_keys(t, "train", {"steps", "batch", "seed", "eval_every", "eval_batches", "checkpoint_every", "log_every", "kernel", "preset"},
+               "steps, batch, seed, eval_every, eval_batches, checkpoint_every, log_every, kernel, preset");
     c.steps = integer(t, "steps", c.steps, 0);
     c.batch = integer(t, "batch", c.batch, 1);
     c.seed = static_cast<std::uint64_t>(integer(t, "seed", static_cast<std::int64_t>(c.seed), 0));
@@ -53,6 +53,10 @@ TrainConfig train_config_from_json(const json& j) {
       HEADCOUNT_CHECK(t.at("kernel").is_string(), "train.kernel", "\"reference\" or \"streaming\"", t.at("kernel").dump());
       c.kernel = parse_kernel(t.at("kernel").get<std::string>());
     }
+    if (t.contains("preset")) {
+      HEADCOUNT_CHECK(t.at("preset").is_string(), "train.preset", "a string", t.at("preset").dump());
+      c.preset = t.at("preset").get<std::string>();
+    }
   }
   return c;
 }
@@ -63,7 +67,7 @@ json to_json(const TrainConfig& c) {
           {"optim", to_json(c.optim)},
           {"train", {{"steps", c.steps}, {"batch", c.batch}, {"seed", c.seed}, {"eval_every", c.eval_every},
                      {"eval_batches", c.eval_batches}, {"checkpoint_every", c.checkpoint_every},
-                     {"log_every", c.log_every}, {"kernel", kernel_name(c.kernel)}}}};
+                     {"log_every", c.log_every}, {"kernel", kernel_name(c.kernel)}, {"preset", c.preset}}}};
 }
 
 }  // namespace headcount::train

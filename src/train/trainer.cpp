@@ -159,6 +159,11 @@ json Trainer::state() const {
   for (const ValidationPoint& v : validation_) validation.push_back(metrics_json(v));
   return {{"format", kFormat},
           {"config", to_json(config_)},
+          {"model", to_json(config_.model)},
+          {"optim", to_json(config_.optim)},
+          {"steps", config_.steps},
+          {"seed", config_.seed},
+          {"preset", config_.preset},
           {"step", step_},
           {"adamw_steps", adam_.steps_taken()},
           {"parameters", model_.parameter_count()},

@@ -40,10 +40,11 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;  // checkpoints every N steps (0: only at the end)
   std::int64_t log_every = 10;        // progress lines on stderr every N steps (0: none)
   Kernel kernel = Kernel::streaming;  // attention forward and backward
+  std::string preset;                 // the preset's name when it came from one (reports only)
 };
 
 // {"model": {...}, "task": {...}, "optim": {...}, "train": {"steps", "batch", "seed",
-// "eval_every", "eval_batches", "checkpoint_every", "log_every", "kernel"}}; every object and
+// "eval_every", "eval_batches", "checkpoint_every", "log_every", "kernel", "preset"}}; every object and
 // field optional except "task". Unknown fields are errors (named).
 TrainConfig train_config_from_json(const nlohmann::json& json);
 nlohmann::json to_json(const TrainConfig& config);
@@ -80,7 +81,9 @@ class Trainer {
   void run(const std::string& out_dir);
   // dir/checkpoint.safetensors + dir/checkpoint.json.
   void save(const std::string& dir) const;
-  // The run's JSON: config, step, curve (per-step loss, lr, grad norm), validation points.
+  // The run's JSON: config, step, curve (per-step loss, lr, grad norm), validation points;
+  // also "model", "optim", "steps", "seed", "preset" at the top level (what the PyTorch peer
+  // scripts read).
   nlohmann::json state() const;
 
   // Tokens (batch · seq_len) per training step.
