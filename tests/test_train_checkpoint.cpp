@@ -30,8 +30,9 @@ using train::NamedTensor;
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("headcount_checkpoint_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("headcount_checkpoint_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -52,7 +53,8 @@ void write_bytes(const fs::path& path, const std::vector<char>& bytes) {
 // with a payload, and plain values.
 Tensor odd_tensor(std::vector<std::int64_t> shape, std::uint32_t salt) {
   Tensor t(DType::f32, std::move(shape));
-  const std::uint32_t specials[] = {0x80000000u, 0x00000001u, 0x7f800000u, 0xff800000u, 0x7fc12345u};
+  const std::uint32_t specials[] = {0x80000000u, 0x00000001u, 0x7f800000u, 0xff800000u,
+                                    0x7fc12345u};
   auto* bits = t.data<std::uint32_t>();
   for (std::int64_t i = 0; i < t.numel(); ++i)
     bits[i] = i < 5 ? specials[i] : (static_cast<std::uint32_t>(i) * 2654435761u) ^ salt;
@@ -63,17 +65,20 @@ TEST_F(CheckpointTest, RoundTripIsBitwiseAndKeepsFileOrderAndState) {
   const Tensor a = odd_tensor({3, 5}, 1), b = odd_tensor({7}, 2), c = odd_tensor({2, 3, 4, 1}, 3);
   const nlohmann::json state = {{"step", 17}, {"loss", {3.25, 2.5}}, {"config", {{"layers", 4}}}};
   // Not in name order: the file keeps the order given.
-  train::save_checkpoint(dir(), "ckpt", {{"zeta", a.view()}, {"alpha", b.view()}, {"mid", c.view()}}, state);
+  train::save_checkpoint(dir(), "ckpt",
+                         {{"zeta", a.view()}, {"alpha", b.view()}, {"mid", c.view()}}, state);
 
   const LoadedCheckpoint loaded = train::load_checkpoint(dir(), "ckpt");
   EXPECT_EQ(loaded.state, state);
   ASSERT_EQ(loaded.tensors.size(), 3u);
-  const std::pair<const char*, const Tensor*> expected[] = {{"zeta", &a}, {"alpha", &b}, {"mid", &c}};
+  const std::pair<const char*, const Tensor*> expected[] = {
+      {"zeta", &a}, {"alpha", &b}, {"mid", &c}};
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(loaded.tensors[i].first, expected[i].first);
     const Tensor& got = loaded.tensors[i].second;
     ASSERT_EQ(got.shape(), expected[i].second->shape());
-    EXPECT_EQ(std::memcmp(got.data<float>(), expected[i].second->data<float>(), got.bytes()), 0) << expected[i].first;
+    EXPECT_EQ(std::memcmp(got.data<float>(), expected[i].second->data<float>(), got.bytes()), 0)
+        << expected[i].first;
   }
   // The JSON copy beside it says the same, and no temporary is left behind.
   std::ifstream json_file(train::checkpoint_state_path(dir(), "ckpt"));
@@ -100,7 +105,8 @@ TEST_F(CheckpointTest, SavingAgainReplacesTheCheckpoint) {
 
 TEST_F(CheckpointTest, RestoreCopiesByNameAndChecksShapes) {
   const Tensor a = odd_tensor({2, 3}, 4), b = odd_tensor({5}, 5);
-  train::save_checkpoint(dir(), "ckpt", {{"a", a.view()}, {"b", b.view()}}, nlohmann::json::object());
+  train::save_checkpoint(dir(), "ckpt", {{"a", a.view()}, {"b", b.view()}},
+                         nlohmann::json::object());
   const LoadedCheckpoint loaded = train::load_checkpoint(dir(), "ckpt");
 
   Tensor into_b(DType::f32, {5});
@@ -108,23 +114,42 @@ TEST_F(CheckpointTest, RestoreCopiesByNameAndChecksShapes) {
   EXPECT_EQ(std::memcmp(into_b.data<float>(), b.data<float>(), b.bytes()), 0);
 
   Tensor wrong(DType::f32, {3, 2});
-  expect_error([&] { train::restore_tensors(loaded, {{"a", wrong.view()}}); }, {"'a'", "[2, 3]", "[3, 2]"});
+  expect_error(
+      [&] {
+        train::restore_tensors(loaded, {{"a", wrong.view()}});
+      },
+      {"'a'", "[2, 3]", "[3, 2]"});
   expect_error([&] { train::restore_tensors(loaded, {{"c", into_b.view()}}); }, {"'c'", "missing"});
   // A failed restore writes nothing.
   Tensor untouched(DType::f32, {5});
-  expect_error([&] { train::restore_tensors(loaded, {{"b", untouched.view()}, {"c", into_b.view()}}); }, {"'c'"});
+  expect_error(
+      [&] {
+        train::restore_tensors(loaded, {{"b", untouched.view()}, {"c", into_b.view()}});
+      },
+      {"'c'"});
   EXPECT_EQ(untouched.data<float>()[3], 0.0f);
 }
 
 TEST_F(CheckpointTest, BadTensorsAreErrorsAndWriteNothing) {
   const Tensor a = odd_tensor({4}, 1);
   Tensor d(DType::f64, {4});
-  expect_error([&] { train::save_checkpoint(dir(), "ckpt", {{"a", a.view()}, {"a", a.view()}}, {}); },
-               {"'a'", "duplicate"});
-  expect_error([&] { train::save_checkpoint(dir(), "ckpt", {{"d", d.view()}}, {}); }, {"'d'", "f32", "f64"});
+  expect_error(
+      [&] {
+        train::save_checkpoint(dir(), "ckpt", {{"a", a.view()}, {"a", a.view()}}, {});
+      },
+      {"'a'", "duplicate"});
+  expect_error(
+      [&] {
+        train::save_checkpoint(dir(), "ckpt", {{"d", d.view()}}, {});
+      },
+      {"'d'", "f32", "f64"});
   Tensor m(DType::f32, {4, 4});
   const TensorView column = TensorView::strided(m.data<float>(), DType::f32, {4}, {4});
-  expect_error([&] { train::save_checkpoint(dir(), "ckpt", {{"col", column}}, {}); }, {"'col'", "contiguous"});
+  expect_error(
+      [&] {
+        train::save_checkpoint(dir(), "ckpt", {{"col", column}}, {});
+      },
+      {"'col'", "contiguous"});
   EXPECT_FALSE(fs::exists(train::checkpoint_tensors_path(dir(), "ckpt")));
   expect_error([&] { train::load_checkpoint(dir(), "ckpt"); }, {"ckpt.safetensors", "cannot open"});
 }
@@ -140,12 +165,14 @@ TEST_F(CheckpointTest, TruncatedOrCorruptedFilesAreErrorsNamingTheFile) {
       train::load_checkpoint(dir(), "ckpt");
       ADD_FAILURE() << what << ": loaded";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << what << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos)
+          << what << ": " << e.what();
     }
   };
   // Every truncation point a killed non-atomic writer could leave, in steps through the file.
   for (std::size_t length = 0; length < good.size(); length += 1 + good.size() / 97)
-    expect_bad({good.begin(), good.begin() + static_cast<std::ptrdiff_t>(length)}, "truncated to " + std::to_string(length));
+    expect_bad({good.begin(), good.begin() + static_cast<std::ptrdiff_t>(length)},
+               "truncated to " + std::to_string(length));
   // One flipped bit in the data region (no reader's structure check can see it: the checksum must).
   for (std::size_t from_end : {1u, 100u, 300u}) {
     std::vector<char> bad = good;
@@ -167,7 +194,8 @@ TEST_F(CheckpointTest, TruncatedOrCorruptedFilesAreErrorsNamingTheFile) {
 // which the state also records; the parent kills it at a random moment and checks that what
 // is there loads whole and agrees with itself.
 TEST_F(CheckpointTest, KillMidWriteLeavesAWholeCheckpoint) {
-  constexpr std::int64_t kFloats = 4 << 20;  // 16 MiB per tensor, two tensors: each save takes tens of ms
+  constexpr std::int64_t kFloats =
+      4 << 20;  // 16 MiB per tensor, two tensors: each save takes tens of ms
   std::random_device device;
   const unsigned seed = device();
   std::mt19937 random(seed);
@@ -184,7 +212,8 @@ TEST_F(CheckpointTest, KillMidWriteLeavesAWholeCheckpoint) {
         std::fill_n(a.data<float>(), kFloats, static_cast<float>(iteration));
         std::fill_n(b.data<float>(), kFloats, static_cast<float>(-iteration));
         try {
-          train::save_checkpoint(dir(), "ckpt", {{"a", a.view()}, {"b", b.view()}}, {{"iteration", iteration}});
+          train::save_checkpoint(dir(), "ckpt", {{"a", a.view()}, {"b", b.view()}},
+                                 {{"iteration", iteration}});
         } catch (...) {
           ::_exit(3);
         }
@@ -196,7 +225,8 @@ TEST_F(CheckpointTest, KillMidWriteLeavesAWholeCheckpoint) {
     ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the writer never finished its first checkpoint";
     // (Round > 0: that first save went over the previous round's stale temporary.)
     ::close(ready[0]);
-    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 300000)(random)));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 300000)(random)));
     ::kill(child, SIGKILL);
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);

@@ -35,10 +35,12 @@ std::vector<std::int32_t> row_targets(const Batch& b, std::int64_t row) {
 // A small UTF-8 text with 1-, 2-, 3- and 4-byte characters, written once per test binary.
 std::string small_text_path() {
   static const std::string path = [] {
-    const fs::path p = fs::temp_directory_path() / ("headcount_tasks_text_" + std::to_string(::getpid()) + ".txt");
+    const fs::path p =
+        fs::temp_directory_path() / ("headcount_tasks_text_" + std::to_string(::getpid()) + ".txt");
     std::ofstream out(p, std::ios::binary);
-    const char* words[] = {"the ", "cat ", "caf\xc3\xa9 ", "\xe2\x80\x9cquoted\xe2\x80\x9d ", "\xf0\x9f\x98\x80 ",
-                           "sat\n"};
+    const char* words[] = {
+        "the ", "cat ", "caf\xc3\xa9 ", "\xe2\x80\x9cquoted\xe2\x80\x9d ", "\xf0\x9f\x98\x80 ",
+        "sat\n"};
     std::uint64_t state = 7;
     for (int i = 0; i < 600; ++i) {
       state = train::tasks::mix64(state + 1);
@@ -72,9 +74,18 @@ std::vector<json> all_configs() {
       {{"name", "char-lm"}, {"path", small_text_path()}, {"seq_len", 16}},
       {{"name", "copy"}, {"seq_len", 12}, {"alphabet", 5}},
       {{"name", "assoc-recall"}, {"num_pairs", 6}, {"num_queries", 4}, {"keys", 10}, {"values", 9}},
-      {{"name", "assoc-recall"}, {"num_pairs", 4}, {"num_queries", 3}, {"keys", 8}, {"values", 8}, {"seq_len", 23}},
+      {{"name", "assoc-recall"},
+       {"num_pairs", 4},
+       {"num_queries", 3},
+       {"keys", 8},
+       {"values", 8},
+       {"seq_len", 23}},
       {{"name", "multi-relation"}, {"p", 7}, {"seq_len", 20}},
-      {{"name", "multi-relation"}, {"p", 11}, {"seq_len", 24}, {"offsets", {2, 5, 0}}, {"coefficients", {3, -1, 2}}},
+      {{"name", "multi-relation"},
+       {"p", 11},
+       {"seq_len", 24},
+       {"offsets", {2, 5, 0}},
+       {"coefficients", {3, -1, 2}}},
       {{"name", "multi-relation"}, {"p", 5}, {"seq_len", 30}, {"mode", "previous-occurrence"}},
   };
 }
@@ -103,7 +114,8 @@ TEST(TrainTasks, BatchesArePureFunctionsOfSeedStepAndRow) {
     EXPECT_NE(task->train_batch(6, 3, 8).tokens, a.tokens);
     // Row r does not depend on the batch size: a smaller batch is a prefix of a larger one.
     const Batch small = task->train_batch(5, 3, 3);
-    EXPECT_EQ(small.tokens, std::vector<std::int32_t>(a.tokens.begin(), a.tokens.begin() + 3 * a.seq_len));
+    EXPECT_EQ(small.tokens,
+              std::vector<std::int32_t>(a.tokens.begin(), a.tokens.begin() + 3 * a.seq_len));
     // Rows within a batch differ.
     EXPECT_NE(row_tokens(a, 0), row_tokens(a, 1));
   }
@@ -120,11 +132,13 @@ TEST(TrainTasks, TokensAndTargetsStayInsideTheVocabulary) {
       for (std::size_t i = 0; i < b.tokens.size(); ++i) {
         ASSERT_GE(b.tokens[i], 0);
         ASSERT_LT(b.tokens[i], task->vocab_size());
-        ASSERT_TRUE(b.targets[i] == Batch::kIgnore || (b.targets[i] >= 0 && b.targets[i] < task->vocab_size()));
+        ASSERT_TRUE(b.targets[i] == Batch::kIgnore ||
+                    (b.targets[i] >= 0 && b.targets[i] < task->vocab_size()));
       }
       for (std::int64_t r = 0; r < 4; ++r) {
         const auto t = row_targets(b, r);
-        EXPECT_TRUE(std::any_of(t.begin(), t.end(), [](std::int32_t x) { return x != Batch::kIgnore; }))
+        EXPECT_TRUE(
+            std::any_of(t.begin(), t.end(), [](std::int32_t x) { return x != Batch::kIgnore; }))
             << "row " << r << " scores nothing";
       }
     }
@@ -161,7 +175,8 @@ TEST(TrainTasks, ValidationIsFixedAndWhole) {
 TEST(TrainTasks, SyntheticValidationNeverAppearsInTraining) {
   // Only 2^6 = 64 distinct copy prefixes: training draws every training-side one many times,
   // so an overlap with validation would show.
-  const auto task = make_task({{"name", "copy"}, {"seq_len", 12}, {"alphabet", 2}, {"validation_sequences", 64}});
+  const auto task =
+      make_task({{"name", "copy"}, {"seq_len", 12}, {"alphabet", 2}, {"validation_sequences", 64}});
   std::set<std::vector<std::int32_t>> validation, training;
   for (std::int64_t i = 0; i < task->validation_batches(64); ++i) {
     const Batch v = task->validation_batch(i, 64);
@@ -183,7 +198,8 @@ TEST(TrainTasks, CopyTargetsAreTheRepeatedPrefix) {
   const Batch b = task->train_batch(3, 11, 16);
   for (std::int64_t r = 0; r < b.batch; ++r) {
     const auto x = row_tokens(b, r), y = row_targets(b, r);
-    // The underlying sequence s = prefix, SEP, prefix (21 symbols); tokens = s[0..20), targets = s[1..21).
+    // The underlying sequence s = prefix, SEP, prefix (21 symbols); tokens = s[0..20), targets =
+    // s[1..21).
     std::vector<std::int32_t> s(x.begin(), x.begin() + 10);
     s.push_back(7);
     s.insert(s.end(), x.begin(), x.begin() + 10);
@@ -197,8 +213,12 @@ TEST(TrainTasks, CopyTargetsAreTheRepeatedPrefix) {
 
 TEST(TrainTasks, AssocRecallScoresEachQueriedValue) {
   const std::int64_t pairs = 5, queries = 3, keys = 12, values = 9, seq_len = 21;
-  const auto task = make_task({{"name", "assoc-recall"}, {"num_pairs", pairs}, {"num_queries", queries},
-                               {"keys", keys}, {"values", values}, {"seq_len", seq_len}});
+  const auto task = make_task({{"name", "assoc-recall"},
+                               {"num_pairs", pairs},
+                               {"num_queries", queries},
+                               {"keys", keys},
+                               {"values", values},
+                               {"seq_len", seq_len}});
   EXPECT_EQ(task->vocab_size(), keys + values + 1);
   const std::int32_t filler = keys + values;
   for (std::int64_t step = 0; step < 10; ++step) {
@@ -221,13 +241,15 @@ TEST(TrainTasks, AssocRecallScoresEachQueriedValue) {
       for (std::int64_t t = 2 * pairs; t < seq_len; ++t) {
         if (y[t] == Batch::kIgnore) {
           // Not a query: filler or the answer right after a query.
-          EXPECT_TRUE(x[t] == filler || (t > 2 * pairs && y[t - 1] != Batch::kIgnore && x[t] == y[t - 1]))
+          EXPECT_TRUE(x[t] == filler ||
+                      (t > 2 * pairs && y[t - 1] != Batch::kIgnore && x[t] == y[t - 1]))
               << "row " << r << " t " << t;
           continue;
         }
         ++scored;
         EXPECT_EQ((t - 2 * pairs) % 2, 0) << "queries sit on pair slots";
-        // The value is the one that followed this key in the pairs section (searched by brute force).
+        // The value is the one that followed this key in the pairs section (searched by brute
+        // force).
         std::int32_t expected = -2;
         for (int i = 0; i < pairs; ++i)
           if (x[2 * i] == x[t]) expected = x[2 * i + 1];
@@ -244,9 +266,13 @@ TEST(TrainTasks, AssocRecallScoresEachQueriedValue) {
 TEST(TrainTasks, MultiRelationTargetsFollowTheOffsets) {
   const std::int64_t p = 11, seq_len = 24;
   const std::vector<std::int64_t> offsets = {2, 5, 0}, coefficients = {3, -1, 2};
-  const auto task = make_task({{"name", "multi-relation"}, {"p", p}, {"seq_len", seq_len}, {"offsets", offsets},
+  const auto task = make_task({{"name", "multi-relation"},
+                               {"p", p},
+                               {"seq_len", seq_len},
+                               {"offsets", offsets},
                                {"coefficients", coefficients}});
-  const auto two = make_task({{"name", "multi-relation"}, {"p", 7}, {"seq_len", 20}});  // default (x[t-1] - x[t-4]) mod 7
+  const auto two = make_task(
+      {{"name", "multi-relation"}, {"p", 7}, {"seq_len", 20}});  // default (x[t-1] - x[t-4]) mod 7
   for (std::int64_t step = 0; step < 5; ++step) {
     const Batch b = task->train_batch(4, step, 8);
     for (std::int64_t r = 0; r < b.batch; ++r) {
@@ -274,7 +300,8 @@ TEST(TrainTasks, MultiRelationTargetsFollowTheOffsets) {
 }
 
 TEST(TrainTasks, PreviousOccurrenceTargetsAreTheTokenAfterIt) {
-  const auto task = make_task({{"name", "multi-relation"}, {"p", 5}, {"seq_len", 30}, {"mode", "previous-occurrence"}});
+  const auto task = make_task(
+      {{"name", "multi-relation"}, {"p", 5}, {"seq_len", 30}, {"mode", "previous-occurrence"}});
   const Batch b = task->train_batch(8, 2, 16);
   for (std::int64_t r = 0; r < b.batch; ++r) {
     const auto x = row_tokens(b, r), y = row_targets(b, r);
@@ -300,7 +327,8 @@ TEST(TrainTasks, CharLmWindowsComeFromTheirSplit) {
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   EXPECT_EQ(characters, sorted);
   EXPECT_EQ(task->vocab_size(), static_cast<std::int64_t>(sorted.size()));
-  const std::size_t validation_length = text.size() / 10;  // floor(0.1 n): n here is not a multiple of 10
+  const std::size_t validation_length =
+      text.size() / 10;  // floor(0.1 n): n here is not a multiple of 10
   const std::size_t split = text.size() - validation_length;
   EXPECT_EQ(d.at("train_characters").get<std::size_t>(), split);
   const std::u32string train_part = text.substr(0, split), validation_part = text.substr(split);
@@ -310,18 +338,21 @@ TEST(TrainTasks, CharLmWindowsComeFromTheirSplit) {
     for (std::int64_t t = 0; t < b.seq_len; ++t) w += characters[b.tokens[r * b.seq_len + t]];
     w += characters[b.targets[r * b.seq_len + b.seq_len - 1]];
     for (std::int64_t t = 0; t + 1 < b.seq_len; ++t)
-      EXPECT_EQ(b.targets[r * b.seq_len + t], b.tokens[r * b.seq_len + t + 1]) << "targets are the next character";
+      EXPECT_EQ(b.targets[r * b.seq_len + t], b.tokens[r * b.seq_len + t + 1])
+          << "targets are the next character";
     return w;
   };
   for (std::int64_t step = 0; step < 10; ++step) {
     const Batch b = task->train_batch(1, step, 8);
     for (std::int64_t r = 0; r < b.batch; ++r)
-      EXPECT_NE(train_part.find(window(b, r)), std::u32string::npos) << "a training window outside the training part";
+      EXPECT_NE(train_part.find(window(b, r)), std::u32string::npos)
+          << "a training window outside the training part";
   }
   const std::int64_t sequences = d.at("validation_sequences").get<std::int64_t>();
   EXPECT_EQ(sequences, static_cast<std::int64_t>((validation_length - 1) / 16));
   const Batch v = task->validation_batch(0, sequences);
-  for (std::int64_t r = 0; r < sequences; ++r) EXPECT_EQ(window(v, r), validation_part.substr(16 * r, 17)) << r;
+  for (std::int64_t r = 0; r < sequences; ++r)
+    EXPECT_EQ(window(v, r), validation_part.substr(16 * r, 17)) << r;
 }
 
 TEST(TrainTasks, CharLmDefaultTextIsTheCommittedNovel) {
@@ -335,7 +366,8 @@ TEST(TrainTasks, CharLmDefaultTextIsTheCommittedNovel) {
 }
 
 TEST(TrainTasks, BadConfigsAreErrorsNamingTheField) {
-  const fs::path dir = fs::temp_directory_path() / ("headcount_tasks_bad_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("headcount_tasks_bad_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string empty = (dir / "empty.txt").string(), short_text = (dir / "short.txt").string(),
                     latin1 = (dir / "latin1.txt").string();
@@ -351,21 +383,29 @@ TEST(TrainTasks, BadConfigsAreErrorsNamingTheField) {
       {{{"name", "copy"}, {"seq_len", 2}}, {"task.seq_len", "[4, 65536]", "2"}},
       {{{"name", "copy"}, {"alphabet", 2}, {"seq_len", 8}}, {"task.alphabet", "64 distinct"}},
       {{{"name", "copy"}, {"seq_lenn", 8}}, {"task.seq_lenn", "unknown field", "seq_len"}},
-      {{{"name", "assoc-recall"}, {"num_pairs", 8}, {"num_queries", 9}}, {"task.num_queries", "[1, 8]", "9"}},
+      {{{"name", "assoc-recall"}, {"num_pairs", 8}, {"num_queries", 9}},
+       {"task.num_queries", "[1, 8]", "9"}},
       {{{"name", "assoc-recall"}, {"num_pairs", 8}, {"keys", 4}}, {"task.keys", "[8,", "4"}},
-      {{{"name", "assoc-recall"}, {"num_pairs", 4}, {"seq_len", 10}}, {"task.seq_len", "[16,", "10"}},
+      {{{"name", "assoc-recall"}, {"num_pairs", 4}, {"seq_len", 10}},
+       {"task.seq_len", "[16,", "10"}},
       {{{"name", "multi-relation"}, {"offsets", {1, 1}}}, {"task.offsets", "distinct"}},
       {{{"name", "multi-relation"}, {"offsets", {1, 40}}}, {"task.offsets", "below seq_len = 32"}},
       {{{"name", "multi-relation"}, {"offsets", {1, 2, 3}}, {"coefficients", {1, 1}}},
        {"task.coefficients", "3 coefficients", "2"}},
-      {{{"name", "multi-relation"}, {"p", 5}, {"coefficients", {1, 5}}}, {"task.coefficients", "[-4, 4]"}},
-      {{{"name", "multi-relation"}, {"mode", "next"}}, {"task.mode", "previous-occurrence", "\"next\""}},
-      {{{"name", "multi-relation"}, {"mode", "previous-occurrence"}, {"offsets", {1, 2}}}, {"task.offsets"}},
-      {{{"name", "char-lm"}, {"path", (dir / "missing.txt").string()}}, {"task.path", "missing.txt", "cannot open"}},
+      {{{"name", "multi-relation"}, {"p", 5}, {"coefficients", {1, 5}}},
+       {"task.coefficients", "[-4, 4]"}},
+      {{{"name", "multi-relation"}, {"mode", "next"}},
+       {"task.mode", "previous-occurrence", "\"next\""}},
+      {{{"name", "multi-relation"}, {"mode", "previous-occurrence"}, {"offsets", {1, 2}}},
+       {"task.offsets"}},
+      {{{"name", "char-lm"}, {"path", (dir / "missing.txt").string()}},
+       {"task.path", "missing.txt", "cannot open"}},
       {{{"name", "char-lm"}, {"path", empty}}, {"task.path", "empty.txt", "0 characters"}},
       {{{"name", "char-lm"}, {"path", short_text}}, {"task.path", "short.txt", "at least"}},
-      {{{"name", "char-lm"}, {"path", latin1}}, {"task.path", "UTF-8", "continuation byte at offset 504"}},
-      {{{"name", "char-lm"}, {"validation_fraction", 0.9}}, {"task.validation_fraction", "[0.01, 0.5]"}},
+      {{{"name", "char-lm"}, {"path", latin1}},
+       {"task.path", "UTF-8", "continuation byte at offset 504"}},
+      {{{"name", "char-lm"}, {"validation_fraction", 0.9}},
+       {"task.validation_fraction", "[0.01, 0.5]"}},
   };
   for (const auto& [config, parts] : cases) {
     SCOPED_TRACE(config.dump());
@@ -373,14 +413,16 @@ TEST(TrainTasks, BadConfigsAreErrorsNamingTheField) {
       make_task(config);
       ADD_FAILURE() << "no Error";
     } catch (const Error& e) {
-      for (const char* part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      for (const char* part : parts)
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
   }
   const auto task = make_task({{"name", "copy"}});
   expect_error([&] { task->train_batch(1, 0, 0); }, {"train_batch batch", "got 0"});
   expect_error([&] { task->train_batch(1, -1, 4); }, {"train_batch step", "-1"});
   fs::remove_all(dir);
-  EXPECT_EQ(train::task_names(), (std::vector<std::string>{"char-lm", "copy", "assoc-recall", "multi-relation"}));
+  EXPECT_EQ(train::task_names(),
+            (std::vector<std::string>{"char-lm", "copy", "assoc-recall", "multi-relation"}));
 }
 
 TEST(TrainTasks, ScoreLogitsOnHandMadeLogits) {
@@ -388,15 +430,18 @@ TEST(TrainTasks, ScoreLogitsOnHandMadeLogits) {
   // with target 1 (right): -log(3/6) = ln 2; position 2 logits all 5 with target 2 (a tie: the
   // argmax is the first, 0, so wrong): ln 4. Row 1: position 0 (10, 0, 0, 0) target 0 (right):
   // log(1 + 3 e^-10); positions 1 and 2 ignored.
-  const Batch b{.batch = 2, .seq_len = 3, .tokens = {0, 0, 0, 0, 0, 0}, .targets = {-1, 1, 2, 0, -1, -1}};
+  const Batch b{
+      .batch = 2, .seq_len = 3, .tokens = {0, 0, 0, 0, 0, 0}, .targets = {-1, 1, 2, 0, -1, -1}};
   const float l3 = std::log(3.0f);
-  const std::vector<float> logits = {9, 9, 9, 9, 0, l3, 0, 0, 5, 5, 5, 5, 10, 0, 0, 0, 1, 2, 3, 4, -1, -2, -3, -4};
+  const std::vector<float> logits = {9,  9, 9, 9, 0, l3, 0, 0, 5,  5,  5,  5,
+                                     10, 0, 0, 0, 1, 2,  3, 4, -1, -2, -3, -4};
   const train::TaskMetrics m = train::score_logits(b, logits.data(), 4);
   EXPECT_EQ(m.scored, 3);
   // Expected in double; the logits are floats (ln 3 rounded to float: |error| <= 2^-24 ln 3,
   // which moves the loss by at most that times d(loss)/d(logit) <= 1), so 1e-7 bounds it.
-  const double expected =
-      (std::log(3.0 + std::exp(static_cast<double>(l3))) - l3 + std::log(4.0) + std::log1p(3 * std::exp(-10.0))) / 3;
+  const double expected = (std::log(3.0 + std::exp(static_cast<double>(l3))) - l3 + std::log(4.0) +
+                           std::log1p(3 * std::exp(-10.0))) /
+                          3;
   EXPECT_NEAR(m.loss, expected, 1e-7);
   EXPECT_NEAR(m.loss, (std::log(2.0) + std::log(4.0) + std::log1p(3 * std::exp(-10.0))) / 3, 1e-7);
   EXPECT_DOUBLE_EQ(m.accuracy, 2.0 / 3.0);

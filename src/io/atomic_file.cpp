@@ -16,7 +16,8 @@ namespace headcount::io {
 
 using detail::concat;
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temporary_(path_ + ".partial") {
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  temporary_ = path_ + ".partial";
   fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail(path_, concat("cannot create ", temporary_, ": ", std::strerror(errno)));
 }
@@ -40,7 +41,8 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
 }
 
 void AtomicFile::commit() {
-  if (::fsync(fd_) != 0) fail(path_, concat("cannot fsync ", temporary_, ": ", std::strerror(errno)));
+  if (::fsync(fd_) != 0)
+    fail(path_, concat("cannot fsync ", temporary_, ": ", std::strerror(errno)));
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
@@ -53,8 +55,8 @@ void AtomicFile::commit() {
     fail(path_, concat("cannot rename ", temporary_, " into place: ", std::strerror(error)));
   }
   // The rename lives in the directory: without this fsync a crash could undo it.
-  std::string directory = std::filesystem::path(path_).parent_path().string();
-  if (directory.empty()) directory = ".";
+  std::filesystem::path directory = std::filesystem::path(path_).parent_path();
+  if (directory.empty()) directory = std::filesystem::path(".");
   const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
     ::fsync(dir_fd);

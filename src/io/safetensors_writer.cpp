@@ -17,9 +17,12 @@ using detail::concat;
 namespace {
 const char* safetensors_dtype(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::bf16: return "BF16";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::bf16:
+      return "BF16";
   }
   return "?";
 }
@@ -38,8 +41,10 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
           "a non-empty name other than __metadata__", concat("'", t.name, "'"));
     check(names.insert(t.name).second, where, "a unique name", "a duplicate");
     check(!t.view.empty() && t.view.rank >= 1 && t.view.is_contiguous(), where,
-          "a non-empty contiguous view", t.view.empty() ? "an empty view" : "strides " + t.view.strides_string());
-    const std::uint64_t bytes = static_cast<std::uint64_t>(t.view.numel()) * dtype_size(t.view.dtype);
+          "a non-empty contiguous view",
+          t.view.empty() ? "an empty view" : "strides " + t.view.strides_string());
+    const std::uint64_t bytes =
+        static_cast<std::uint64_t>(t.view.numel()) * dtype_size(t.view.dtype);
     std::vector<std::int64_t> shape(t.view.shape.begin(), t.view.shape.begin() + t.view.rank);
     header[t.name] = {{"dtype", safetensors_dtype(t.view.dtype)},
                       {"shape", shape},
@@ -51,7 +56,8 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   unsigned char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>((text.size() >> (8 * i)) & 0xffu);
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<unsigned char>((text.size() >> (8 * i)) & 0xffu);
 
   // 3. Stream everything out; the file appears under `path` only on commit().
   io::AtomicFile file(path);

@@ -60,8 +60,8 @@ class Checksum {
   std::uint64_t value_ = kSeed;
 };
 
-void add_tensor(Checksum& sum, const std::string& name, const std::vector<std::int64_t>& shape, const void* data,
-                std::size_t bytes) {
+void add_tensor(Checksum& sum, const std::string& name, const std::vector<std::int64_t>& shape,
+                const void* data, std::size_t bytes) {
   sum.add(name);
   sum.add(shape.data(), shape.size() * sizeof(std::int64_t));
   sum.add(data, bytes);
@@ -75,14 +75,14 @@ std::string checkpoint_state_path(const std::string& dir, const std::string& ste
   return (std::filesystem::path(dir) / (stem + ".json")).string();
 }
 
-void save_checkpoint(const std::string& dir, const std::string& stem, const std::vector<NamedTensor>& tensors,
-                     const nlohmann::json& state) {
-  check(!stem.empty() && stem.find('/') == std::string::npos, "checkpoint stem", "a file name without '/'",
-        concat("'", stem, "'"));
+void save_checkpoint(const std::string& dir, const std::string& stem,
+                     const std::vector<NamedTensor>& tensors, const nlohmann::json& state) {
+  check(!stem.empty() && stem.find('/') == std::string::npos, "checkpoint stem",
+        "a file name without '/'", concat("'", stem, "'"));
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  check(!error && std::filesystem::is_directory(dir), "checkpoint directory", "a directory that can be created",
-        concat(dir, " (", error.message(), ")"));
+  check(!error && std::filesystem::is_directory(dir), "checkpoint directory",
+        "a directory that can be created", concat(dir, " (", error.message(), ")"));
 
   const std::string path = checkpoint_tensors_path(dir, stem);
   const std::string state_text = state.dump();
@@ -91,14 +91,18 @@ void save_checkpoint(const std::string& dir, const std::string& stem, const std:
   std::vector<SafetensorsTensor> entries;
   entries.reserve(tensors.size());
   for (const NamedTensor& t : tensors) {
-    check(t.view.dtype == DType::f32, concat(path, ": tensor '", t.name, "' dtype"), "f32", dtype_name(t.view.dtype));
+    check(t.view.dtype == DType::f32, concat(path, ": tensor '", t.name, "' dtype"), "f32",
+          dtype_name(t.view.dtype));
     check(!t.view.empty() && t.view.is_contiguous(), concat(path, ": tensor '", t.name, "'"),
-          "a non-empty contiguous view", t.view.empty() ? "an empty view" : "strides " + t.view.strides_string());
+          "a non-empty contiguous view",
+          t.view.empty() ? "an empty view" : "strides " + t.view.strides_string());
     entries.push_back({.name = t.name, .view = t.view});
     const std::vector<std::int64_t> shape(t.view.shape.begin(), t.view.shape.begin() + t.view.rank);
-    add_tensor(sum, t.name, shape, t.view.data, static_cast<std::size_t>(t.view.numel()) * sizeof(float));
+    add_tensor(sum, t.name, shape, t.view.data,
+               static_cast<std::size_t>(t.view.numel()) * sizeof(float));
   }
-  write_safetensors(path, entries, {{kFormatKey, kFormat}, {kStateKey, state_text}, {kChecksumKey, sum.hex()}});
+  write_safetensors(path, entries,
+                    {{kFormatKey, kFormat}, {kStateKey, state_text}, {kChecksumKey, sum.hex()}});
   io::write_file_atomically(checkpoint_state_path(dir, stem), state.dump(2) + "\n");
 }
 
@@ -108,32 +112,37 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& stem
 
   const auto& metadata = file.metadata();
   const auto format = metadata.find(kFormatKey);
-  check(format != metadata.end() && format->second == kFormat, path + ": __metadata__." + kFormatKey,
-        concat("'", kFormat, "' (a headcount checkpoint)"),
+  check(format != metadata.end() && format->second == kFormat,
+        path + ": __metadata__." + kFormatKey, concat("'", kFormat, "' (a headcount checkpoint)"),
         format == metadata.end() ? std::string("nothing") : concat("'", format->second, "'"));
   const auto state_text = metadata.find(kStateKey);
-  check(state_text != metadata.end(), path + ": __metadata__." + kStateKey, "the run's JSON state", "nothing");
+  check(state_text != metadata.end(), path + ": __metadata__." + kStateKey, "the run's JSON state",
+        "nothing");
 
   LoadedCheckpoint loaded;
   loaded.state = nlohmann::json::parse(state_text->second, nullptr, /*allow_exceptions=*/false);
-  check(!loaded.state.is_discarded(), path + ": __metadata__." + kStateKey, "valid JSON", "malformed JSON");
+  check(!loaded.state.is_discarded(), path + ": __metadata__." + kStateKey, "valid JSON",
+        "malformed JSON");
 
   // entries() is sorted by name; the data offsets give the order the tensors were written in.
   std::vector<const SafetensorsEntry*> in_file_order;
   for (const SafetensorsEntry& e : file.entries()) in_file_order.push_back(&e);
-  std::sort(in_file_order.begin(), in_file_order.end(),
-            [](const auto* a, const auto* b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
+  std::sort(in_file_order.begin(), in_file_order.end(), [](const auto* a, const auto* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
   Checksum sum;
   sum.add(state_text->second);
   for (const SafetensorsEntry* e : in_file_order) {
     check(e->dtype == "F32", concat(path, ": tensor '", e->name, "' dtype"), "F32", e->dtype);
-    check(!e->shape.empty(), concat(path, ": tensor '", e->name, "' shape"), "rank >= 1", "a scalar");
+    check(!e->shape.empty(), concat(path, ": tensor '", e->name, "' shape"), "rank >= 1",
+          "a scalar");
     const auto bytes = file.bytes(*e);
     add_tensor(sum, e->name, e->shape, bytes.data(), bytes.size());
     loaded.tensors.emplace_back(e->name, file.load_f32(e->name));
   }
   const auto checksum = metadata.find(kChecksumKey);
-  check(checksum != metadata.end() && checksum->second == sum.hex(), path + ": __metadata__." + kChecksumKey,
+  check(checksum != metadata.end() && checksum->second == sum.hex(),
+        path + ": __metadata__." + kChecksumKey,
         concat("the checksum of the contents, ", sum.hex(), " (a corrupted file otherwise)"),
         checksum == metadata.end() ? std::string("nothing") : checksum->second);
   return loaded;
@@ -147,10 +156,11 @@ void restore_tensors(const LoadedCheckpoint& checkpoint, const std::vector<Named
     const auto it = by_name.find(t.name);
     if (it == by_name.end()) fail(concat("checkpoint tensor '", t.name, "'"), "missing");
     const std::vector<std::int64_t> shape(t.view.shape.begin(), t.view.shape.begin() + t.view.rank);
-    check(it->second->shape() == shape, concat("checkpoint tensor '", t.name, "' shape"), shape_string(shape),
-          shape_string(it->second->shape()));
+    check(it->second->shape() == shape, concat("checkpoint tensor '", t.name, "' shape"),
+          shape_string(shape), shape_string(it->second->shape()));
     check(t.view.dtype == DType::f32 && t.view.is_contiguous(), concat("tensor '", t.name, "'"),
-          "an f32 contiguous destination", concat(dtype_name(t.view.dtype), " strides ", t.view.strides_string()));
+          "an f32 contiguous destination",
+          concat(dtype_name(t.view.dtype), " strides ", t.view.strides_string()));
   }
   for (const NamedTensor& t : into) {
     const Tensor& source = *by_name.at(t.name);

@@ -1,12 +1,12 @@
 // Checkpoints: the named tensors of a run (parameters, optimizer moments) and its JSON state
 // (config, step, seeds, curve) as ONE safetensors file, dir/<stem>.safetensors, the state kept
 // in the file's __metadata__ ("headcount.state") with a 64-bit checksum of the state and every
-// tensor ("headcount.checksum"), so a corrupted byte anywhere fails the load. One file makes one atomic rename enough: at
-// every moment the name holds either the previous checkpoint or the new one, whole, so a kill
-// mid-write leaves the previous checkpoint intact (tested by killing a writer at random moments).
-// dir/<stem>.json beside it is a pretty-printed copy of the state for people and scripts,
-// written (atomically too) after the tensors; load_checkpoint reads the safetensors file only,
-// so a kill between the two renames cannot make the pair disagree in a way that matters.
+// tensor ("headcount.checksum"), so a corrupted byte anywhere fails the load. One file makes one
+// atomic rename enough: at every moment the name holds either the previous checkpoint or the new
+// one, whole, so a kill mid-write leaves the previous checkpoint intact (tested by killing a writer
+// at random moments). dir/<stem>.json beside it is a pretty-printed copy of the state for people
+// and scripts, written (atomically too) after the tensors; load_checkpoint reads the safetensors
+// file only, so a kill between the two renames cannot make the pair disagree in a way that matters.
 #pragma once
 
 #include <string>
@@ -27,8 +27,8 @@ struct NamedTensor {
 // state) and dir/<stem>.json (the state), each atomically: temporary file in the same directory,
 // fsync, rename, fsync of the directory. Throws Error naming the tensor (duplicate name, not f32,
 // not contiguous) or the file (cannot write; nothing is left under the final name then).
-void save_checkpoint(const std::string& dir, const std::string& stem, const std::vector<NamedTensor>& tensors,
-                     const nlohmann::json& state);
+void save_checkpoint(const std::string& dir, const std::string& stem,
+                     const std::vector<NamedTensor>& tensors, const nlohmann::json& state);
 
 struct LoadedCheckpoint {
   nlohmann::json state;

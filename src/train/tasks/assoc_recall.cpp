@@ -20,7 +20,8 @@ namespace {
 using detail::concat;
 
 // The first `count` entries of a uniform random permutation of 0..n-1 (partial Fisher-Yates).
-void choose_distinct(CounterRng& rng, std::vector<std::int64_t>& pool, std::int64_t n, std::int64_t count) {
+void choose_distinct(CounterRng& rng, std::vector<std::int64_t>& pool, std::int64_t n,
+                     std::int64_t count) {
   pool.resize(static_cast<std::size_t>(n));
   std::iota(pool.begin(), pool.end(), 0);
   for (std::int64_t i = 0; i < count; ++i) {
@@ -38,10 +39,11 @@ class AssocRecallTask final : public SyntheticTask {
     keys_ = read.integer("keys", 32, pairs_, 1 << 20);
     values_ = read.integer("values", 32, pairs_, 1 << 20);
     seq_len_ = read.integer("seq_len", 2 * (pairs_ + queries_), 2 * (pairs_ + queries_), 1 << 16);
-    const std::int64_t validation = read.integer("validation_sequences", kDefaultValidationSequences, 1, 1 << 20);
+    const std::int64_t validation =
+        read.integer("validation_sequences", kDefaultValidationSequences, 1, 1 << 20);
     read.finish();
-    check(keys_ * values_ >= 64, ConfigReader::key("keys"), "keys x values >= 64 (enough distinct rows)",
-          keys_ * values_);
+    check(keys_ * values_ >= 64, ConfigReader::key("keys"),
+          "keys x values >= 64 (enough distinct rows)", keys_ * values_);
     build_validation(validation);
   }
 
@@ -55,7 +57,9 @@ class AssocRecallTask final : public SyntheticTask {
     d["keys"] = keys_;
     d["values"] = values_;
     d["filler"] = keys_ + values_;
-    d["rule"] = "N key-value pairs, then Q distinct keys again at random slots; scored: the value after each query";
+    d["rule"] =
+        "N key-value pairs, then Q distinct keys again at random slots; scored: the value after "
+        "each query";
     return d;
   }
 
@@ -64,7 +68,9 @@ class AssocRecallTask final : public SyntheticTask {
     thread_local std::vector<std::int64_t> key_pool, value_pool, query_pool, slot_pool;
     choose_distinct(rng, key_pool, keys_, pairs_);
     choose_distinct(rng, value_pool, values_, pairs_);
-    const auto key = [&](std::int64_t i) { return static_cast<std::int32_t>(key_pool[static_cast<std::size_t>(i)]); };
+    const auto key = [&](std::int64_t i) {
+      return static_cast<std::int32_t>(key_pool[static_cast<std::size_t>(i)]);
+    };
     const auto value = [&](std::int64_t i) {
       return static_cast<std::int32_t>(keys_ + value_pool[static_cast<std::size_t>(i)]);
     };

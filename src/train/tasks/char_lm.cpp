@@ -33,12 +33,17 @@ std::vector<char32_t> decode_utf8(const std::string& bytes, const std::string& p
     const auto b0 = static_cast<unsigned char>(bytes[i]);
     int extra = 0;
     char32_t c = 0, min = 0;
-    if (b0 < 0x80) c = b0;
-    else if ((b0 & 0xe0) == 0xc0) extra = 1, c = b0 & 0x1f, min = 0x80;
-    else if ((b0 & 0xf0) == 0xe0) extra = 2, c = b0 & 0x0f, min = 0x800;
-    else if ((b0 & 0xf8) == 0xf0) extra = 3, c = b0 & 0x07, min = 0x10000;
-    else fail(ConfigReader::key("path"), concat(path, ": expected UTF-8 text, got byte 0x", std::hex, int{b0},
-                                               std::dec, " at offset ", i));
+    if (b0 < 0x80)
+      c = b0;
+    else if ((b0 & 0xe0) == 0xc0)
+      extra = 1, c = b0 & 0x1f, min = 0x80;
+    else if ((b0 & 0xf0) == 0xe0)
+      extra = 2, c = b0 & 0x0f, min = 0x800;
+    else if ((b0 & 0xf8) == 0xf0)
+      extra = 3, c = b0 & 0x07, min = 0x10000;
+    else
+      fail(ConfigReader::key("path"), concat(path, ": expected UTF-8 text, got byte 0x", std::hex,
+                                             int{b0}, std::dec, " at offset ", i));
     check(i + static_cast<std::size_t>(extra) < bytes.size(), ConfigReader::key("path"),
           concat(path, ": UTF-8 text"), concat("a truncated character at offset ", i));
     for (int k = 1; k <= extra; ++k) {
@@ -86,17 +91,20 @@ class CharLmTask final : public Task {
     read.finish();
 
     std::ifstream in(path_, std::ios::binary);
-    check(in.good(), ConfigReader::key("path"), "a readable text file", concat(path_, " (cannot open)"));
+    check(in.good(), ConfigReader::key("path"), "a readable text file",
+          concat(path_, " (cannot open)"));
     const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     const std::vector<char32_t> text = decode_utf8(bytes, path_);
 
     const auto n = static_cast<std::int64_t>(text.size());
-    const auto validation_length = static_cast<std::int64_t>(static_cast<double>(n) * validation_fraction_);
+    const auto validation_length =
+        static_cast<std::int64_t>(static_cast<double>(n) * validation_fraction_);
     const std::int64_t need = seq_len_ + 1;
     check(validation_length >= need && n - validation_length >= need, ConfigReader::key("path"),
-          concat("a text of at least ", static_cast<std::int64_t>(static_cast<double>(need) / validation_fraction_) + 1,
-                 " characters (validation_fraction ", validation_fraction_, " of it must hold a window of seq_len + 1 = ",
-                 need, ")"),
+          concat("a text of at least ",
+                 static_cast<std::int64_t>(static_cast<double>(need) / validation_fraction_) + 1,
+                 " characters (validation_fraction ", validation_fraction_,
+                 " of it must hold a window of seq_len + 1 = ", need, ")"),
           concat(path_, " with ", n, " characters"));
 
     vocabulary_ = text;
@@ -104,8 +112,8 @@ class CharLmTask final : public Task {
     vocabulary_.erase(std::unique(vocabulary_.begin(), vocabulary_.end()), vocabulary_.end());
     ids_.reserve(text.size());
     for (const char32_t c : text)
-      ids_.push_back(static_cast<std::int32_t>(std::lower_bound(vocabulary_.begin(), vocabulary_.end(), c) -
-                                               vocabulary_.begin()));
+      ids_.push_back(static_cast<std::int32_t>(
+          std::lower_bound(vocabulary_.begin(), vocabulary_.end(), c) - vocabulary_.begin()));
     train_length_ = n - validation_length;
     validation_sequences_ = (validation_length - 1) / seq_len_;
     if (max_validation > 0) validation_sequences_ = std::min(validation_sequences_, max_validation);
@@ -125,7 +133,8 @@ class CharLmTask final : public Task {
     // Starts in [0, train_length - seq_len - 1]: the window's last target is still training text.
     const auto starts = static_cast<std::uint64_t>(train_length_ - seq_len_);
     for (std::int64_t row = 0; row < batch; ++row) {
-      CounterRng rng(seed, Stream::train, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(row));
+      CounterRng rng(seed, Stream::train, static_cast<std::uint64_t>(step),
+                     static_cast<std::uint64_t>(row));
       window(static_cast<std::int64_t>(rng.below(starts)), out, row);
     }
     return out;
@@ -138,30 +147,33 @@ class CharLmTask final : public Task {
 
   Batch validation_batch(std::int64_t index, std::int64_t batch) const override {
     const std::int64_t count = validation_batches(batch);
-    check(index >= 0 && index < count, "validation_batch index", concat("an index in [0, ", count, ")"), index);
+    check(index >= 0 && index < count, "validation_batch index",
+          concat("an index in [0, ", count, ")"), index);
     const std::int64_t first = index * batch, rows = std::min(batch, validation_sequences_ - first);
     Batch out{.batch = rows, .seq_len = seq_len_};
     out.tokens.resize(static_cast<std::size_t>(rows * seq_len_));
     out.targets.resize(out.tokens.size());
-    for (std::int64_t row = 0; row < rows; ++row) window(train_length_ + (first + row) * seq_len_, out, row);
+    for (std::int64_t row = 0; row < rows; ++row)
+      window(train_length_ + (first + row) * seq_len_, out, row);
     return out;
   }
 
   nlohmann::json describe() const override {
     std::string characters;
     for (const char32_t c : vocabulary_) characters += encode_utf8(c);
-    return {{"name", name()},
-            {"vocab", vocab_size()},
-            {"seq_len", seq_len_},
-            {"causal", true},
-            {"path", path_},
-            {"characters", characters},
-            {"text_characters", static_cast<std::int64_t>(ids_.size())},
-            {"train_characters", train_length_},
-            {"validation_fraction", validation_fraction_},
-            {"validation_sequences", validation_sequences_},
-            {"validation_split", "the last validation_fraction of the text, in consecutive windows"},
-            {"vocabulary", "the text's distinct Unicode code points in code point order"}};
+    return {
+        {"name", name()},
+        {"vocab", vocab_size()},
+        {"seq_len", seq_len_},
+        {"causal", true},
+        {"path", path_},
+        {"characters", characters},
+        {"text_characters", static_cast<std::int64_t>(ids_.size())},
+        {"train_characters", train_length_},
+        {"validation_fraction", validation_fraction_},
+        {"validation_sequences", validation_sequences_},
+        {"validation_split", "the last validation_fraction of the text, in consecutive windows"},
+        {"vocabulary", "the text's distinct Unicode code points in code point order"}};
   }
 
  private:
@@ -180,6 +192,8 @@ class CharLmTask final : public Task {
 
 }  // namespace
 
-std::unique_ptr<Task> make_char_lm(const nlohmann::json& config) { return std::make_unique<CharLmTask>(config); }
+std::unique_ptr<Task> make_char_lm(const nlohmann::json& config) {
+  return std::make_unique<CharLmTask>(config);
+}
 
 }  // namespace headcount::train::tasks

@@ -15,12 +15,13 @@ ConfigReader::ConfigReader(const nlohmann::json& config) : config_(config) {
 
 bool ConfigReader::has(const std::string& field) const { return config_.contains(field); }
 
-std::int64_t ConfigReader::integer(const std::string& field, std::int64_t fallback, std::int64_t min,
-                                   std::int64_t max) {
+std::int64_t ConfigReader::integer(const std::string& field, std::int64_t fallback,
+                                   std::int64_t min, std::int64_t max) {
   read_.insert(field);
   const auto it = config_.find(field);
   if (it == config_.end()) return fallback;
-  const bool ok = it->is_number_integer() && it->get<std::int64_t>() >= min && it->get<std::int64_t>() <= max;
+  const bool ok =
+      it->is_number_integer() && it->get<std::int64_t>() >= min && it->get<std::int64_t>() <= max;
   check(ok, key(field), concat("an integer in [", min, ", ", max, "]"), it->dump());
   return it->get<std::int64_t>();
 }
@@ -46,7 +47,8 @@ std::string ConfigReader::string(const std::string& field, const std::string& fa
   read_.insert(field);
   const auto it = config_.find(field);
   if (it == config_.end()) return fallback;
-  check(it->is_string() && !it->get<std::string>().empty(), key(field), "a non-empty string", it->dump());
+  check(it->is_string() && !it->get<std::string>().empty(), key(field), "a non-empty string",
+        it->dump());
   return it->get<std::string>();
 }
 
@@ -63,19 +65,21 @@ std::string ConfigReader::choice(const std::string& field, const std::string& fa
   return value;
 }
 
-std::vector<std::int64_t> ConfigReader::integers(const std::string& field, const std::vector<std::int64_t>& fallback,
-                                                 std::int64_t min, std::int64_t max, std::size_t min_count,
-                                                 std::size_t max_count) {
+std::vector<std::int64_t> ConfigReader::integers(const std::string& field,
+                                                 const std::vector<std::int64_t>& fallback,
+                                                 std::int64_t min, std::int64_t max,
+                                                 std::size_t min_count, std::size_t max_count) {
   read_.insert(field);
   const auto it = config_.find(field);
   if (it == config_.end()) return fallback;
-  const std::string expected =
-      concat("a list of ", min_count, " to ", max_count, " integers, each in [", min, ", ", max, "]");
-  check(it->is_array() && it->size() >= min_count && it->size() <= max_count, key(field), expected, it->dump());
+  const std::string expected = concat("a list of ", min_count, " to ", max_count,
+                                      " integers, each in [", min, ", ", max, "]");
+  check(it->is_array() && it->size() >= min_count && it->size() <= max_count, key(field), expected,
+        it->dump());
   std::vector<std::int64_t> values;
   for (const auto& v : *it) {
-    check(v.is_number_integer() && v.get<std::int64_t>() >= min && v.get<std::int64_t>() <= max, key(field),
-          expected, it->dump());
+    check(v.is_number_integer() && v.get<std::int64_t>() >= min && v.get<std::int64_t>() <= max,
+          key(field), expected, it->dump());
     values.push_back(v.get<std::int64_t>());
   }
   return values;

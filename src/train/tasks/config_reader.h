@@ -17,15 +17,19 @@ class ConfigReader {
   explicit ConfigReader(const nlohmann::json& config);
 
   bool has(const std::string& field) const;
-  std::int64_t integer(const std::string& field, std::int64_t fallback, std::int64_t min, std::int64_t max);
+  std::int64_t integer(const std::string& field, std::int64_t fallback, std::int64_t min,
+                       std::int64_t max);
   double number(const std::string& field, double fallback, double min, double max);
   bool boolean(const std::string& field, bool fallback);
   std::string string(const std::string& field, const std::string& fallback);
   // One of `choices`.
-  std::string choice(const std::string& field, const std::string& fallback, const std::vector<std::string>& choices);
+  std::string choice(const std::string& field, const std::string& fallback,
+                     const std::vector<std::string>& choices);
   // A list of integers, each in [min, max], of length in [min_count, max_count].
-  std::vector<std::int64_t> integers(const std::string& field, const std::vector<std::int64_t>& fallback,
-                                     std::int64_t min, std::int64_t max, std::size_t min_count, std::size_t max_count);
+  std::vector<std::int64_t> integers(const std::string& field,
+                                     const std::vector<std::int64_t>& fallback, std::int64_t min,
+                                     std::int64_t max, std::size_t min_count,
+                                     std::size_t max_count);
   void finish() const;
 
   static std::string key(const std::string& field) { return "task." + field; }

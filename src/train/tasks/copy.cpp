@@ -18,12 +18,14 @@ class CopyTask final : public SyntheticTask {
   explicit CopyTask(const nlohmann::json& config) {
     ConfigReader read(config);
     seq_len_ = read.integer("seq_len", 32, 4, 1 << 16);
-    check(seq_len_ % 2 == 0, ConfigReader::key("seq_len"), "an even length (prefix, separator, repeat)", seq_len_);
+    check(seq_len_ % 2 == 0, ConfigReader::key("seq_len"),
+          "an even length (prefix, separator, repeat)", seq_len_);
     alphabet_ = read.integer("alphabet", 16, 2, 1 << 20);
     prefix_ = seq_len_ / 2;
     check(count_sequences(alphabet_, prefix_) >= 64, ConfigReader::key("alphabet"),
           "at least 64 distinct prefixes (alphabet^(seq_len/2))", concat_count());
-    const std::int64_t validation = read.integer("validation_sequences", kDefaultValidationSequences, 1, 1 << 20);
+    const std::int64_t validation =
+        read.integer("validation_sequences", kDefaultValidationSequences, 1, 1 << 20);
     read.finish();
     build_validation(validation);
   }
@@ -36,7 +38,9 @@ class CopyTask final : public SyntheticTask {
     d["alphabet"] = alphabet_;
     d["separator"] = alphabet_;
     d["prefix_len"] = prefix_;
-    d["rule"] = "tokens: L random symbols, SEP, the first L-1 again; scored targets: the L symbols after SEP";
+    d["rule"] =
+        "tokens: L random symbols, SEP, the first L-1 again; scored targets: the L symbols after "
+        "SEP";
     return d;
   }
 
@@ -62,6 +66,8 @@ class CopyTask final : public SyntheticTask {
 
 }  // namespace
 
-std::unique_ptr<Task> make_copy(const nlohmann::json& config) { return std::make_unique<CopyTask>(config); }
+std::unique_ptr<Task> make_copy(const nlohmann::json& config) {
+  return std::make_unique<CopyTask>(config);
+}
 
 }  // namespace headcount::train::tasks

@@ -29,28 +29,33 @@ class MultiRelationTask final : public SyntheticTask {
     if (mode_ == "offsets") {
       offsets_ = read.integers("offsets", {1, 4}, 0, 1 << 16, 1, 8);
       for (const std::int64_t a : offsets_)
-        check(a < seq_len_, ConfigReader::key("offsets"), concat("offsets below seq_len = ", seq_len_),
-              nlohmann::json(offsets_).dump());
-      coefficients_ = read.integers("coefficients", offsets_.size() == 2 ? std::vector<std::int64_t>{1, -1}
-                                                                           : std::vector<std::int64_t>(offsets_.size(), 1),
-                                    -(p_ - 1), p_ - 1, 1, 8);
+        check(a < seq_len_, ConfigReader::key("offsets"),
+              concat("offsets below seq_len = ", seq_len_), nlohmann::json(offsets_).dump());
+      coefficients_ =
+          read.integers("coefficients",
+                        offsets_.size() == 2 ? std::vector<std::int64_t>{1, -1}
+                                             : std::vector<std::int64_t>(offsets_.size(), 1),
+                        -(p_ - 1), p_ - 1, 1, 8);
       check(coefficients_.size() == offsets_.size(), ConfigReader::key("coefficients"),
             concat(offsets_.size(), " coefficients (one per offset)"), coefficients_.size());
       for (const std::int64_t c : coefficients_)
-        check(c % p_ != 0, ConfigReader::key("coefficients"), concat("coefficients that are non-zero mod p = ", p_), c);
+        check(c % p_ != 0, ConfigReader::key("coefficients"),
+              concat("coefficients that are non-zero mod p = ", p_), c);
       std::vector<std::int64_t> sorted = offsets_;
       std::sort(sorted.begin(), sorted.end());
-      check(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), ConfigReader::key("offsets"),
-            "distinct offsets", nlohmann::json(offsets_).dump());
+      check(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+            ConfigReader::key("offsets"), "distinct offsets", nlohmann::json(offsets_).dump());
       first_scored_ = sorted.back();
     } else {
       for (const char* field : {"offsets", "coefficients"})
-        check(!read.has(field), ConfigReader::key(field), "no offsets in mode previous-occurrence", "a value");
+        check(!read.has(field), ConfigReader::key(field), "no offsets in mode previous-occurrence",
+              "a value");
     }
-    const std::int64_t validation = read.integer("validation_sequences", kDefaultValidationSequences, 1, 1 << 20);
+    const std::int64_t validation =
+        read.integer("validation_sequences", kDefaultValidationSequences, 1, 1 << 20);
     read.finish();
-    check(count_sequences(p_, seq_len_) >= 64, ConfigReader::key("p"), "p^seq_len >= 64 (enough distinct rows)",
-          count_sequences(p_, seq_len_));
+    check(count_sequences(p_, seq_len_) >= 64, ConfigReader::key("p"),
+          "p^seq_len >= 64 (enough distinct rows)", count_sequences(p_, seq_len_));
     build_validation(validation);
   }
 
@@ -64,7 +69,8 @@ class MultiRelationTask final : public SyntheticTask {
     if (mode_ == "offsets") {
       d["offsets"] = offsets_;
       d["coefficients"] = coefficients_;
-      d["rule"] = "y_t = (sum_i coefficients[i] * x[t - offsets[i]]) mod p, scored for t >= max offset";
+      d["rule"] =
+          "y_t = (sum_i coefficients[i] * x[t - offsets[i]]) mod p, scored for t >= max offset";
     } else {
       d["rule"] = "y_t = x[j + 1] for the last j < t with x[j] = x[t], scored where such j exists";
     }
@@ -73,7 +79,8 @@ class MultiRelationTask final : public SyntheticTask {
 
  protected:
   void generate(CounterRng& rng, std::int32_t* tokens, std::int32_t* targets) const override {
-    for (std::int64_t t = 0; t < seq_len_; ++t) tokens[t] = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p_)));
+    for (std::int64_t t = 0; t < seq_len_; ++t)
+      tokens[t] = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(p_)));
     if (mode_ == "offsets") {
       for (std::int64_t t = 0; t < seq_len_; ++t) {
         if (t < first_scored_) {
@@ -81,7 +88,8 @@ class MultiRelationTask final : public SyntheticTask {
           continue;
         }
         std::int64_t y = 0;
-        for (std::size_t i = 0; i < offsets_.size(); ++i) y += coefficients_[i] * tokens[t - offsets_[i]];
+        for (std::size_t i = 0; i < offsets_.size(); ++i)
+          y += coefficients_[i] * tokens[t - offsets_[i]];
         targets[t] = static_cast<std::int32_t>(((y % p_) + p_) % p_);
       }
     } else {

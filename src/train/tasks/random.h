@@ -41,8 +41,10 @@ class CounterRng {
 
   // The high 64 bits of the 128-bit product a * b, from 32-bit halves (portable C++).
   static std::uint64_t multiply_high(std::uint64_t a, std::uint64_t b) {
-    const std::uint64_t a_lo = a & 0xffffffffu, a_hi = a >> 32, b_lo = b & 0xffffffffu, b_hi = b >> 32;
-    const std::uint64_t lo_lo = a_lo * b_lo, hi_lo = a_hi * b_lo, lo_hi = a_lo * b_hi, hi_hi = a_hi * b_hi;
+    const std::uint64_t a_lo = a & 0xffffffffu, a_hi = a >> 32, b_lo = b & 0xffffffffu,
+                        b_hi = b >> 32;
+    const std::uint64_t lo_lo = a_lo * b_lo, hi_lo = a_hi * b_lo, lo_hi = a_lo * b_hi,
+                        hi_hi = a_hi * b_hi;
     const std::uint64_t middle = (lo_lo >> 32) + (hi_lo & 0xffffffffu) + lo_hi;
     return hi_hi + (hi_lo >> 32) + (middle >> 32);
   }

@@ -26,7 +26,8 @@ std::vector<std::string> task_names() {
 std::unique_ptr<Task> make_task(const nlohmann::json& config) {
   check(config.is_object(), "task", "a JSON object such as {\"name\": \"copy\"}", config.dump());
   std::string listed;
-  for (const auto& [name, factory] : kTasks) listed += (listed.empty() ? "" : ", ") + std::string(name);
+  for (const auto& [name, factory] : kTasks)
+    listed += (listed.empty() ? "" : ", ") + std::string(name);
   const auto name = config.find("name");
   check(name != config.end() && name->is_string(), "task.name", "one of " + listed,
         name == config.end() ? std::string("nothing") : name->dump());

@@ -14,9 +14,12 @@ using detail::concat;
 TaskMetrics score_logits(const Batch& batch, const float* logits, std::int64_t vocab) {
   check(vocab >= 1, "score_logits vocab", "at least 1", vocab);
   const std::int64_t positions = batch.batch * batch.seq_len;
-  check(batch.batch >= 0 && batch.seq_len >= 0 && static_cast<std::int64_t>(batch.targets.size()) == positions,
-        "score_logits batch.targets", concat(positions, " targets (batch x seq_len)"), batch.targets.size());
-  check(logits != nullptr || positions == 0, "score_logits logits", "a [batch, seq_len, vocab] buffer", "null");
+  check(batch.batch >= 0 && batch.seq_len >= 0 &&
+            static_cast<std::int64_t>(batch.targets.size()) == positions,
+        "score_logits batch.targets", concat(positions, " targets (batch x seq_len)"),
+        batch.targets.size());
+  check(logits != nullptr || positions == 0, "score_logits logits",
+        "a [batch, seq_len, vocab] buffer", "null");
 
   TaskMetrics metrics;
   double loss = 0;
@@ -28,14 +31,16 @@ TaskMetrics score_logits(const Batch& batch, const float* logits, std::int64_t v
       const std::int64_t position = row * batch.seq_len + t;
       const std::int32_t target = batch.targets[static_cast<std::size_t>(position)];
       if (target == Batch::kIgnore) continue;
-      check(target >= 0 && target < vocab, concat("score_logits target at row ", row, ", position ", t),
+      check(target >= 0 && target < vocab,
+            concat("score_logits target at row ", row, ", position ", t),
             concat("a token in [0, ", vocab, ") or ", Batch::kIgnore), target);
       const float* z = logits + position * vocab;
       std::int64_t argmax = 0;
       for (std::int64_t v = 1; v < vocab; ++v)
         if (z[v] > z[argmax]) argmax = v;
       double sum = 0;
-      for (std::int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(z[v]) - z[argmax]);
+      for (std::int64_t v = 0; v < vocab; ++v)
+        sum += std::exp(static_cast<double>(z[v]) - z[argmax]);
       // The difference first: with huge logits, log(sum) + z[argmax] would lose log(sum).
       loss += std::log(sum) + (static_cast<double>(z[argmax]) - z[target]);
       const bool right = argmax == target;
@@ -53,7 +58,9 @@ TaskMetrics score_logits(const Batch& batch, const float* logits, std::int64_t v
     metrics.loss = loss / static_cast<double>(metrics.scored);
     metrics.accuracy = static_cast<double>(correct) / static_cast<double>(metrics.scored);
   }
-  if (sequences > 0) metrics.sequence_accuracy = static_cast<double>(sequences_right) / static_cast<double>(sequences);
+  if (sequences > 0)
+    metrics.sequence_accuracy =
+        static_cast<double>(sequences_right) / static_cast<double>(sequences);
   return metrics;
 }
 

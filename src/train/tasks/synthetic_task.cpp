@@ -12,7 +12,8 @@ namespace headcount::train::tasks {
 using detail::concat;
 
 void check_batch_request(std::int64_t batch, const char* what) {
-  check(batch >= 1 && batch <= (1 << 20), concat(what, " batch"), "an integer in [1, 1048576]", batch);
+  check(batch >= 1 && batch <= (1 << 20), concat(what, " batch"), "an integer in [1, 1048576]",
+        batch);
 }
 
 Batch slice_rows(const Batch& all, std::int64_t first, std::int64_t count) {
@@ -28,14 +29,17 @@ bool SyntheticTask::is_validation(const std::int32_t* tokens, std::int64_t seq_l
   return hash_tokens(tokens, seq_len) % kValidationBuckets == 0;
 }
 
-void SyntheticTask::draw(CounterRng& rng, bool validation, std::int32_t* tokens, std::int32_t* targets) const {
+void SyntheticTask::draw(CounterRng& rng, bool validation, std::int32_t* tokens,
+                         std::int32_t* targets) const {
   // Every task here has far more than kValidationBuckets distinct sequences (the constructors
   // require it), so this ends; the cap turns a bug into an error instead of a hang.
   for (int attempt = 0; attempt < 100000; ++attempt) {
     generate(rng, tokens, targets);
     if (is_validation(tokens, seq_len_) == validation) return;
   }
-  fail(name(), "could not draw a sequence on its side of the train/validation split: too few distinct sequences");
+  fail(name(),
+       "could not draw a sequence on its side of the train/validation split: too few distinct "
+       "sequences");
 }
 
 Batch SyntheticTask::train_batch(std::uint64_t seed, std::int64_t step, std::int64_t batch) const {
@@ -45,7 +49,8 @@ Batch SyntheticTask::train_batch(std::uint64_t seed, std::int64_t step, std::int
   out.tokens.resize(static_cast<std::size_t>(batch * seq_len_));
   out.targets.resize(out.tokens.size());
   for (std::int64_t row = 0; row < batch; ++row) {
-    CounterRng rng(seed, Stream::train, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(row));
+    CounterRng rng(seed, Stream::train, static_cast<std::uint64_t>(step),
+                   static_cast<std::uint64_t>(row));
     draw(rng, false, out.tokens.data() + row * seq_len_, out.targets.data() + row * seq_len_);
   }
   return out;
@@ -58,7 +63,8 @@ void SyntheticTask::build_validation(std::int64_t sequences) {
   validation_.targets.resize(validation_.tokens.size());
   for (std::int64_t row = 0; row < sequences; ++row) {
     CounterRng rng(kValidationSeed, Stream::validation, 0, static_cast<std::uint64_t>(row));
-    draw(rng, true, validation_.tokens.data() + row * seq_len_, validation_.targets.data() + row * seq_len_);
+    draw(rng, true, validation_.tokens.data() + row * seq_len_,
+         validation_.targets.data() + row * seq_len_);
   }
 }
 
@@ -69,7 +75,8 @@ std::int64_t SyntheticTask::validation_batches(std::int64_t batch) const {
 
 Batch SyntheticTask::validation_batch(std::int64_t index, std::int64_t batch) const {
   const std::int64_t count = validation_batches(batch);
-  check(index >= 0 && index < count, "validation_batch index", concat("an index in [0, ", count, ")"), index);
+  check(index >= 0 && index < count, "validation_batch index",
+        concat("an index in [0, ", count, ")"), index);
   const std::int64_t first = index * batch;
   return slice_rows(validation_, first, std::min(batch, validation_sequences_ - first));
 }
