@@ -12,6 +12,11 @@
 //
 // Tensors are read as f32: F32 is copied, F16 and BF16 are widened exactly. Other dtypes (the
 // I64 position_ids some BERT checkpoints carry, say) are validated but not loadable as f32.
+//
+// write_safetensors() is the writer beside this reader: the header padded with spaces to a
+// multiple of 8 bytes (so every tensor starts 8-byte aligned, as the format recommends), the
+// tensors back to back in the order given, the whole file written atomically (a temporary file,
+// fsync, rename: a reader never sees a partial file under the final name).
 #pragma once
 
 #include <cstddef>
@@ -36,6 +41,18 @@ struct SafetensorsEntry {
 
 // The size in bytes of one element of a safetensors dtype, or 0 if the name is unknown.
 std::size_t safetensors_dtype_size(std::string_view dtype);
+
+// One tensor to write: a contiguous f32, f64 or bf16 view, stored as F32, F64 or BF16.
+struct SafetensorsTensor {
+  std::string name;
+  TensorView view;
+};
+
+// Writes `tensors` in order, with `metadata` as "__metadata__" (omitted when empty). Throws Error
+// naming the tensor for a duplicate or reserved name or a non-contiguous view, and naming the file
+// when it cannot be written (nothing is left under `path` then).
+void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
 
 class SafetensorsFile {
  public:

@@ -11,11 +11,16 @@ namespace headcount::layers {
 namespace {
 
 // C[row0 : row0 + rows, col0 : col0 + cols] of the product.
+// A band of rows of C is a band of rows of op(A): rows of A, or columns of A when it is read
+// transposed; likewise a band of columns of C is columns of B, or rows of B transposed.
 void sgemm(const GemmArgs& g, std::int64_t row0, std::int64_t rows, std::int64_t col0,
            std::int64_t cols) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows),
-              static_cast<blasint>(cols), static_cast<blasint>(g.k), 1.0f, g.a + row0 * g.lda,
-              static_cast<blasint>(g.lda), g.b + col0, static_cast<blasint>(g.ldb),
+  const float* a = g.a + (g.trans_a ? row0 : row0 * g.lda);
+  const float* b = g.b + (g.trans_b ? col0 * g.ldb : col0);
+  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
+              g.trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(rows),
+              static_cast<blasint>(cols), static_cast<blasint>(g.k), 1.0f, a,
+              static_cast<blasint>(g.lda), b, static_cast<blasint>(g.ldb),
               g.accumulate ? 1.0f : 0.0f, g.c + row0 * g.ldc + col0, static_cast<blasint>(g.ldc));
 }
 

@@ -48,6 +48,11 @@ struct TileKernels {
   // -inf scores give 0; a column still without a finite score keeps alpha 1 and sum 0.
   void (*softmax_columns)(float* s, std::int64_t lds, std::int64_t keys, std::int64_t cols,
                           float* max, float* sum, float* alpha) = nullptr;
+  // The backward's elementwise step on transposed tiles s and dp [keys, cols] (ld), for
+  // every column (query) c at once: p = exp(s[k, c] - lse[c]); dp[k, c] = p·(dp[k, c] -
+  // delta[c]) (that is dS); s[k, c] = p. A -inf score, or lse[c] = +inf, gives p = 0.
+  void (*backward_probs)(float* s, float* dp, std::int64_t ld, std::int64_t keys,
+                         std::int64_t cols, const float* lse, const float* delta) = nullptr;
   // out[c2, c] = bf16(x[2c2, c]) | bf16(x[2c2+1, c]) << 16 for c2 < (keys+1)/2 (a missing
   // odd row is 0): fp32 rows to bf16 pairs, rounding to nearest even. cols a multiple of W.
   void (*pair_rows_f32)(const float* x, std::int64_t ldx, std::int64_t keys, std::int64_t cols,

@@ -178,6 +178,20 @@ void softmax_columns(float* s, i64 lds, i64 keys, i64 cols, float* max, float* s
   }
 }
 
+// ---- the backward: P recomputed from the lse, and dS = P (dP - D) -------------------------
+
+void backward_probs(float* s, float* dp, i64 ld, i64 keys, i64 cols, const float* lse, const float* delta) {
+  for (i64 k = 0; k < keys; ++k) {
+    float* s_row = s + k * ld;
+    float* dp_row = dp + k * ld;
+    for (i64 c0 = 0; c0 < cols; c0 += W) {
+      const vf p = exp_v(load(s_row + c0) - load(lse + c0));
+      store(s_row + c0, p);
+      store(dp_row + c0, p * (load(dp_row + c0) - load(delta + c0)));
+    }
+  }
+}
+
 #ifdef HC_WITH_BF16
 // ---- bf16 inputs: vdpbf16ps, 2 products per fp32 lane per instruction ---------------------
 
@@ -333,6 +347,7 @@ const TileKernels& table() {
     k.scores_f32 = &scores_f32;
     k.weighted_sum_f32 = &weighted_sum_f32;
     k.softmax_columns = &softmax_columns;
+    k.backward_probs = &backward_probs;
 #ifdef HC_WITH_BF16
     k.scores_bf16 = &scores_bf16;
     k.weighted_sum_bf16 = &weighted_sum_bf16;

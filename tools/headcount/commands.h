@@ -15,5 +15,6 @@ void register_embed(CLI::App& app);
 void register_similarity(CLI::App& app);
 void register_sts(CLI::App& app);
 void register_heads(CLI::App& app);
+void register_train(CLI::App& app);
 
 }  // namespace headcount::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   headcount::cli::register_similarity(app);
   headcount::cli::register_sts(app);
   headcount::cli::register_heads(app);
+  headcount::cli::register_train(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

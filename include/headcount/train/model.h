@@ -68,7 +68,8 @@ struct ForwardOptions {
   // Per layer, per head gates on the concat buffer before W_O ([layers][heads], 1 = keep).
   // Empty: all ones. Their gradients (Michel et al. 2019's importance) go to gate_grads.
   std::vector<std::vector<float>> head_gates;
-  // Keep each layer's attention probabilities for reports: [layers][B, heads, T, T].
+  // Keep each layer's attention probabilities for reports: [layers][B, heads, T, T] (the
+  // forward then runs the reference kernel).
   bool keep_probs = false;
 };
 
@@ -78,9 +79,19 @@ struct StepResult {
   std::vector<std::vector<double>> gate_grads;  // [layers][heads], dL/d gate
 };
 
+// Parameters are initialised from `seed` in the order above: every matrix and embedding
+// ~ N(0, init_std) from one xoshiro256** + Box-Muller stream (the same values on every
+// platform), LayerNorm weights 1, biases 0. decay: true for matrices and embeddings (nanoGPT's
+// rule: every tensor of rank >= 2), false for biases and LayerNorm.
+// The model owns its activation buffers (sized on the first call for a batch shape), so a
+// warm forward_backward allocates nothing. Not copyable (the buffers are per model).
 class Model {
  public:
   Model(const ModelConfig& config, std::uint64_t seed);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+  Model(Model&&) = default;
+  Model& operator=(Model&&) = default;
   const ModelConfig& config() const { return config_; }
 
   std::vector<Parameter>& parameters() { return params_; }
@@ -90,12 +101,14 @@ class Model {
   // Loss and logits [B, T, vocab] (logits may be null); no gradients.
   double forward(Context& ctx, const Batch& batch, float* logits, const ForwardOptions& options = {});
   // Forward + backward: overwrites every Parameter::grad with dL/dparam for this batch.
+  // The backward uses options.kernel's attention_backward.
   StepResult forward_backward(Context& ctx, const Batch& batch, const ForwardOptions& options = {});
   // After forward(..., keep_probs): layer l's probabilities [B, heads, T, T].
   const Tensor& probs(std::int64_t layer) const;
 
+  struct Impl;  // the activation buffers (opaque; defined in src/train/model.cpp)
+
  private:
-  struct Impl;
   ModelConfig config_;
   std::vector<Parameter> params_;
   std::shared_ptr<Impl> impl_;

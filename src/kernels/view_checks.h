@@ -1,0 +1,73 @@
+// Checks on tensor views shared by the forward's and the backward's validation: rank,
+// dtype, sizes and strides, outputs that cannot write two elements to one address, and
+// finite values. Each throws Error naming the field ("<name> shape: expected X, got Y").
+#pragma once
+
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "headcount/error.h"
+#include "headcount/tensor.h"
+
+namespace headcount::kernels {
+
+inline void check_rank(const TensorView& view, const char* name, int rank, const char* dims,
+                       bool bf16_ok = false) {
+  using detail::concat;
+  HEADCOUNT_CHECK(!view.empty(), name, concat("a tensor ", dims), "no data");
+  HEADCOUNT_CHECK(view.rank == rank, concat(name, " rank"), concat(rank, " dims ", dims),
+                  concat(view.rank, " dims ", view.shape_string()));
+  if (bf16_ok) {
+    HEADCOUNT_CHECK(view.dtype == DType::f32 || view.dtype == DType::bf16, concat(name, " dtype"),
+                    "f32 or bf16", dtype_name(view.dtype));
+  } else {
+    HEADCOUNT_CHECK(view.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(view.dtype));
+  }
+  for (int d = 0; d < rank; ++d) {
+    HEADCOUNT_CHECK(view.shape[d] > 0, concat(name, " shape"), concat("every size >= 1 ", dims),
+                    view.shape_string());
+    HEADCOUNT_CHECK(view.strides[d] >= 0, concat(name, " strides"), "non-negative strides",
+                    view.strides_string());
+  }
+}
+
+// An output must not write two elements to one address.
+inline void check_writable(const TensorView& view, const char* name) {
+  for (int d = 0; d < view.rank; ++d) {
+    HEADCOUNT_CHECK(view.shape[d] == 1 || view.strides[d] > 0, detail::concat(name, " strides"),
+                    "non-zero strides on every dimension of size > 1 (an output)", view.strides_string());
+  }
+}
+
+inline void check_shape(const TensorView& view, const char* name, std::initializer_list<std::int64_t> want,
+                        const char* dims) {
+  bool same = view.rank == static_cast<int>(want.size());
+  for (int d = 0; same && d < view.rank; ++d) same = view.shape[d] == want.begin()[d];
+  HEADCOUNT_CHECK(same, detail::concat(name, " shape"),
+                  detail::concat(shape_string(std::vector<std::int64_t>(want)), ' ', dims), view.shape_string());
+}
+
+// Calls f(element offset, a, b, c, d) for every element of a rank-4 view.
+template <typename F>
+void for_each_offset(const TensorView& v, F&& f) {
+  for (std::int64_t a = 0; a < v.shape[0]; ++a)
+    for (std::int64_t b = 0; b < v.shape[1]; ++b)
+      for (std::int64_t c = 0; c < v.shape[2]; ++c)
+        for (std::int64_t d = 0; d < v.shape[3]; ++d)
+          f(a * v.strides[0] + b * v.strides[1] + c * v.strides[2] + d * v.strides[3], a, b, c, d);
+}
+
+inline void check_finite(const TensorView& view, const char* name) {
+  auto value = [&](std::int64_t off) {
+    return view.dtype == DType::bf16 ? to_float(view.ptr<const bf16>()[off]) : view.ptr<const float>()[off];
+  };
+  for_each_offset(view, [&](std::int64_t off, auto a, auto b, auto c, auto d) {
+    if (!std::isfinite(value(off)))
+      fail(name, detail::concat("expected finite values, got ", value(off), " at [", a, ", ", b, ", ", c,
+                                ", ", d, "]"));
+  });
+}
+
+}  // namespace headcount::kernels

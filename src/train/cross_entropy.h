@@ -1,0 +1,24 @@
+// Cross-entropy over logits [rows, vocab] with ignored targets.
+//   lse_r  = m_r + log Σ_v exp(logit_rv - m_r),  m_r = max_v logit_rv   (safe log-softmax)
+//   loss   = (1 / S) Σ_{scored r} (lse_r - logit_r,target_r),   S = number of scored rows
+//   dlogit = (softmax_r - onehot(target_r)) / S for scored rows, 0 for ignored ones
+// Row work is parallel; the row losses are summed in row order in double (deterministic).
+#pragma once
+
+#include <cstdint>
+
+#include "headcount/context.h"
+
+namespace headcount::train {
+
+struct CrossEntropyResult {
+  double loss = 0;          // 0 when nothing is scored
+  std::int64_t scored = 0;
+};
+
+// targets in [0, vocab) or -1 (ignored), already checked. row_loss: `rows` doubles of
+// scratch. dlogits may be null (no gradient) and may alias logits.
+CrossEntropyResult cross_entropy(Context& ctx, const float* logits, const std::int32_t* targets,
+                                 std::int64_t rows, std::int64_t vocab, double* row_loss, float* dlogits);
+
+}  // namespace headcount::train

@@ -1,0 +1,448 @@
+// The trainable model: parameters in the header's order and names, a forward that keeps
+// what the backward needs in buffers the model owns (sized once per batch shape, so a warm
+// training step allocates nothing), and the backward pass written out block by block.
+//
+// Per block l (N = batch·seq_len rows), the buffers:
+//   x[l]        [N, d_model]  the block's input (x[layers] is the last block's output)
+//   pre-LN:  h1 = LN1(x[l]); mid = x[l] + Attn(h1); h2 = LN2(mid); u = h2·W_up + b_up;
+//            g = gelu(u); x[l+1] = mid + g·W_down + b_down
+//   post-LN: s1 = x[l] + Attn(x[l]); mid = LN1(s1); u = mid·W_up + b_up; g = gelu(u);
+//            s2 = mid + g·W_down + b_down; x[l+1] = LN2(s2)
+//   attention-only blocks stop at mid, which is then x[l+1].
+// The backward walks the same lines bottom-up with one running gradient of the residual
+// stream (d_x) and two spare [N, d_model] buffers.
+#include "headcount/train/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "headcount/error.h"
+#include "train/attention_block.h"
+#include "train/cross_entropy.h"
+#include "train/embedding.h"
+#include "train/gelu.h"
+#include "train/layer_norm.h"
+#include "train/linear.h"
+#include "train/rng.h"
+
+namespace headcount::train {
+
+using detail::concat;
+
+namespace {
+
+// Indices into Model::parameters() of one block's tensors (-1: absent).
+struct BlockIndex {
+  int ln1_w = -1, ln1_b = -1, w_qkv = -1, b_qkv = -1, w_o = -1, b_o = -1;
+  int ln2_w = -1, ln2_b = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;
+};
+
+struct BlockBuffers {
+  Tensor x;                 // input [N, D]
+  Tensor ln1_in_or_h1;      // pre: h1 = LN1(x); post: s1 (LN1's input)
+  Tensor ln1_mean, ln1_rstd;
+  Tensor qkv, concat, gated, lse;
+  Tensor mid;               // [N, D]
+  Tensor ln2_in_or_h2;      // pre: h2 = LN2(mid); post: s2 (LN2's input)
+  Tensor ln2_mean, ln2_rstd;
+  Tensor u, g;              // [N, d_ff]
+  Tensor probs;             // [B, heads, T, T] when kept
+};
+
+Tensor f32(std::vector<std::int64_t> shape) { return Tensor(DType::f32, std::move(shape)); }
+
+}  // namespace
+
+struct Model::Impl {
+  int tok_emb = -1, pos_emb = -1, lnf_w = -1, lnf_b = -1, head_w = -1, head_b = -1;
+  std::vector<BlockIndex> blocks;
+
+  std::int64_t batch = 0, seq_len = 0;  // the shape the buffers were sized for
+  bool has_probs = false;
+  std::vector<BlockBuffers> layer;
+  Tensor x_final;                       // [N, D]: x[layers]
+  Tensor lnf_out, lnf_mean, lnf_rstd;
+  Tensor logits;                        // [N, vocab]; the backward overwrites it with dlogits
+  std::vector<double> row_loss;
+  std::vector<std::int32_t> tokens, targets;
+  Tensor d_x, d_a, d_b, d_qkv, d_concat, d_split, d_u, attn_out;
+  std::vector<float> gates;             // [layers * heads]
+  std::vector<std::vector<double>> gate_grads;
+};
+
+namespace {
+
+void add_parameter(std::vector<Parameter>& params, std::string name, std::vector<std::int64_t> shape, bool decay) {
+  Parameter p{.name = std::move(name), .value = f32(shape), .grad = f32(shape), .decay = decay};
+  params.push_back(std::move(p));
+}
+
+}  // namespace
+
+Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(resolve(config)), impl_(std::make_shared<Impl>()) {
+  const ModelConfig& c = config_;
+  Impl& m = *impl_;
+  const std::int64_t D = c.d_model, W = (c.heads + 2 * c.kv_heads) * c.head_dim, C = c.heads * c.head_dim;
+  auto add = [&](std::string name, std::vector<std::int64_t> shape) {
+    // nanoGPT's rule: matrices (and embeddings) decay, vectors (biases, LayerNorm) do not.
+    const bool decay = shape.size() >= 2;
+    add_parameter(params_, std::move(name), std::move(shape), decay);
+    return static_cast<int>(params_.size()) - 1;
+  };
+  m.tok_emb = add("tok_emb", {c.vocab, D});
+  m.pos_emb = add("pos_emb", {c.context, D});
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = concat("blocks.", l, ".");
+    BlockIndex b;
+    b.ln1_w = add(p + "ln1.weight", {D});
+    b.ln1_b = add(p + "ln1.bias", {D});
+    b.w_qkv = add(p + "attn.w_qkv", {D, W});
+    b.b_qkv = add(p + "attn.b_qkv", {W});
+    b.w_o = add(p + "attn.w_o", {C, D});
+    b.b_o = add(p + "attn.b_o", {D});
+    if (!c.attention_only) {
+      b.ln2_w = add(p + "ln2.weight", {D});
+      b.ln2_b = add(p + "ln2.bias", {D});
+      b.w_up = add(p + "ffn.w_up", {D, c.d_ff});
+      b.b_up = add(p + "ffn.b_up", {c.d_ff});
+      b.w_down = add(p + "ffn.w_down", {c.d_ff, D});
+      b.b_down = add(p + "ffn.b_down", {D});
+    }
+    m.blocks.push_back(b);
+  }
+  if (c.norm == NormPlacement::pre) {
+    m.lnf_w = add("ln_f.weight", {D});
+    m.lnf_b = add("ln_f.bias", {D});
+  }
+  m.head_w = add("head.weight", {D, c.vocab});
+  m.head_b = add("head.bias", {c.vocab});
+
+  // Init in parameter order from one stream: matrices ~ N(0, init_std), LayerNorm weights 1,
+  // every bias 0.
+  NormalSampler normal(seed);
+  for (Parameter& p : params_) {
+    float* v = p.value.data<float>();
+    const bool is_ln_weight = p.name.find("ln") != std::string::npos && p.name.ends_with(".weight");
+    if (p.value.rank() >= 2) {
+      for (std::int64_t i = 0; i < p.value.numel(); ++i) v[i] = static_cast<float>(normal.next() * c.init_std);
+    } else if (is_ln_weight) {
+      std::fill(v, v + p.value.numel(), 1.0f);
+    }
+  }
+  m.gates.assign(static_cast<std::size_t>(c.layers * c.heads), 1.0f);
+  m.gate_grads.assign(static_cast<std::size_t>(c.layers), std::vector<double>(static_cast<std::size_t>(c.heads)));
+}
+
+std::int64_t Model::parameter_count() const {
+  std::int64_t count = 0;
+  for (const Parameter& p : params_) count += p.value.numel();
+  return count;
+}
+
+const Tensor& Model::probs(std::int64_t layer) const {
+  HEADCOUNT_CHECK(impl_->has_probs, "probs", "a forward call with keep_probs", "none");
+  HEADCOUNT_CHECK(layer >= 0 && layer < config_.layers, "layer", concat("in [0, ", config_.layers, ")"), layer);
+  return impl_->layer[static_cast<std::size_t>(layer)].probs;
+}
+
+namespace {
+
+struct Run {
+  const ModelConfig& c;
+  std::vector<Parameter>& params;
+  Model::Impl& m;
+  const float* value(int i) const { return params[static_cast<std::size_t>(i)].value.data<const float>(); }
+  float* grad(int i) const { return params[static_cast<std::size_t>(i)].grad.data<float>(); }
+};
+
+void check_batch(const ModelConfig& c, const Batch& batch) {
+  HEADCOUNT_CHECK(batch.batch >= 1, "batch.batch", ">= 1", batch.batch);
+  HEADCOUNT_CHECK(batch.seq_len >= 1 && batch.seq_len <= c.context, "batch.seq_len",
+                  concat("in [1, context = ", c.context, "]"), batch.seq_len);
+  const auto n = static_cast<std::size_t>(batch.batch * batch.seq_len);
+  HEADCOUNT_CHECK(batch.tokens.size() == n, "batch.tokens", concat(n, " entries (batch * seq_len)"), batch.tokens.size());
+  HEADCOUNT_CHECK(batch.targets.size() == n, "batch.targets", concat(n, " entries (batch * seq_len)"), batch.targets.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    HEADCOUNT_CHECK(batch.tokens[i] >= 0 && batch.tokens[i] < c.vocab, "batch.tokens",
+                    concat("values in [0, vocab = ", c.vocab, ")"), concat(batch.tokens[i], " at index ", i));
+    HEADCOUNT_CHECK(batch.targets[i] == Batch::kIgnore || (batch.targets[i] >= 0 && batch.targets[i] < c.vocab),
+                    "batch.targets", concat("values in [0, vocab = ", c.vocab, ") or -1 (ignored)"),
+                    concat(batch.targets[i], " at index ", i));
+  }
+}
+
+void set_gates(const ModelConfig& c, Model::Impl& m, const ForwardOptions& options) {
+  if (options.head_gates.empty()) {
+    std::fill(m.gates.begin(), m.gates.end(), 1.0f);
+    return;
+  }
+  HEADCOUNT_CHECK(static_cast<std::int64_t>(options.head_gates.size()) == c.layers, "head_gates",
+                  concat(c.layers, " layers"), options.head_gates.size());
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const auto& row = options.head_gates[static_cast<std::size_t>(l)];
+    HEADCOUNT_CHECK(static_cast<std::int64_t>(row.size()) == c.heads, concat("head_gates[", l, "]"),
+                    concat(c.heads, " heads"), row.size());
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      const float g = row[static_cast<std::size_t>(h)];
+      HEADCOUNT_CHECK(std::isfinite(g), concat("head_gates[", l, "][", h, "]"), "a finite value", g);
+      m.gates[static_cast<std::size_t>(l * c.heads + h)] = g;
+    }
+  }
+}
+
+bool gates_all_one(const Model::Impl& m, const ModelConfig& c, std::int64_t l) {
+  for (std::int64_t h = 0; h < c.heads; ++h)
+    if (m.gates[static_cast<std::size_t>(l * c.heads + h)] != 1.0f) return false;
+  return true;
+}
+
+void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std::int64_t seq_len, bool probs) {
+  if (m.batch == batch && m.seq_len == seq_len && (!probs || m.has_probs)) return;
+  const std::int64_t N = batch * seq_len, D = c.d_model, F = c.d_ff;
+  const std::int64_t W = (c.heads + 2 * c.kv_heads) * c.head_dim, C = c.heads * c.head_dim;
+  m.layer.clear();
+  m.layer.resize(static_cast<std::size_t>(c.layers));
+  for (BlockBuffers& b : m.layer) {
+    b.x = f32({N, D});
+    b.ln1_in_or_h1 = f32({N, D});
+    b.ln1_mean = f32({N});
+    b.ln1_rstd = f32({N});
+    b.qkv = f32({N, W});
+    b.concat = f32({N, C});
+    b.gated = f32({N, C});
+    b.lse = f32({batch, c.heads, seq_len});
+    b.mid = f32({N, D});
+    if (!c.attention_only) {
+      b.ln2_in_or_h2 = f32({N, D});
+      b.ln2_mean = f32({N});
+      b.ln2_rstd = f32({N});
+      b.u = f32({N, F});
+      b.g = f32({N, F});
+    }
+    if (probs) b.probs = f32({batch, c.heads, seq_len, seq_len});
+  }
+  m.x_final = f32({N, D});
+  if (c.norm == NormPlacement::pre) {
+    m.lnf_out = f32({N, D});
+    m.lnf_mean = f32({N});
+    m.lnf_rstd = f32({N});
+  }
+  m.logits = f32({N, c.vocab});
+  m.row_loss.assign(static_cast<std::size_t>(N), 0.0);
+  m.d_x = f32({N, D});
+  m.d_a = f32({N, D});
+  m.d_b = f32({N, D});
+  m.attn_out = f32({N, D});
+  m.d_qkv = f32({N, W});
+  m.d_split = f32({N * W});
+  m.d_concat = f32({N, C});
+  if (!c.attention_only) m.d_u = f32({N, F});
+  m.batch = batch;
+  m.seq_len = seq_len;
+  m.has_probs = probs;
+}
+
+AttentionBlockShape attention_shape(const ModelConfig& c, std::int64_t batch, std::int64_t seq_len, Kernel kernel) {
+  return {.batch = batch, .seq_len = seq_len, .d_model = c.d_model, .heads = c.heads,
+          .kv_heads = c.kv_heads, .head_dim = c.head_dim, .scale = *c.scale, .causal = c.causal,
+          .kernel = kernel};
+}
+
+AttentionBlockWeights attention_weights(const Run& r, const BlockIndex& b) {
+  return {.w_qkv = r.value(b.w_qkv), .b_qkv = r.value(b.b_qkv), .w_o = r.value(b.w_o), .b_o = r.value(b.b_o)};
+}
+
+AttentionBlockSaved attention_saved(BlockBuffers& buf, bool gated) {
+  return {.qkv = buf.qkv.data<float>(), .concat = buf.concat.data<float>(),
+          .gated = gated ? buf.gated.data<float>() : buf.concat.data<float>(), .lse = buf.lse.data<float>()};
+}
+
+void add(Context& ctx, const float* a, const float* b, float* out, std::int64_t n) {
+  constexpr std::int64_t kChunk = 16384;
+  ctx.parallel_for((n + kChunk - 1) / kChunk, [&](std::int64_t task, int) {
+    const std::int64_t end = std::min(n, (task + 1) * kChunk);
+    for (std::int64_t i = task * kChunk; i < end; ++i) out[i] = a[i] + b[i];
+  });
+}
+
+// The forward pass over a checked batch; returns the loss (dlogits into m.logits if asked).
+CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, const ForwardOptions& options,
+                               bool gradient) {
+  const ModelConfig& c = r.c;
+  Model::Impl& m = r.m;
+  const std::int64_t B = batch.batch, T = batch.seq_len, N = B * T, D = c.d_model, F = c.d_ff;
+  const bool pre = c.norm == NormPlacement::pre;
+  const AttentionBlockShape shape = attention_shape(c, B, T, options.kernel);
+  embedding_forward(ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
+                    batch.tokens.data(), r.value(m.tok_emb), r.value(m.pos_emb), m.layer[0].x.data<float>());
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
+    const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
+    float* next = l + 1 < c.layers ? m.layer[static_cast<std::size_t>(l + 1)].x.data<float>() : m.x_final.data<float>();
+    const float* x = buf.x.data<const float>();
+    const bool gated = !gates_all_one(m, c, l);
+    const float* gates = gated ? m.gates.data() + l * c.heads : nullptr;
+    float* mid = c.attention_only ? next : buf.mid.data<float>();
+    float* a = m.attn_out.data<float>();
+    const TensorView probs = options.keep_probs ? buf.probs.view() : TensorView{};
+    if (pre) {
+      float* h1 = buf.ln1_in_or_h1.data<float>();
+      layer_norm_forward(ctx, x, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), h1, buf.ln1_mean.data<float>(),
+                         buf.ln1_rstd.data<float>());
+      attention_block_forward(ctx, shape, attention_weights(r, bi), h1, gates, attention_saved(buf, gated), a, probs);
+      add(ctx, x, a, mid, N * D);
+    } else {
+      float* s1 = buf.ln1_in_or_h1.data<float>();
+      attention_block_forward(ctx, shape, attention_weights(r, bi), x, gates, attention_saved(buf, gated), a, probs);
+      add(ctx, x, a, s1, N * D);
+      layer_norm_forward(ctx, s1, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), mid, buf.ln1_mean.data<float>(),
+                         buf.ln1_rstd.data<float>());
+    }
+    if (c.attention_only) continue;
+    float* u = buf.u.data<float>();
+    float* g = buf.g.data<float>();
+    if (pre) {
+      float* h2 = buf.ln2_in_or_h2.data<float>();
+      layer_norm_forward(ctx, mid, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), h2, buf.ln2_mean.data<float>(),
+                         buf.ln2_rstd.data<float>());
+      linear_forward(ctx, h2, N, D, F, r.value(bi.w_up), r.value(bi.b_up), u);
+      gelu_forward(ctx, u, g, N * F);
+      linear_forward(ctx, g, N, F, D, r.value(bi.w_down), r.value(bi.b_down), a);
+      add(ctx, mid, a, next, N * D);
+    } else {
+      float* s2 = buf.ln2_in_or_h2.data<float>();
+      linear_forward(ctx, mid, N, D, F, r.value(bi.w_up), r.value(bi.b_up), u);
+      gelu_forward(ctx, u, g, N * F);
+      linear_forward(ctx, g, N, F, D, r.value(bi.w_down), r.value(bi.b_down), a);
+      add(ctx, mid, a, s2, N * D);
+      layer_norm_forward(ctx, s2, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), next, buf.ln2_mean.data<float>(),
+                         buf.ln2_rstd.data<float>());
+    }
+  }
+  const float* top = m.x_final.data<const float>();
+  if (pre) {
+    layer_norm_forward(ctx, top, N, D, r.value(m.lnf_w), r.value(m.lnf_b), m.lnf_out.data<float>(),
+                       m.lnf_mean.data<float>(), m.lnf_rstd.data<float>());
+    top = m.lnf_out.data<const float>();
+  }
+  linear_forward(ctx, top, N, D, c.vocab, r.value(m.head_w), r.value(m.head_b), m.logits.data<float>());
+  return cross_entropy(ctx, m.logits.data<const float>(), batch.targets.data(), N, c.vocab, m.row_loss.data(),
+                       gradient ? m.logits.data<float>() : nullptr);
+}
+
+void run_backward(Context& ctx, const Run& r, const Batch& batch, const ForwardOptions& options) {
+  const ModelConfig& c = r.c;
+  Model::Impl& m = r.m;
+  const std::int64_t B = batch.batch, T = batch.seq_len, N = B * T, D = c.d_model, F = c.d_ff;
+  const bool pre = c.norm == NormPlacement::pre;
+  const AttentionBlockShape shape = attention_shape(c, B, T, options.kernel);
+  float* d_x = m.d_x.data<float>();  // dL/d(residual stream) at the current point
+  float* d_a = m.d_a.data<float>();
+  float* d_b = m.d_b.data<float>();
+  const float* dlogits = m.logits.data<const float>();
+
+  // Head and final LayerNorm.
+  if (pre) {
+    linear_backward(ctx, {.x = m.lnf_out.data<const float>(), .dy = dlogits, .w = r.value(m.head_w), .rows = N,
+                          .in = D, .out = c.vocab, .dw = r.grad(m.head_w), .db = r.grad(m.head_b), .dx = d_a});
+    layer_norm_backward(ctx, {.x = m.x_final.data<const float>(), .dy = d_a, .gamma = r.value(m.lnf_w),
+                              .mean = m.lnf_mean.data<const float>(), .rstd = m.lnf_rstd.data<const float>(),
+                              .rows = N, .width = D, .dx = d_x, .dgamma = r.grad(m.lnf_w), .dbeta = r.grad(m.lnf_b)});
+  } else {
+    linear_backward(ctx, {.x = m.x_final.data<const float>(), .dy = dlogits, .w = r.value(m.head_w), .rows = N,
+                          .in = D, .out = c.vocab, .dw = r.grad(m.head_w), .db = r.grad(m.head_b), .dx = d_x});
+  }
+
+  for (std::int64_t l = c.layers - 1; l >= 0; --l) {
+    BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
+    const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
+    const bool gated = !gates_all_one(m, c, l);
+    const float* gates = gated ? m.gates.data() + l * c.heads : nullptr;
+    double* gate_grads = m.gate_grads[static_cast<std::size_t>(l)].data();
+    const float* x = buf.x.data<const float>();
+    const float* mid = c.attention_only ? (l + 1 < c.layers ? m.layer[static_cast<std::size_t>(l + 1)].x.data<const float>()
+                                                            : m.x_final.data<const float>())
+                                        : buf.mid.data<const float>();
+    AttentionBlockBackward attn{.x = nullptr, .gates = gates, .saved = attention_saved(buf, gated),
+                                .d_qkv = m.d_qkv.data<float>(), .d_concat = m.d_concat.data<float>(),
+                                .d_split = m.d_split.data<float>()};
+    const AttentionBlockGrads attn_grads{.w_qkv = r.grad(bi.w_qkv), .b_qkv = r.grad(bi.b_qkv),
+                                         .w_o = r.grad(bi.w_o), .b_o = r.grad(bi.b_o), .gates = gate_grads};
+    if (pre) {
+      if (!c.attention_only) {
+        // x_next = mid + FFN(LN2(mid)): d_x flows to mid directly and through the FFN.
+        float* d_u = m.d_u.data<float>();
+        linear_backward(ctx, {.x = buf.g.data<const float>(), .dy = d_x, .w = r.value(bi.w_down), .rows = N,
+                              .in = F, .out = D, .dw = r.grad(bi.w_down), .db = r.grad(bi.b_down), .dx = d_u});
+        gelu_backward(ctx, buf.u.data<const float>(), d_u, d_u, N * F);
+        linear_backward(ctx, {.x = buf.ln2_in_or_h2.data<const float>(), .dy = d_u, .w = r.value(bi.w_up),
+                              .rows = N, .in = D, .out = F, .dw = r.grad(bi.w_up), .db = r.grad(bi.b_up), .dx = d_a});
+        layer_norm_backward(ctx, {.x = mid, .dy = d_a, .gamma = r.value(bi.ln2_w), .mean = buf.ln2_mean.data<const float>(),
+                                  .rstd = buf.ln2_rstd.data<const float>(), .rows = N, .width = D, .dx = d_x,
+                                  .dgamma = r.grad(bi.ln2_w), .dbeta = r.grad(bi.ln2_b), .accumulate_dx = true});
+      }
+      // mid = x + Attn(LN1(x)).
+      attn.x = buf.ln1_in_or_h1.data<const float>();
+      attn.dy = d_x;
+      attn.dx = d_a;
+      attention_block_backward(ctx, shape, attention_weights(r, bi), attn, attn_grads);
+      layer_norm_backward(ctx, {.x = x, .dy = d_a, .gamma = r.value(bi.ln1_w), .mean = buf.ln1_mean.data<const float>(),
+                                .rstd = buf.ln1_rstd.data<const float>(), .rows = N, .width = D, .dx = d_x,
+                                .dgamma = r.grad(bi.ln1_w), .dbeta = r.grad(bi.ln1_b), .accumulate_dx = true});
+    } else {
+      float* d_mid = d_x;
+      if (!c.attention_only) {
+        // x_next = LN2(s2), s2 = mid + FFN(mid).
+        float* d_u = m.d_u.data<float>();
+        layer_norm_backward(ctx, {.x = buf.ln2_in_or_h2.data<const float>(), .dy = d_x, .gamma = r.value(bi.ln2_w),
+                                  .mean = buf.ln2_mean.data<const float>(), .rstd = buf.ln2_rstd.data<const float>(),
+                                  .rows = N, .width = D, .dx = d_a, .dgamma = r.grad(bi.ln2_w),
+                                  .dbeta = r.grad(bi.ln2_b)});
+        linear_backward(ctx, {.x = buf.g.data<const float>(), .dy = d_a, .w = r.value(bi.w_down), .rows = N,
+                              .in = F, .out = D, .dw = r.grad(bi.w_down), .db = r.grad(bi.b_down), .dx = d_u});
+        gelu_backward(ctx, buf.u.data<const float>(), d_u, d_u, N * F);
+        linear_backward(ctx, {.x = mid, .dy = d_u, .w = r.value(bi.w_up), .rows = N, .in = D, .out = F,
+                              .dw = r.grad(bi.w_up), .db = r.grad(bi.b_up), .dx = d_a, .accumulate_dx = true});
+        d_mid = d_a;
+      }
+      // mid = LN1(s1), s1 = x + Attn(x): d_s1 goes to x directly and through the attention.
+      float* d_s1 = d_mid == d_x ? d_a : d_b;
+      layer_norm_backward(ctx, {.x = buf.ln1_in_or_h1.data<const float>(), .dy = d_mid, .gamma = r.value(bi.ln1_w),
+                                .mean = buf.ln1_mean.data<const float>(), .rstd = buf.ln1_rstd.data<const float>(),
+                                .rows = N, .width = D, .dx = d_s1, .dgamma = r.grad(bi.ln1_w),
+                                .dbeta = r.grad(bi.ln1_b)});
+      attn.x = x;
+      attn.dy = d_s1;
+      attn.dx = d_x;
+      attention_block_backward(ctx, shape, attention_weights(r, bi), attn, attn_grads);
+      add(ctx, d_x, d_s1, d_x, N * D);
+    }
+  }
+  embedding_backward(ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
+                     batch.tokens.data(), d_x, r.grad(m.tok_emb), r.grad(m.pos_emb));
+}
+
+}  // namespace
+
+double Model::forward(Context& ctx, const Batch& batch, float* logits, const ForwardOptions& options) {
+  check_batch(config_, batch);
+  set_gates(config_, *impl_, options);
+  size_buffers(config_, *impl_, batch.batch, batch.seq_len, options.keep_probs);
+  const Run run{config_, params_, *impl_};
+  const CrossEntropyResult ce = run_forward(ctx, run, batch, options, false);
+  if (logits != nullptr) std::copy_n(impl_->logits.data<const float>(), impl_->logits.numel(), logits);
+  return ce.loss;
+}
+
+StepResult Model::forward_backward(Context& ctx, const Batch& batch, const ForwardOptions& options) {
+  check_batch(config_, batch);
+  set_gates(config_, *impl_, options);
+  size_buffers(config_, *impl_, batch.batch, batch.seq_len, options.keep_probs);
+  const Run run{config_, params_, *impl_};
+  const CrossEntropyResult ce = run_forward(ctx, run, batch, options, true);
+  run_backward(ctx, run, batch, options);
+  return {.loss = ce.loss, .scored = ce.scored, .gate_grads = impl_->gate_grads};
+}
+
+}  // namespace headcount::train

@@ -1,0 +1,107 @@
+// ModelConfig: defaults, validation (each error names its field) and the JSON form that
+// checkpoints and `headcount train --config` use.
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "headcount/error.h"
+#include "headcount/train/model.h"
+
+namespace headcount::train {
+
+using detail::concat;
+using nlohmann::json;
+
+ModelConfig resolve(const ModelConfig& config) {
+  ModelConfig c = config;
+  HEADCOUNT_CHECK(c.vocab >= 1, "model.vocab", ">= 1", c.vocab);
+  HEADCOUNT_CHECK(c.context >= 1, "model.context", ">= 1", c.context);
+  HEADCOUNT_CHECK(c.layers >= 1, "model.layers", ">= 1", c.layers);
+  HEADCOUNT_CHECK(c.d_model >= 1, "model.d_model", ">= 1", c.d_model);
+  HEADCOUNT_CHECK(c.heads >= 1, "model.heads", ">= 1", c.heads);
+  if (c.kv_heads == 0) c.kv_heads = c.heads;
+  HEADCOUNT_CHECK(c.kv_heads >= 1 && c.heads % c.kv_heads == 0, "model.kv_heads",
+                  concat("a divisor of heads = ", c.heads), c.kv_heads);
+  if (c.head_dim == 0) {
+    HEADCOUNT_CHECK(c.d_model % c.heads == 0, "model.heads",
+                    concat("a divisor of d_model = ", c.d_model, " (or set head_dim)"), c.heads);
+    c.head_dim = c.d_model / c.heads;
+  }
+  HEADCOUNT_CHECK(c.head_dim >= 1, "model.head_dim", ">= 1", c.head_dim);
+  if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
+  HEADCOUNT_CHECK(c.d_ff >= 1, "model.d_ff", ">= 1", c.d_ff);
+  if (!c.scale) c.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  HEADCOUNT_CHECK(std::isfinite(*c.scale) && *c.scale > 0, "model.scale", "a finite value > 0", *c.scale);
+  HEADCOUNT_CHECK(std::isfinite(c.init_std) && c.init_std > 0, "model.init_std", "a finite value > 0", c.init_std);
+  // Sizes stay far inside what the GEMM's BLAS integers and the tensors can index.
+  constexpr std::int64_t kMaxWidth = 1 << 20;
+  for (auto [name, value] : {std::pair{"model.vocab", c.vocab}, {"model.context", c.context},
+                             {"model.d_model", c.d_model}, {"model.d_ff", c.d_ff},
+                             {"model.layers", c.layers}, {"model.heads", c.heads}})
+    HEADCOUNT_CHECK(value <= kMaxWidth, name, concat("<= ", kMaxWidth), value);
+  HEADCOUNT_CHECK(c.heads * c.head_dim <= kMaxWidth, "model.head_dim",
+                  concat("heads * head_dim <= ", kMaxWidth), c.heads * c.head_dim);
+  return c;
+}
+
+json to_json(const ModelConfig& c) {
+  json j{{"vocab", c.vocab},       {"context", c.context},   {"layers", c.layers},
+         {"d_model", c.d_model},   {"heads", c.heads},       {"kv_heads", c.kv_heads},
+         {"head_dim", c.head_dim}, {"d_ff", c.d_ff},
+         {"norm", c.norm == NormPlacement::pre ? "pre" : "post"},
+         {"causal", c.causal},     {"attention_only", c.attention_only}, {"init_std", c.init_std}};
+  j["scale"] = c.scale ? json(*c.scale) : json(nullptr);
+  return j;
+}
+
+namespace {
+
+std::int64_t integer(const json& j, const char* key, std::int64_t fallback) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  HEADCOUNT_CHECK(v.is_number_integer(), concat("model.", key), "an integer", v.dump());
+  return v.get<std::int64_t>();
+}
+
+}  // namespace
+
+ModelConfig model_config_from_json(const json& j) {
+  HEADCOUNT_CHECK(j.is_object(), "model", "a JSON object", j.dump());
+  static const std::set<std::string> known = {"vocab", "context", "layers", "d_model", "heads",
+                                              "kv_heads", "head_dim", "d_ff", "scale", "norm",
+                                              "causal", "attention_only", "init_std"};
+  for (const auto& item : j.items())
+    HEADCOUNT_CHECK(known.count(item.key()) == 1, "model", "known fields (vocab, context, layers, d_model, "
+                    "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std)",
+                    concat("\"", item.key(), "\""));
+  ModelConfig c;
+  c.vocab = integer(j, "vocab", c.vocab);
+  c.context = integer(j, "context", c.context);
+  c.layers = integer(j, "layers", c.layers);
+  c.d_model = integer(j, "d_model", c.d_model);
+  c.heads = integer(j, "heads", c.heads);
+  c.kv_heads = integer(j, "kv_heads", c.kv_heads);
+  c.head_dim = integer(j, "head_dim", c.head_dim);
+  c.d_ff = integer(j, "d_ff", c.d_ff);
+  if (j.contains("scale") && !j.at("scale").is_null()) {
+    HEADCOUNT_CHECK(j.at("scale").is_number(), "model.scale", "a number or null", j.at("scale").dump());
+    c.scale = j.at("scale").get<float>();
+  }
+  if (j.contains("norm")) {
+    const json& v = j.at("norm");
+    HEADCOUNT_CHECK(v.is_string() && (v == "pre" || v == "post"), "model.norm", "\"pre\" or \"post\"", v.dump());
+    c.norm = v == "pre" ? NormPlacement::pre : NormPlacement::post;
+  }
+  for (auto [key, field] : {std::pair{"causal", &c.causal}, {"attention_only", &c.attention_only}}) {
+    if (!j.contains(key)) continue;
+    HEADCOUNT_CHECK(j.at(key).is_boolean(), concat("model.", key), "true or false", j.at(key).dump());
+    *field = j.at(key).get<bool>();
+  }
+  if (j.contains("init_std")) {
+    HEADCOUNT_CHECK(j.at("init_std").is_number(), "model.init_std", "a number", j.at("init_std").dump());
+    c.init_std = j.at("init_std").get<float>();
+  }
+  return c;
+}
+
+}  // namespace headcount::train

@@ -1,0 +1,199 @@
+// char-lm: a character-level language model on a UTF-8 text file (default: the committed
+// data/pride-and-prejudice.txt, see data/SOURCE.md). The vocabulary is the text's distinct
+// Unicode code points in code point order (so the curly quotes and accented letters of the
+// default text are one token each, not two or three bytes); ids are indices into that list.
+// The first 90% of the characters train, the last 10% validate (a contiguous tail, so no
+// validation window overlaps a training one). A training row is the window of seq_len + 1
+// characters at a uniformly drawn start inside the training part: tokens = its first seq_len,
+// targets = its last seq_len (the next character, every position scored). The validation set
+// is the tail cut into consecutive non-overlapping windows, the same for every seed.
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include "headcount/error.h"
+#include "train/tasks/config_reader.h"
+#include "train/tasks/synthetic_task.h"
+#include "train/tasks/tasks.h"
+
+#ifndef HEADCOUNT_DATA_DIR
+#error "HEADCOUNT_DATA_DIR must name the repository's data/ directory"
+#endif
+
+namespace headcount::train::tasks {
+namespace {
+
+using detail::concat;
+
+// Strict UTF-8 decoding (no overlong forms, no surrogates, nothing above U+10FFFF).
+std::vector<char32_t> decode_utf8(const std::string& bytes, const std::string& path) {
+  std::vector<char32_t> out;
+  out.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    const auto b0 = static_cast<unsigned char>(bytes[i]);
+    int extra = 0;
+    char32_t c = 0, min = 0;
+    if (b0 < 0x80)
+      c = b0;
+    else if ((b0 & 0xe0) == 0xc0)
+      extra = 1, c = b0 & 0x1f, min = 0x80;
+    else if ((b0 & 0xf0) == 0xe0)
+      extra = 2, c = b0 & 0x0f, min = 0x800;
+    else if ((b0 & 0xf8) == 0xf0)
+      extra = 3, c = b0 & 0x07, min = 0x10000;
+    else
+      fail(ConfigReader::key("path"), concat(path, ": expected UTF-8 text, got byte 0x", std::hex,
+                                             int{b0}, std::dec, " at offset ", i));
+    check(i + static_cast<std::size_t>(extra) < bytes.size(), ConfigReader::key("path"),
+          concat(path, ": UTF-8 text"), concat("a truncated character at offset ", i));
+    for (int k = 1; k <= extra; ++k) {
+      const auto b = static_cast<unsigned char>(bytes[i + static_cast<std::size_t>(k)]);
+      check((b & 0xc0) == 0x80, ConfigReader::key("path"), concat(path, ": UTF-8 text"),
+            concat("a bad continuation byte at offset ", i + static_cast<std::size_t>(k)));
+      c = (c << 6) | (b & 0x3f);
+    }
+    check(c >= min && c <= 0x10ffff && (c < 0xd800 || c > 0xdfff), ConfigReader::key("path"),
+          concat(path, ": UTF-8 text"), concat("an invalid code point at offset ", i));
+    out.push_back(c);
+    i += 1 + static_cast<std::size_t>(extra);
+  }
+  return out;
+}
+
+std::string encode_utf8(char32_t c) {
+  std::string s;
+  if (c < 0x80) {
+    s += static_cast<char>(c);
+  } else if (c < 0x800) {
+    s += static_cast<char>(0xc0 | (c >> 6));
+    s += static_cast<char>(0x80 | (c & 0x3f));
+  } else if (c < 0x10000) {
+    s += static_cast<char>(0xe0 | (c >> 12));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (c & 0x3f));
+  } else {
+    s += static_cast<char>(0xf0 | (c >> 18));
+    s += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (c & 0x3f));
+  }
+  return s;
+}
+
+class CharLmTask final : public Task {
+ public:
+  explicit CharLmTask(const nlohmann::json& config) {
+    ConfigReader read(config);
+    path_ = read.string("path", std::string(HEADCOUNT_DATA_DIR) + "/pride-and-prejudice.txt");
+    seq_len_ = read.integer("seq_len", 64, 1, 1 << 16);
+    validation_fraction_ = read.number("validation_fraction", 0.1, 0.01, 0.5);
+    const std::int64_t max_validation = read.integer("validation_sequences", 0, 0, 1 << 20);
+    read.finish();
+
+    std::ifstream in(path_, std::ios::binary);
+    check(in.good(), ConfigReader::key("path"), "a readable text file",
+          concat(path_, " (cannot open)"));
+    const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::vector<char32_t> text = decode_utf8(bytes, path_);
+
+    const auto n = static_cast<std::int64_t>(text.size());
+    const auto validation_length =
+        static_cast<std::int64_t>(static_cast<double>(n) * validation_fraction_);
+    const std::int64_t need = seq_len_ + 1;
+    check(validation_length >= need && n - validation_length >= need, ConfigReader::key("path"),
+          concat("a text of at least ",
+                 static_cast<std::int64_t>(static_cast<double>(need) / validation_fraction_) + 1,
+                 " characters (validation_fraction ", validation_fraction_,
+                 " of it must hold a window of seq_len + 1 = ", need, ")"),
+          concat(path_, " with ", n, " characters"));
+
+    vocabulary_ = text;
+    std::sort(vocabulary_.begin(), vocabulary_.end());
+    vocabulary_.erase(std::unique(vocabulary_.begin(), vocabulary_.end()), vocabulary_.end());
+    ids_.reserve(text.size());
+    for (const char32_t c : text)
+      ids_.push_back(static_cast<std::int32_t>(
+          std::lower_bound(vocabulary_.begin(), vocabulary_.end(), c) - vocabulary_.begin()));
+    train_length_ = n - validation_length;
+    validation_sequences_ = (validation_length - 1) / seq_len_;
+    if (max_validation > 0) validation_sequences_ = std::min(validation_sequences_, max_validation);
+  }
+
+  std::string name() const override { return "char-lm"; }
+  std::int64_t vocab_size() const override { return static_cast<std::int64_t>(vocabulary_.size()); }
+  std::int64_t seq_len() const override { return seq_len_; }
+  bool causal() const override { return true; }
+
+  Batch train_batch(std::uint64_t seed, std::int64_t step, std::int64_t batch) const override {
+    check_batch_request(batch, "train_batch");
+    check(step >= 0, "train_batch step", "a non-negative step", step);
+    Batch out{.batch = batch, .seq_len = seq_len_};
+    out.tokens.resize(static_cast<std::size_t>(batch * seq_len_));
+    out.targets.resize(out.tokens.size());
+    // Starts in [0, train_length - seq_len - 1]: the window's last target is still training text.
+    const auto starts = static_cast<std::uint64_t>(train_length_ - seq_len_);
+    for (std::int64_t row = 0; row < batch; ++row) {
+      CounterRng rng(seed, Stream::train, static_cast<std::uint64_t>(step),
+                     static_cast<std::uint64_t>(row));
+      window(static_cast<std::int64_t>(rng.below(starts)), out, row);
+    }
+    return out;
+  }
+
+  std::int64_t validation_batches(std::int64_t batch) const override {
+    check_batch_request(batch, "validation_batches");
+    return (validation_sequences_ + batch - 1) / batch;
+  }
+
+  Batch validation_batch(std::int64_t index, std::int64_t batch) const override {
+    const std::int64_t count = validation_batches(batch);
+    check(index >= 0 && index < count, "validation_batch index",
+          concat("an index in [0, ", count, ")"), index);
+    const std::int64_t first = index * batch, rows = std::min(batch, validation_sequences_ - first);
+    Batch out{.batch = rows, .seq_len = seq_len_};
+    out.tokens.resize(static_cast<std::size_t>(rows * seq_len_));
+    out.targets.resize(out.tokens.size());
+    for (std::int64_t row = 0; row < rows; ++row)
+      window(train_length_ + (first + row) * seq_len_, out, row);
+    return out;
+  }
+
+  nlohmann::json describe() const override {
+    std::string characters;
+    for (const char32_t c : vocabulary_) characters += encode_utf8(c);
+    return {
+        {"name", name()},
+        {"vocab", vocab_size()},
+        {"seq_len", seq_len_},
+        {"causal", true},
+        {"path", path_},
+        {"characters", characters},
+        {"text_characters", static_cast<std::int64_t>(ids_.size())},
+        {"train_characters", train_length_},
+        {"validation_fraction", validation_fraction_},
+        {"validation_sequences", validation_sequences_},
+        {"validation_split", "the last validation_fraction of the text, in consecutive windows"},
+        {"vocabulary", "the text's distinct Unicode code points in code point order"}};
+  }
+
+ private:
+  void window(std::int64_t start, Batch& out, std::int64_t row) const {
+    const auto* source = ids_.data() + start;
+    std::copy(source, source + seq_len_, out.tokens.begin() + row * seq_len_);
+    std::copy(source + 1, source + 1 + seq_len_, out.targets.begin() + row * seq_len_);
+  }
+
+  std::string path_;
+  std::int64_t seq_len_ = 0, train_length_ = 0, validation_sequences_ = 0;
+  double validation_fraction_ = 0.1;
+  std::vector<char32_t> vocabulary_;
+  std::vector<std::int32_t> ids_;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_char_lm(const nlohmann::json& config) {
+  return std::make_unique<CharLmTask>(config);
+}
+
+}  // namespace headcount::train::tasks

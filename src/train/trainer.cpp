@@ -1,0 +1,204 @@
+// The training loop (see include/headcount/train/trainer.h): steps, validation, progress on
+// stderr, checkpoints and resume. Every value that decides the next step (parameters, both
+// AdamW moments, the step counters) is in the checkpoint; the data and the learning rate are
+// functions of the step, so resuming needs nothing else.
+#include "headcount/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "headcount/error.h"
+#include "headcount/train/checkpoint.h"
+
+namespace headcount::train {
+
+using detail::concat;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kFormat = "headcount.train.v1";
+
+ModelConfig model_for_task(const TrainConfig& config, const Task& task) {
+  ModelConfig m = config.model;
+  if (m.vocab == 0) m.vocab = task.vocab_size();
+  if (m.context == 0) m.context = task.seq_len();
+  HEADCOUNT_CHECK(m.vocab >= task.vocab_size(), "model.vocab", concat(">= the task's vocabulary ", task.vocab_size()), m.vocab);
+  HEADCOUNT_CHECK(m.context >= task.seq_len(), "model.context", concat(">= the task's seq_len ", task.seq_len()), m.context);
+  HEADCOUNT_CHECK(m.causal || !task.causal(), "model.causal",
+                  concat("true (task ", task.name(), " needs a causal model)"), "false");
+  return m;
+}
+
+std::string duration(double seconds) {
+  const auto s = static_cast<long long>(std::max(0.0, seconds) + 0.5);
+  char text[32];
+  if (s >= 3600) std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  else if (s >= 60) std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
+  else std::snprintf(text, sizeof text, "%llds", s);
+  return text;
+}
+
+json metrics_json(const ValidationPoint& v) {
+  return {{"step", v.step}, {"loss", v.metrics.loss}, {"accuracy", v.metrics.accuracy},
+          {"sequence_accuracy", v.metrics.sequence_accuracy}, {"scored", v.metrics.scored}};
+}
+
+}  // namespace
+
+Trainer::Trainer(Context& ctx, const TrainConfig& config)
+    : ctx_(ctx),
+      config_(config),
+      task_(make_task(config.task)),
+      model_(model_for_task(config, *task_), config.seed),
+      adam_(model_.parameters(), resolve(config.optim, config.steps)) {
+  HEADCOUNT_CHECK(config.steps >= 0, "steps", ">= 0", config.steps);
+  HEADCOUNT_CHECK(config.batch >= 1, "batch", ">= 1", config.batch);
+  config_.model = model_.config();
+  config_.optim = resolve(config.optim, config.steps);
+}
+
+std::int64_t Trainer::tokens_per_step() const { return config_.batch * task_->seq_len(); }
+
+double Trainer::train_step() {
+  const Batch batch = task_->train_batch(config_.seed, step_, config_.batch);
+  const StepResult result = model_.forward_backward(ctx_, batch, {.kernel = config_.kernel});
+  HEADCOUNT_CHECK(std::isfinite(result.loss), "loss", concat("a finite value at step ", step_, " (the run diverged)"),
+                  result.loss);
+  const double norm = clip_grad_norm(model_.parameters(), config_.optim.grad_clip);
+  const double lr = learning_rate(config_.optim, step_);
+  adam_.step(ctx_, model_.parameters(), lr);
+  losses_.push_back(result.loss);
+  grad_norms_.push_back(norm);
+  lrs_.push_back(lr);
+  ++step_;
+  return result.loss;
+}
+
+TaskMetrics Trainer::evaluate() {
+  std::int64_t count = task_->validation_batches(config_.batch);
+  if (config_.eval_batches > 0) count = std::min(count, config_.eval_batches);
+  TaskMetrics total;
+  double loss = 0, accuracy = 0, sequences_right = 0;
+  std::int64_t sequences = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const Batch batch = task_->validation_batch(i, config_.batch);
+    logits_.resize(static_cast<std::size_t>(batch.batch * batch.seq_len * model_.config().vocab));
+    model_.forward(ctx_, batch, logits_.data(), {.kernel = config_.kernel});
+    const TaskMetrics m = score_logits(batch, logits_.data(), model_.config().vocab);
+    loss += m.loss * static_cast<double>(m.scored);
+    accuracy += m.accuracy * static_cast<double>(m.scored);
+    sequences_right += m.sequence_accuracy * static_cast<double>(batch.batch);
+    sequences += batch.batch;
+    total.scored += m.scored;
+  }
+  if (total.scored > 0) {
+    total.loss = loss / static_cast<double>(total.scored);
+    total.accuracy = accuracy / static_cast<double>(total.scored);
+  }
+  if (sequences > 0) total.sequence_accuracy = sequences_right / static_cast<double>(sequences);
+  return total;
+}
+
+void Trainer::record_validation() {
+  if (!validation_.empty() && validation_.back().step == step_) return;
+  validation_.push_back({.step = step_, .metrics = evaluate()});
+}
+
+void Trainer::run(const std::string& out_dir) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto window_start = start;
+  std::int64_t window_steps = 0;
+  const std::int64_t first = step_;
+  while (step_ < config_.steps) {
+    const double loss = train_step();
+    ++window_steps;
+    if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && step_ < config_.steps) {
+      record_validation();
+      const TaskMetrics& m = validation_.back().metrics;
+      if (config_.log_every > 0)
+        std::fprintf(stderr, "step %lld  validation loss %.4f  accuracy %.4f  sequence accuracy %.4f\n",
+                     static_cast<long long>(step_), m.loss, m.accuracy, m.sequence_accuracy);
+    }
+    if (!out_dir.empty() && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 &&
+        step_ < config_.steps)
+      save(out_dir);
+    if (config_.log_every > 0 && (step_ % config_.log_every == 0 || step_ == config_.steps)) {
+      const auto now = Clock::now();
+      const double window = std::chrono::duration<double>(now - window_start).count();
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      const double per_step = elapsed / static_cast<double>(step_ - first);
+      std::fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.3e  %.0f tokens/s  %s left\n",
+                   static_cast<long long>(step_), static_cast<long long>(config_.steps), loss, lrs_.back(),
+                   static_cast<double>(window_steps * tokens_per_step()) / std::max(window, 1e-9),
+                   duration(per_step * static_cast<double>(config_.steps - step_)).c_str());
+      window_start = now;
+      window_steps = 0;
+    }
+  }
+  record_validation();
+  if (!out_dir.empty()) save(out_dir);
+}
+
+std::vector<NamedTensor> Trainer::checkpoint_tensors() const {
+  std::vector<NamedTensor> out;
+  const std::vector<Parameter>& params = model_.parameters();
+  auto& adam = const_cast<AdamW&>(adam_);
+  for (std::size_t i = 0; i < params.size(); ++i) out.push_back({.name = params[i].name, .view = params[i].value.view()});
+  for (std::size_t i = 0; i < params.size(); ++i)
+    out.push_back({.name = "adamw.m." + params[i].name, .view = adam.first_moments()[i].view()});
+  for (std::size_t i = 0; i < params.size(); ++i)
+    out.push_back({.name = "adamw.v." + params[i].name, .view = adam.second_moments()[i].view()});
+  return out;
+}
+
+json Trainer::state() const {
+  json validation = json::array();
+  for (const ValidationPoint& v : validation_) validation.push_back(metrics_json(v));
+  return {{"format", kFormat},
+          {"config", to_json(config_)},
+          {"model", to_json(config_.model)},
+          {"optim", to_json(config_.optim)},
+          {"steps", config_.steps},
+          {"seed", config_.seed},
+          {"preset", config_.preset},
+          {"step", step_},
+          {"adamw_steps", adam_.steps_taken()},
+          {"parameters", model_.parameter_count()},
+          {"tokens_per_step", tokens_per_step()},
+          {"curve", {{"loss", losses_}, {"lr", lrs_}, {"grad_norm", grad_norms_}}},
+          {"validation", validation}};
+}
+
+void Trainer::save(const std::string& dir) const { save_checkpoint(dir, kCheckpointStem, checkpoint_tensors(), state()); }
+
+std::unique_ptr<Trainer> Trainer::resume(Context& ctx, const std::string& dir, std::int64_t steps) {
+  const LoadedCheckpoint loaded = load_checkpoint(dir, kCheckpointStem);
+  const json& state = loaded.state;
+  const std::string path = checkpoint_tensors_path(dir, kCheckpointStem);
+  HEADCOUNT_CHECK(state.is_object() && state.value("format", "") == kFormat, path,
+                  concat("a training checkpoint (format ", kFormat, ")"), state.is_object() ? state.value("format", "none") : "none");
+  TrainConfig config = train_config_from_json(state.at("config"));
+  if (steps > 0) config.steps = steps;
+  auto trainer = std::make_unique<Trainer>(ctx, config);
+  const std::int64_t step = state.at("step").get<std::int64_t>();
+  HEADCOUNT_CHECK(step >= 0 && step <= config.steps, "steps", concat(">= the checkpoint's step ", step), config.steps);
+  restore_tensors(loaded, trainer->checkpoint_tensors());
+  trainer->step_ = step;
+  trainer->adam_.set_steps_taken(state.at("adamw_steps").get<std::int64_t>());
+  const json& curve = state.at("curve");
+  trainer->losses_ = curve.at("loss").get<std::vector<double>>();
+  trainer->lrs_ = curve.at("lr").get<std::vector<double>>();
+  trainer->grad_norms_ = curve.at("grad_norm").get<std::vector<double>>();
+  for (const json& v : state.at("validation"))
+    trainer->validation_.push_back({.step = v.at("step").get<std::int64_t>(),
+                                    .metrics = {.loss = v.at("loss").get<double>(),
+                                                .accuracy = v.at("accuracy").get<double>(),
+                                                .sequence_accuracy = v.at("sequence_accuracy").get<double>(),
+                                                .scored = v.at("scored").get<std::int64_t>()}});
+  return trainer;
+}
+
+}  // namespace headcount::train
