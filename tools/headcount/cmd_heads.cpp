@@ -42,10 +42,16 @@ struct HeadsArgs {
   int threads = 0;
 };
 
-// The default corpus: the two plain-English files and the sentences of STS-B dev and test.
+// The default corpus: the two plain-English files and the sentences of STS-B dev and test from
+// ../shared/data when it is there; on a clone without it, the repository's own public-domain text
+// (data/pride-and-prejudice.txt, the same sentences as the shared file), so the command runs anywhere.
 std::vector<std::string> default_corpus() {
-  return {kDataDir + "/corpus/pride-and-prejudice.sentences.txt", kDataDir + "/corpus/wordnet-examples.txt",
-          kDataDir + "/stsb/sts-dev.tsv", kDataDir + "/stsb/sts-test.tsv"};
+  const std::vector<std::string> shared = {kDataDir + "/corpus/pride-and-prejudice.sentences.txt",
+                                           kDataDir + "/corpus/wordnet-examples.txt", kDataDir + "/stsb/sts-dev.tsv",
+                                           kDataDir + "/stsb/sts-test.tsv"};
+  for (const std::string& path : shared)
+    if (!std::filesystem::exists(path)) return {HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt"};
+  return shared;
 }
 
 // Sentences of one file: STS files (.tsv) give both sides of each pair, others one per line.
@@ -186,7 +192,8 @@ void register_heads(CLI::App& app) {
   cmd->add_option("--model", a->model, model_option_help());
   cmd->add_option("--corpus", a->corpus,
                   "Sentence file(s): one sentence per line, or an STS .tsv (both sides). Repeatable. Default: "
-                  "../shared/data/corpus/*.txt and STS-B dev + test");
+                  "../shared/data/corpus/*.txt and STS-B dev + test, or data/pride-and-prejudice.txt "
+                  "where ../shared is absent");
   cmd->add_option("--text", a->text, "The sentence whose attention maps are drawn (<= 64 tokens)")->capture_default_str();
   cmd->add_flag("--ablate", a->ablate,
                 "Remove each head in turn and measure STS Spearman on --sts (1 + 72 evaluations, ~6 min for STS-B dev on 2 "
