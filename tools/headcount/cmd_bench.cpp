@@ -22,6 +22,7 @@
 #include "bench_rows.h"
 #include "bench_decode.h"
 #include "bench_encoder.h"
+#include "bench_train.h"
 #include "commands.h"
 #include "headcount/error.h"
 
@@ -291,9 +292,9 @@ void run_sgemm_only(const BenchArgs& a) {
 }
 
 void run_bench(const BenchArgs& a) {
-  static const std::vector<std::string> suites = {"heads", "seq", "gqa", "layer", "all", "decode", "encoder"};
+  static const std::vector<std::string> suites = {"heads", "seq", "gqa", "layer", "all", "decode", "encoder", "train"};
   check(std::find(suites.begin(), suites.end(), a.suite) != suites.end(), "--suite",
-        "heads, seq, gqa, layer, all, decode or encoder", a.suite);
+        "heads, seq, gqa, layer, all, decode, encoder or train", a.suite);
   check(a.threads >= 1 && a.threads <= 1024, "--threads", "1 to 1024", a.threads);
   check(a.repeats >= 1, "--repeats", ">= 1", a.repeats);
   check(a.row_seconds > 0, "--row-seconds", "> 0", a.row_seconds);
@@ -302,6 +303,8 @@ void run_bench(const BenchArgs& a) {
   if (a.suite == "decode")
     return bench::run_decode_suite({.threads = a.threads, .repeats = a.repeats, .row_seconds = a.row_seconds,
                                     .json = a.json, .quick = a.quick});
+  if (a.suite == "train")
+    return bench::run_train_suite({.threads = a.threads, .steps = std::max(a.repeats, 20), .json = a.json});
   if (a.suite == "encoder")
     return bench::run_encoder_suite({.threads = a.threads, .repeats = std::min(a.repeats, 3), .json = a.json,
                                      .quick = a.quick, .model_dir = a.model_dir, .sentences = a.sentences});
@@ -407,7 +410,7 @@ void register_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Time the kernels and the layer against this machine's sgemm rate");
   cmd->add_option("--suite", a->suite,
-                  "heads, seq, gqa, layer, all (those four), decode (KV-cache decoding) or encoder "
+                  "heads, seq, gqa, layer, all (those four), decode (KV-cache decoding), train (one training step) or encoder "
                   "(all-MiniLM-L6-v2 sentences/s)")
       ->capture_default_str();
   cmd->add_option("--model", a->model_dir, "encoder suite: model directory (default: the set-up's)");
