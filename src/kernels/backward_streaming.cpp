@@ -310,8 +310,10 @@ AttentionBackwardStats attention_backward_streaming(Context& ctx, const Attentio
   const Plan plan(p, g, s, ctx.isa());
   const i64 tasks = plan.tasks();
   const std::size_t scratch_bytes = static_cast<std::size_t>(plan.words) * sizeof(float);
+  // Scratch for every worker, borrowed before the parallel regions (any worker may take a
+  // task, even when there are fewer tasks than workers), so nothing allocates inside them.
   const int workers = static_cast<int>(std::min<i64>(ctx.threads(), tasks));
-  for (int w = 0; w < workers; ++w) {
+  for (int w = 0; w < ctx.threads(); ++w) {
     float* ones = static_cast<float*>(ctx.scratch(w, scratch_bytes)) + plan.ones_off;
     std::fill(ones, ones + std::max(plan.rows_pad, plan.key_tile), 1.0f);
   }
