@@ -345,8 +345,8 @@ TEST(AttentionBackward, CountsFiveProductsPerScore) {
   EXPECT_EQ(run_backward(Kernel::reference, in, d_out, 2).stats.peak_score_entries, c.batch * c.heads * c.q_len * c.kv_len);
   // The streaming kernel: two tiles (S^T and dP^T) per worker, whatever the lengths.
   AttentionCase longer = c;
-  longer.q_len = 400;
-  longer.kv_len = 520;
+  longer.q_len = 1100;
+  longer.kv_len = 1300;
   const std::int64_t peak = run_backward(Kernel::streaming, in, d_out, 2).stats.peak_score_entries;
   EXPECT_EQ(run_backward(Kernel::streaming, make_inputs(longer, 53), random_d_out(longer, 54), 2).stats.peak_score_entries,
             peak);
