@@ -145,6 +145,13 @@ std::vector<AttentionCase> small_cases() {
   std::vector<AttentionCase> out;
   for (const AttentionCase& c : kernel_cases())
     if (c.batch * c.heads * c.q_len * c.kv_len * (c.head_dim + c.v_head_dim) <= 100'000'000) out.push_back(c);
+  // The streaming backward's task split at its edges: several key tiles dealt out in chunks
+  // (few (batch, kv head) pairs), and a broadcast bias's d_bias, which moves the batch and
+  // kv-head loops inside the tasks.
+  out.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 16, .v_head_dim = 16, .q_len = 70,
+                 .kv_len = 1100, .causal = true, .key_padding = true, .bias = BiasKind::broadcast});
+  out.push_back({.batch = 1, .heads = 2, .kv_heads = 1, .head_dim = 32, .v_head_dim = 24, .q_len = 200,
+                 .kv_len = 1100, .window_left = 700, .window_right = 40, .bias = BiasKind::per_head});
   return out;
 }
 

@@ -1,9 +1,9 @@
 // The streaming (FlashAttention-2) backward: exact gradients without any n^2 storage.
 //
 // P is never stored: it is recomputed tile by tile from the forward's lse, P = exp(S - lse),
-// and D_i = dO_i · O_i is computed once per row from the forward's output (row_terms). Work is split into tasks that
-// each OWN what they write, so nothing needs atomics and results are bitwise the same for
-// any thread count:
+// and D_i = dO_i · O_i is computed once per row from the forward's output (row_terms).
+// Work is split into tasks that each OWN what they write, so nothing needs atomics and
+// results are bitwise the same for any thread count:
 //   task = (outer, chunk). `outer` is a (batch, kv head) pair; the task owns dK and dV of
 //   that kv head for the key tiles of its chunk (tiles t with t % chunks == chunk:
 //   interleaved, so a causal mask spreads its work evenly over the chunks), and a private
@@ -16,7 +16,8 @@
 //   is still written by one task only, in a fixed order.
 // Per (batch, kv head) of a task, per key tile (Tk keys) of its chunk:
 //   zero the dK, dV accumulators; for every query block (positions x the group's heads,
-//   row r = position * group + head in group) whose visible keys meet the tile:
+//   row r = position * group + head in group) whose visible keys meet the tile, on the
+//   tile's columns that those queries see (masking.h's intervals; the rest is skipped):
 //     pack Q, Q^T, dO, dO^T, lse and D of the block
 //     S^T  = scale · K · Q^T           (keys x rows: vectorised across queries, as forward)
 //     mask the interval edges to -inf, add the bias
