@@ -321,7 +321,7 @@ void run_bench(const BenchArgs& a) {
     return bench::run_decode_suite({.threads = a.threads, .repeats = a.repeats, .row_seconds = a.row_seconds,
                                     .json = a.json, .quick = a.quick});
   if (a.suite == "train")
-    return bench::run_train_suite({.threads = a.threads, .steps = std::max(a.repeats, 20), .json = a.json});
+    return bench::run_train_suite({.threads = a.threads, .steps = a.quick ? 3 : std::max(a.repeats, 20), .json = a.json});
   if (a.suite == "encoder")
     return bench::run_encoder_suite({.threads = a.threads, .repeats = std::min(a.repeats, 3), .json = a.json,
                                      .quick = a.quick, .model_dir = a.model_dir, .sentences = a.sentences});
