@@ -7,6 +7,14 @@
 //    where the slack covers the double sums of both implementations: at most
 //    ~2·(kv_len + q_len + d) <= 4500 terms each, gamma ~ 4500·2^-53 = 5e-13 of a sum of
 //    magnitudes that is at most ~100x the largest gradient on these inputs.
+//  - streaming: fp32 throughout. It reads the forward's fp32 out and lse, which the forward's
+//    tests hold to 2x the plain fp32 forward's error, and then does fp32 arithmetic of the
+//    same kind as a plain fp32 backward (the naive one in float: materialised P, sequential
+//    sums) in another order; so its error is at most that inherited 2x plus 1x of its own:
+//      max|stream - exact| <= 3·max|plain32 - exact| + u·max(cond)
+//    per gradient tensor. cond (attention_backward_naive.h) is each element's sum of
+//    absolute terms: the floor for elements where plain fp32 happens to be exact (one key:
+//    dP - D cancels exactly there in the plain order, not in the kernel's).
 //  - finite differences (float64 forward, central, step h = 2^-14 on inputs rounded to
 //    multiples of 2^-8, so the step is exact in fp32): truncation h²/6·|L'''| plus
 //    rounding 2^-53·|L|/h; with |L| ~ 10 and |L'''| ~ 100 that is ~6e-8, so
@@ -14,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -26,6 +35,14 @@ namespace headcount::testing {
 namespace {
 
 constexpr double kU = 1.0 / (1 << 24);
+
+// Every instruction set this CPU runs: the streaming backward is checked on each.
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx_bf16})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
 
 struct Grads {
   Tensor d_q, d_k, d_v, d_bias;
@@ -128,6 +145,13 @@ std::vector<AttentionCase> small_cases() {
   std::vector<AttentionCase> out;
   for (const AttentionCase& c : kernel_cases())
     if (c.batch * c.heads * c.q_len * c.kv_len * (c.head_dim + c.v_head_dim) <= 100'000'000) out.push_back(c);
+  // The streaming backward's task split at its edges: several key tiles dealt out in chunks
+  // (few (batch, kv head) pairs), and a broadcast bias's d_bias, which moves the batch and
+  // kv-head loops inside the tasks.
+  out.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 16, .v_head_dim = 16, .q_len = 70,
+                 .kv_len = 1100, .causal = true, .key_padding = true, .bias = BiasKind::broadcast});
+  out.push_back({.batch = 1, .heads = 2, .kv_heads = 1, .head_dim = 32, .v_head_dim = 24, .q_len = 200,
+                 .kv_len = 1100, .window_left = 700, .window_right = 40, .bias = BiasKind::per_head});
   return out;
 }
 
@@ -139,14 +163,202 @@ TEST_P(BackwardCases, ReferenceMatchesFloat64) {
   expect_reference_matches(in, d_out, /*with_forward=*/true);
 }
 
-TEST_P(BackwardCases, StreamingMatchesFloat64) {
+// Every element no term reaches (cond == 0: a query that sees no key, a key no query sees)
+// must be exactly 0, not merely small.
+void expect_exact_zeros(const Grads& g, const NaiveGrads& want, const char* kernel) {
+  auto check = [&](const Tensor& got, const std::vector<double>& cond, const char* what) {
+    for (std::size_t i = 0; i < cond.size(); ++i)
+      if (cond[i] == 0) ASSERT_EQ(got.data<float>()[i], 0.0f) << kernel << " " << what << "[" << i << "]";
+  };
+  check(g.d_q, want.cond_q, "d_q");
+  check(g.d_k, want.cond_k, "d_k");
+  check(g.d_v, want.cond_v, "d_v");
+  if (!g.d_bias.empty()) check(g.d_bias, want.cond_bias, "d_bias");
+}
+
+TEST_P(BackwardCases, StreamingMatchesFloat64OnEveryIsa) {
   const AttentionInputs in = make_inputs(GetParam(), 7);
   const Tensor d_out = random_d_out(GetParam(), 11);
-  expect_streaming_matches(in, d_out, naive_backward_f64(in, d_out.view()), naive_backward_f32(in, d_out.view()), 2);
+  const NaiveGrads want = naive_backward_f64(in, d_out.view()), plain = naive_backward_f32(in, d_out.view());
+  for (Isa isa : supported_isas()) {
+    expect_streaming_matches(in, d_out, want, plain, 2, isa);
+    expect_exact_zeros(run_backward(Kernel::streaming, in, d_out, 2, isa), want, isa_name(isa));
+  }
+  expect_exact_zeros(run_backward(Kernel::reference, in, d_out, 2), want, "reference");
+}
+
+// Tasks own what they write and partials are summed in a fixed order: the thread count
+// cannot change a bit.
+TEST_P(BackwardCases, StreamingIsBitwiseIdenticalFor1To3Threads) {
+  const AttentionInputs in = make_inputs(GetParam(), 5);
+  const Tensor d_out = random_d_out(GetParam(), 6);
+  const Grads one = run_backward(Kernel::streaming, in, d_out, 1);
+  for (int threads : {2, 3}) {
+    const Grads other = run_backward(Kernel::streaming, in, d_out, threads);
+    EXPECT_EQ(std::memcmp(one.d_q.data<float>(), other.d_q.data<float>(), one.d_q.bytes()), 0) << threads;
+    EXPECT_EQ(std::memcmp(one.d_k.data<float>(), other.d_k.data<float>(), one.d_k.bytes()), 0) << threads;
+    EXPECT_EQ(std::memcmp(one.d_v.data<float>(), other.d_v.data<float>(), one.d_v.bytes()), 0) << threads;
+    if (!one.d_bias.empty())
+      EXPECT_EQ(std::memcmp(one.d_bias.data<float>(), other.d_bias.data<float>(), one.d_bias.bytes()), 0) << threads;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, BackwardCases, ::testing::ValuesIn(small_cases()),
                          [](const auto& info) { return info.param.name(); });
+
+// The bound of expect_streaming_matches for one gradient tensor.
+double streaming_bound(const std::vector<double>& exact, const std::vector<double>& plain,
+                       const std::vector<double>& cond) {
+  double plain_error = 0;
+  for (std::size_t i = 0; i < exact.size(); ++i) plain_error = std::max(plain_error, std::fabs(plain[i] - exact[i]));
+  return 3 * plain_error + kU * max_abs(cond);
+}
+
+// Grouped- and multi-query attention are multi-head attention with each K/V head repeated
+// over its group: dQ is the same, and dK/dV of a kv head are the sums of the repeated
+// heads' dK/dV. Checked on both kernels, each within its own bound of the float64 values
+// (the reference: u·|x| + slack per value; the streaming kernel: its bound above per
+// tensor, the grouped one plus `group` MHA ones for a sum of `group` MHA gradients).
+TEST(AttentionBackward, GroupedEqualsMultiHeadWithRepeatedKv) {
+  for (const AttentionCase& c :
+       {AttentionCase{.batch = 2, .heads = 6, .kv_heads = 2, .head_dim = 16, .v_head_dim = 24, .q_len = 70,
+                      .kv_len = 90, .causal = true, .key_padding = true},
+        AttentionCase{.batch = 1, .heads = 4, .kv_heads = 1, .head_dim = 64, .v_head_dim = 64, .q_len = 129,
+                      .kv_len = 129, .window_left = 20, .window_right = 5, .bias = BiasKind::per_head}}) {
+    const AttentionInputs grouped = make_inputs(c, 31);
+    AttentionCase mc = c;
+    mc.kv_heads = c.heads;
+    AttentionInputs mha = make_inputs(mc, 31);
+    const std::int64_t group = c.heads / c.kv_heads;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t j = 0; j < c.kv_len; ++j)
+        for (std::int64_t h = 0; h < c.heads; ++h) {
+          for (std::int64_t d = 0; d < c.head_dim; ++d)
+            mha.k.ptr<float>()[mha.k.offset({b, j, h, d})] = grouped.k.ptr<float>()[grouped.k.offset({b, j, h / group, d})];
+          for (std::int64_t e = 0; e < c.v_head_dim; ++e)
+            mha.v.ptr<float>()[mha.v.offset({b, j, h, e})] = grouped.v.ptr<float>()[grouped.v.offset({b, j, h / group, e})];
+        }
+    for (std::int64_t i = 0; i < grouped.q_storage.numel(); ++i) mha.q_storage.data<float>()[i] = grouped.q_storage.data<float>()[i];
+    for (std::int64_t i = 0; i < grouped.bias_storage.numel(); ++i)
+      mha.bias_storage.data<float>()[i] = grouped.bias_storage.data<float>()[i];
+    const Tensor d_out = random_d_out(c, 32);
+    const NaiveGrads exact_g = naive_backward_f64(grouped, d_out.view()), plain_g = naive_backward_f32(grouped, d_out.view());
+    const NaiveGrads exact_m = naive_backward_f64(mha, d_out.view()), plain_m = naive_backward_f32(mha, d_out.view());
+    const double bound_q = streaming_bound(exact_g.d_q, plain_g.d_q, exact_g.cond_q) +
+                           streaming_bound(exact_m.d_q, plain_m.d_q, exact_m.cond_q);
+    const double bound_k = streaming_bound(exact_g.d_k, plain_g.d_k, exact_g.cond_k) +
+                           group * streaming_bound(exact_m.d_k, plain_m.d_k, exact_m.cond_k);
+    const double bound_v = streaming_bound(exact_g.d_v, plain_g.d_v, exact_g.cond_v) +
+                           group * streaming_bound(exact_m.d_v, plain_m.d_v, exact_m.cond_v);
+    for (Kernel kernel : {Kernel::reference, Kernel::streaming}) {
+      const Grads g = run_backward(kernel, grouped, d_out, 2), m = run_backward(kernel, mha, d_out, 2);
+      const bool ref = kernel == Kernel::reference;
+      const double slack = 1e-10 * max_abs(exact_g.d_k) * (group + 1);
+      for (std::int64_t i = 0; i < g.d_q.numel(); ++i) {
+        const double x = g.d_q.data<float>()[i], y = m.d_q.data<float>()[i];
+        ASSERT_LE(std::fabs(x - y), ref ? kU * (std::fabs(x) + std::fabs(y)) + slack : bound_q) << c.name() << " d_q[" << i << "]";
+      }
+      for (std::int64_t b = 0; b < c.batch; ++b)
+        for (std::int64_t j = 0; j < c.kv_len; ++j)
+          for (std::int64_t kv = 0; kv < c.kv_heads; ++kv) {
+            auto compare = [&](const Tensor& gt, const Tensor& mt, std::int64_t dim, double bound, const char* what) {
+              for (std::int64_t d = 0; d < dim; ++d) {
+                double sum = 0, magnitude = 0;
+                for (std::int64_t h = kv * group; h < (kv + 1) * group; ++h) {
+                  const double x = mt.data<float>()[((b * c.kv_len + j) * c.heads + h) * dim + d];
+                  sum += x;
+                  magnitude += std::fabs(x);
+                }
+                const double x = gt.data<float>()[((b * c.kv_len + j) * c.kv_heads + kv) * dim + d];
+                ASSERT_LE(std::fabs(x - sum), ref ? kU * (std::fabs(x) + magnitude) + slack : bound)
+                    << c.name() << " " << kernel_name(kernel) << " " << what << " [" << b << ", " << j << ", " << kv << ", " << d << "]";
+              }
+            };
+            compare(g.d_k, m.d_k, c.head_dim, bound_k, "d_k");
+            compare(g.d_v, m.d_v, c.v_head_dim, bound_v, "d_v");
+          }
+    }
+  }
+}
+
+// bf16 q, k, v: the float64 oracles read the same bf16 values, so input rounding is no
+// error; the kernels widen bf16 exactly to fp32 and then do what they do for fp32, so the
+// fp32 bounds hold. out and lse from the reference forward here (an avx512_bf16 streaming
+// forward rounds P to bf16: that error belongs to the forward and its own test).
+TEST(AttentionBackward, Bf16InputsOnEveryIsa) {
+  for (const AttentionCase& c :
+       {AttentionCase{.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 32, .v_head_dim = 20, .q_len = 77,
+                      .kv_len = 130, .causal = true, .key_padding = true, .bias = BiasKind::broadcast},
+        AttentionCase{.batch = 1, .heads = 2, .kv_heads = 2, .head_dim = 64, .v_head_dim = 64, .q_len = 65,
+                      .kv_len = 65, .window_left = 9, .window_right = 2, .kv_layout = KvLayout::fused}}) {
+    AttentionInputs in = make_inputs(c, 41);
+    Tensor q16, k16, v16;
+    const TensorView q_view = round_to_bf16(in.q, in.q_storage, q16);
+    const bool shared = in.v_storage.empty();
+    const TensorView k_view = round_to_bf16(in.k, in.k_storage, k16);
+    TensorView v_view;
+    if (shared) {
+      v_view = in.v;
+      v_view.dtype = DType::bf16;
+      v_view.data = k16.data<bf16>() + (in.v.ptr<float>() - in.k_storage.data<float>());
+    } else {
+      v_view = round_to_bf16(in.v, in.v_storage, v16);
+    }
+    const Tensor d_out = random_d_out(c, 42);
+    const NaiveGrads want = naive_backward_f64(in, d_out.view()), plain = naive_backward_f32(in, d_out.view());
+    for (Isa isa : supported_isas()) {
+      Context ctx({.threads = 2, .isa = isa});
+      Tensor out(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}), lse(DType::f32, {c.batch, c.heads, c.q_len});
+      AttentionParams p = in.params(out, lse);
+      attention_reference(ctx, p);  // fp32 inputs holding the bf16 values: the same function
+      p.q = q_view;
+      p.k = k_view;
+      p.v = v_view;
+      for (Kernel kernel : {Kernel::reference, Kernel::streaming}) {
+        Grads g{poisoned({c.batch, c.q_len, c.heads, c.head_dim}), poisoned({c.batch, c.kv_len, c.kv_heads, c.head_dim}),
+                poisoned({c.batch, c.kv_len, c.kv_heads, c.v_head_dim}), {}, {}};
+        if (!in.bias.empty()) g.d_bias = poisoned({in.bias.shape[0], in.bias.shape[1], c.q_len, c.kv_len});
+        attention_backward(ctx, kernel, p,
+                           {.d_out = d_out.view(), .d_q = g.d_q.view(), .d_k = g.d_k.view(), .d_v = g.d_v.view(),
+                            .d_bias = g.d_bias.empty() ? TensorView{} : g.d_bias.view()});
+        SCOPED_TRACE(std::string(kernel_name(kernel)) + " on " + isa_name(isa) + ", " + c.name());
+        if (kernel == Kernel::reference) {
+          expect_rounded_once(g.d_q, want.d_q, "d_q");
+          expect_rounded_once(g.d_k, want.d_k, "d_k");
+          expect_rounded_once(g.d_v, want.d_v, "d_v");
+          if (!in.bias.empty()) expect_rounded_once(g.d_bias, want.d_bias, "d_bias");
+        } else {
+          EXPECT_LE(max_error(g.d_q, want.d_q), streaming_bound(want.d_q, plain.d_q, want.cond_q));
+          EXPECT_LE(max_error(g.d_k, want.d_k), streaming_bound(want.d_k, plain.d_k, want.cond_k));
+          EXPECT_LE(max_error(g.d_v, want.d_v), streaming_bound(want.d_v, plain.d_v, want.cond_v));
+          if (!in.bias.empty())
+            EXPECT_LE(max_error(g.d_bias, want.d_bias), streaming_bound(want.d_bias, plain.d_bias, want.cond_bias));
+        }
+        expect_exact_zeros(g, want, kernel_name(kernel));
+      }
+    }
+  }
+}
+
+// The kernels' own counters: the five products, once per visible score.
+TEST(AttentionBackward, CountsFiveProductsPerScore) {
+  const AttentionCase c{.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 24, .v_head_dim = 40, .q_len = 100,
+                        .kv_len = 130};
+  const AttentionInputs in = make_inputs(c, 51);
+  const Tensor d_out = random_d_out(c, 52);
+  const std::int64_t macs = c.batch * c.heads * c.q_len * c.kv_len * (3 * c.head_dim + 2 * c.v_head_dim);
+  EXPECT_EQ(run_backward(Kernel::reference, in, d_out, 2).stats.macs, macs);
+  EXPECT_EQ(run_backward(Kernel::streaming, in, d_out, 2).stats.macs, macs);
+  EXPECT_EQ(run_backward(Kernel::reference, in, d_out, 2).stats.peak_score_entries, c.batch * c.heads * c.q_len * c.kv_len);
+  // The streaming kernel: two tiles (S^T and dP^T) per worker, whatever the lengths.
+  AttentionCase longer = c;
+  longer.q_len = 1100;
+  longer.kv_len = 1300;
+  const std::int64_t peak = run_backward(Kernel::streaming, in, d_out, 2).stats.peak_score_entries;
+  EXPECT_EQ(run_backward(Kernel::streaming, make_inputs(longer, 53), random_d_out(longer, 54), 2).stats.peak_score_entries,
+            peak);
+  EXPECT_LT(peak, longer.q_len * longer.kv_len / 4);
+}
 
 TEST(AttentionBackward, ReferenceWithoutForwardResults) {
   const AttentionCase c{.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 9, .v_head_dim = 5, .q_len = 11,

@@ -112,5 +112,17 @@ TEST(CliTrain, HelpListsPresetsAndConfigFields) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part;
 }
 
+// The train benchmark runs and reports a consistent split (timing itself is not tested).
+TEST(CliTrain, BenchTrainSuiteReportsTheStep) {
+  const CliResult r = run_cli("bench --suite train --threads 2 --quick --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens_per_step"], 12 * 64);
+  EXPECT_GT(j["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(j["median_forward_seconds"].get<double>(), 0);
+  EXPECT_GT(j["median_optimizer_seconds"].get<double>(), 0);
+  EXPECT_NEAR(j["tokens_per_second"].get<double>() * j["median_step_seconds"].get<double>(), 768.0, 1e-6 * 768);
+}
+
 }  // namespace
 }  // namespace headcount::testing

@@ -166,15 +166,18 @@ TEST(TrainGelu, BackwardMatchesFiniteDifferences) {
   }
   // Per element the scale is the magnitude of the element's own terms (no sums over elements):
   // Φ = 0.5·(1 + erf) is a sum of two terms of sizes 0.5 and 0.5·|erf| (it cancels for u << 0),
-  // then u·φ, then the product with r: |Δ| ≤ 8·u·|r|·(0.5·(1 + |erf|) + |u|·φ).
+  // then u·φ, then the product with r. src/train/gelu.cpp's erf errs by <= 7 ulp of 1 (its
+  // measured worst case), i.e. 3.5·u on Φ's scale, its exp by <= 2 ulp, and about 5 more
+  // roundings follow: |Δ| ≤ 12·u·|r|·(0.5·(1 + |erf|) + |u|·φ).
   for (std::size_t i = 0; i < u.size(); ++i) {
     const double x = u[i];
     const double mag = std::abs(r[i]) * (0.5 * (1 + std::abs(std::erf(x / std::sqrt(2.0)))) + std::abs(x) * std::exp(-x * x / 2) / std::sqrt(2 * M_PI));
-    ASSERT_LE(std::abs(du[i] - fd.grad[i]), 8 * kU * mag + 2 * fd.truncation[i] + 1e-9) << "u = " << x;
+    ASSERT_LE(std::abs(du[i] - fd.grad[i]), 12 * kU * mag + 2 * fd.truncation[i] + 1e-9) << "u = " << x;
   }
   std::vector<float> y(u.size());
   train::gelu_forward(ctx, uf.data(), y.data(), static_cast<std::int64_t>(u.size()));
-  for (std::size_t i = 0; i < u.size(); ++i) ASSERT_NEAR(y[i], ref::gelu(u[i]), 4 * kU * std::abs(u[i]) + 1e-30);
+  // gelu = u·Φ: 3.5·u from the erf (above) and two roundings, relative to |u|.
+  for (std::size_t i = 0; i < u.size(); ++i) ASSERT_NEAR(y[i], ref::gelu(u[i]), 6 * kU * std::abs(u[i]) + 1e-30);
 }
 
 // Scatter-add with repeated tokens: exact sums in double, fp32 with n = batch·seq_len terms.

@@ -92,6 +92,14 @@ def load_checkpoint(path):
     return tensors, state
 
 
+def run_config(state):
+    """(model config, optim config, train config) from a checkpoint's state: headcount's trainer
+    keeps them under state["config"] = {"model", "task", "optim", "train"}; a bare state with
+    "model" / "optim" at the top is accepted too."""
+    config = state.get("config", state)
+    return config["model"], config.get("optim", {}), config.get("train", {})
+
+
 def load_batches(directory):
     """tokens, targets as int64 arrays [steps, batch, seq_len] from headcount's --dump-batches
     (float32 .npy files; -1 = ignored target)."""

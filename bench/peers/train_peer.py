@@ -78,8 +78,8 @@ def main():
     optim = None
     if args.checkpoint:
         weights, state = train_model.load_checkpoint(args.checkpoint)
-        config = state["model"]
-        optim = state.get("optim")
+        config, optim, _ = train_model.run_config(state)
+        config = dict(config)
     if args.batches:
         tokens, targets = train_model.load_batches(args.batches)
         if tokens.shape[0] < total:

@@ -1,9 +1,9 @@
 // The streaming (FlashAttention-2) backward: exact gradients without any n^2 storage.
 //
 // P is never stored: it is recomputed tile by tile from the forward's lse, P = exp(S - lse),
-// and D_i = dO_i · O_i is computed from the forward's output. Work is split into tasks that
-// each OWN what they write, so nothing needs atomics and results are bitwise the same for
-// any thread count:
+// and D_i = dO_i · O_i is computed once per row from the forward's output (row_terms).
+// Work is split into tasks that each OWN what they write, so nothing needs atomics and
+// results are bitwise the same for any thread count:
 //   task = (outer, chunk). `outer` is a (batch, kv head) pair; the task owns dK and dV of
 //   that kv head for the key tiles of its chunk (tiles t with t % chunks == chunk:
 //   interleaved, so a causal mask spreads its work evenly over the chunks), and a private
@@ -16,8 +16,9 @@
 //   is still written by one task only, in a fixed order.
 // Per (batch, kv head) of a task, per key tile (Tk keys) of its chunk:
 //   zero the dK, dV accumulators; for every query block (positions x the group's heads,
-//   row r = position * group + head in group) whose visible keys meet the tile:
-//     pack Q, Q^T, dO, dO^T, lse and D = rowsum(dO ∘ O) of the block
+//   row r = position * group + head in group) whose visible keys meet the tile, on the
+//   tile's columns that those queries see (masking.h's intervals; the rest is skipped):
+//     pack Q, Q^T, dO, dO^T, lse and D of the block
 //     S^T  = scale · K · Q^T           (keys x rows: vectorised across queries, as forward)
 //     mask the interval edges to -inf, add the bias
 //     dP^T = V · dO^T
@@ -31,7 +32,7 @@
 // one stride, and the group's rows r = (position, head) are two strides apart in d_q; the
 // partial is the extra memory of the algorithm, chunks x |dQ| (one |dQ| in the common case:
 // 32 MiB at n 16384, 8 x 64), next to the O(n·d) of the inputs. Scratch per worker: one
-// block, ~130 KiB (tuning.h).
+// block and one key tile, ~580 KiB at head_dim 64 (tuning.h).
 //
 // bf16 q/k/v: widened to fp32 as they are packed (the gradients are fp32).
 #include <algorithm>
@@ -57,7 +58,8 @@ using i64 = std::int64_t;
 
 namespace {
 
-constexpr int kSlotDq = 12;  // the context workspace holding the dQ partials
+constexpr int kSlotDq = 12;        // the context workspace holding the dQ partials
+constexpr int kSlotRowTerms = 13;  // and the one holding each row's lse and D
 
 i64 round_up(i64 x, i64 multiple) { return (x + multiple - 1) / multiple * multiple; }
 inline float to_f32(float x) { return x; }
@@ -125,11 +127,11 @@ struct Plan {
 };
 
 // One query block packed for the five products: Q and dO row-major [rows, pad] and
-// transposed [dim, rows_pad], all zero-padded; lse with -inf turned into +inf (so that
-// exp(S - lse) = 0 on a row that sees no key, and on padding rows), and D = dO · O.
+// transposed [dim, rows_pad], all zero-padded, and the rows' lse and D (from
+// row_terms; padding rows get lse = +inf, so P = exp(S - lse) = 0 there).
 template <typename T>
-void pack_block(const Plan& plan, const AttentionParams& p, const AttentionGrads& g, i64 b, i64 kv_head,
-                i64 row0, i64 n, float* scratch) {
+void pack_block(const Plan& plan, const AttentionParams& p, const AttentionGrads& g, const float* rows_lse,
+                const float* rows_delta, i64 b, i64 kv_head, i64 row0, i64 n, float* scratch) {
   const AttentionShape& s = plan.s;
   float* qp = scratch + plan.qp_off;
   float* qt = scratch + plan.qt_off;
@@ -149,8 +151,6 @@ void pack_block(const Plan& plan, const AttentionParams& p, const AttentionGrads
 
   const T* q = p.q.ptr<const T>();
   const float* d_out = g.d_out.ptr<const float>();
-  const float* out = p.out.ptr<const float>();
-  const float* lse_in = p.lse.ptr<const float>();
   for (i64 i = 0; i < n; ++i)
     for (i64 hg = 0; hg < s.group; ++hg) {
       const i64 r = i * s.group + hg, head = kv_head * s.group + hg;
@@ -161,17 +161,13 @@ void pack_block(const Plan& plan, const AttentionParams& p, const AttentionGrads
         qt[d * ld + r] = x;
       }
       const float* do_row = d_out + g.d_out.offset({b, row0 + i, head, 0});
-      const float* o_row = out + p.out.offset({b, row0 + i, head, 0});
-      float sum = 0.0f;
       for (i64 e = 0; e < s.v_head_dim; ++e) {
         const float x = do_row[e * g.d_out.strides[3]];
         dop[r * plan.dvpad + e] = x;
         dot[e * ld + r] = x;
-        sum += x * o_row[e * p.out.strides[3]];
       }
-      delta[r] = sum;
-      const float l = lse_in[p.lse.offset({b, head, row0 + i})];
-      lse[r] = l == -std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::infinity() : l;
+      delta[r] = rows_delta[(b * s.heads + head) * s.q_len + row0 + i];
+      lse[r] = rows_lse[(b * s.heads + head) * s.q_len + row0 + i];
     }
 }
 
@@ -186,10 +182,29 @@ void pack_rows(const TensorView& t, i64 b, i64 kv_head, i64 col0, i64 cols, i64 
   }
 }
 
+// The per-row terms, once per call ([batch, heads, q_len] each): the lse with -inf turned
+// into +inf (so that exp(S - lse) = 0 on a row that sees no key) and D = dO · O, summed in
+// a fixed order.
+void row_terms(Context& ctx, const AttentionShape& s, const AttentionParams& p, const AttentionGrads& g,
+               float* rows_lse, float* rows_delta) {
+  ctx.parallel_for(s.batch * s.heads, [&](i64 task, int /*worker*/) {
+    const i64 b = task / s.heads, h = task % s.heads;
+    for (i64 i = 0; i < s.q_len; ++i) {
+      const float* o = p.out.ptr<const float>() + p.out.offset({b, i, h, 0});
+      const float* d_o = g.d_out.ptr<const float>() + g.d_out.offset({b, i, h, 0});
+      float sum = 0.0f;
+      for (i64 e = 0; e < s.v_head_dim; ++e) sum += d_o[e * g.d_out.strides[3]] * o[e * p.out.strides[3]];
+      const float l = p.lse.ptr<const float>()[p.lse.offset({b, h, i})];
+      rows_delta[task * s.q_len + i] = sum;
+      rows_lse[task * s.q_len + i] = l == -std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::infinity() : l;
+    }
+  });
+}
+
 // One (batch, kv head) of a task: every key tile of its chunk.
 template <typename T>
-i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g, i64 b, i64 kv_head, i64 chunk,
-             float* scratch, float* dq) {
+i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g, const float* rows_lse,
+             const float* rows_delta, i64 b, i64 kv_head, i64 chunk, float* scratch, float* dq) {
   const AttentionShape& s = plan.s;
   const simd::TileKernels& tiles = *plan.tiles;
   const i64 ld = plan.rows_pad, tk = plan.key_tile;
@@ -229,7 +244,11 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
     for (i64 qtile = 0; qtile < plan.q_tiles && col0 < key_length; ++qtile) {
       const i64 row0 = qtile * plan.positions, n = std::min(plan.positions, s.q_len - row0);
       const KeyRange all = kernels::visible_keys(plan.mask, row0, n, key_length, keys_of);
-      if (all.begin >= all.end || all.end <= col0 || all.begin >= col0 + cols) continue;
+      // The block's keys in this tile: [c_lo, c_hi) of the tile's columns. Only those are
+      // computed, so a diagonal or window edge costs a block's width, not a tile's.
+      const i64 c_lo = std::max(all.begin, col0) - col0, c_hi = std::min(all.end, col0 + cols) - col0;
+      if (all.begin >= all.end || c_lo >= c_hi) continue;
+      const i64 kc = c_hi - c_lo;
       if (!packed) {  // K and V of the tile, once, for the first block that needs them
         if (plan.k_direct) {
           k_rows = p.k.ptr<const float>() + p.k.offset({b, col0, kv_head, 0});
@@ -245,20 +264,22 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
         }
         packed = true;
       }
-      pack_block<T>(plan, p, g, b, kv_head, row0, n, scratch);
+      pack_block<T>(plan, p, g, rows_lse, rows_delta, b, kv_head, row0, n, scratch);
       const i64 rows = n * s.group;
-      entries += rows * cols;
+      entries += rows * kc;
+      float* st_lo = st + c_lo * ld;
+      float* dpt_lo = dpt + c_lo * ld;
 
       // S^T = scale · K · Q^T, then the masks at each query's interval edges and the bias.
-      tiles.scores_f32(k_rows, ldk, qt, ld, s.head_dim, st, ld, cols, ld, s.scale);
+      tiles.scores_f32(k_rows + c_lo * ldk, ldk, qt, ld, s.head_dim, st_lo, ld, kc, ld, s.scale);
       for (i64 i = 0; i < n; ++i) {
-        const i64 lo = std::clamp(keys_of[i].begin - col0, i64{0}, cols);
-        const i64 hi = std::clamp(keys_of[i].end - col0, lo, cols);
-        if (lo == 0 && hi == cols && !bias) continue;
+        const i64 lo = std::clamp(keys_of[i].begin - col0, c_lo, c_hi);
+        const i64 hi = std::clamp(keys_of[i].end - col0, lo, c_hi);
+        if (lo == c_lo && hi == c_hi && !bias) continue;
         for (i64 hg = 0; hg < s.group; ++hg) {
           const i64 r = i * s.group + hg;
-          for (i64 c = 0; c < lo; ++c) st[c * ld + r] = minus_inf;
-          for (i64 c = hi; c < cols; ++c) st[c * ld + r] = minus_inf;
+          for (i64 c = c_lo; c < lo; ++c) st[c * ld + r] = minus_inf;
+          for (i64 c = hi; c < c_hi; ++c) st[c * ld + r] = minus_inf;
           if (bias) {
             const i64 head = kv_head * s.group + hg;
             const float* bias_row = bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b,
@@ -269,13 +290,13 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
       }
 
       // dP^T = V · dO^T; then P and dS in place of S^T and dP^T.
-      tiles.scores_f32(v_rows, ldv, dot, ld, s.v_head_dim, dpt, ld, cols, ld, 1.0f);
-      tiles.backward_probs(st, dpt, ld, cols, ld, lse, delta);
+      tiles.scores_f32(v_rows + c_lo * ldv, ldv, dot, ld, s.v_head_dim, dpt_lo, ld, kc, ld, 1.0f);
+      tiles.backward_probs(st_lo, dpt_lo, ld, kc, ld, lse, delta);
 
       if (d_bias) {
         for (i64 i = 0; i < n; ++i) {
-          const i64 lo = std::clamp(keys_of[i].begin - col0, i64{0}, cols);
-          const i64 hi = std::clamp(keys_of[i].end - col0, lo, cols);
+          const i64 lo = std::clamp(keys_of[i].begin - col0, c_lo, c_hi);
+          const i64 hi = std::clamp(keys_of[i].end - col0, lo, c_hi);
           for (i64 hg = 0; hg < s.group; ++hg) {
             const i64 r = i * s.group + hg, head = kv_head * s.group + hg;
             float* row = d_bias + g.d_bias.offset({g.d_bias.shape[0] == 1 ? 0 : b,
@@ -286,10 +307,12 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
       }
 
       // dV += P^T · dO;  dK += dS^T · Q;  dQ += dS · K  (the scale is applied once, at the end).
-      tiles.weighted_sum_f32(st, ld, 1, dop, plan.dvpad, rows, dv_acc, plan.dvpad, cols, plan.dvpad, ones);
-      tiles.weighted_sum_f32(dpt, ld, 1, qp, plan.dpad, rows, dk_acc, plan.dpad, cols, plan.dpad, ones);
-      tiles.weighted_sum_f32(dpt, 1, ld, k_rows, ldk, cols, dq + row0 * s.group * plan.dpad, plan.dpad, rows,
+      tiles.weighted_sum_f32(st_lo, ld, 1, dop, plan.dvpad, rows, dv_acc + c_lo * plan.dvpad, plan.dvpad, kc,
+                             plan.dvpad, ones);
+      tiles.weighted_sum_f32(dpt_lo, ld, 1, qp, plan.dpad, rows, dk_acc + c_lo * plan.dpad, plan.dpad, kc,
                              plan.dpad, ones);
+      tiles.weighted_sum_f32(dpt_lo, 1, ld, k_rows + c_lo * ldk, ldk, kc, dq + row0 * s.group * plan.dpad,
+                             plan.dpad, rows, plan.dpad, ones);
     }
 
     for (i64 c = 0; c < cols; ++c) {
@@ -310,14 +333,22 @@ AttentionBackwardStats attention_backward_streaming(Context& ctx, const Attentio
   const Plan plan(p, g, s, ctx.isa());
   const i64 tasks = plan.tasks();
   const std::size_t scratch_bytes = static_cast<std::size_t>(plan.words) * sizeof(float);
+  // Scratch for every worker, borrowed before the parallel regions (any worker may take a
+  // task, even when there are fewer tasks than workers), so nothing allocates inside them.
   const int workers = static_cast<int>(std::min<i64>(ctx.threads(), tasks));
-  for (int w = 0; w < workers; ++w) {
+  for (int w = 0; w < ctx.threads(); ++w) {
     float* ones = static_cast<float*>(ctx.scratch(w, scratch_bytes)) + plan.ones_off;
     std::fill(ones, ones + std::max(plan.rows_pad, plan.key_tile), 1.0f);
   }
   // Partials indexed [batch, kv head, chunk].
   auto* dq_all = static_cast<float*>(ctx.workspace(
       kSlotDq, static_cast<std::size_t>(s.batch * s.kv_heads * plan.chunks * plan.dq_floats) * sizeof(float)));
+
+  auto* terms = static_cast<float*>(
+      ctx.workspace(kSlotRowTerms, static_cast<std::size_t>(2 * s.batch * s.heads * s.q_len) * sizeof(float)));
+  float* rows_lse = terms;
+  float* rows_delta = terms + s.batch * s.heads * s.q_len;
+  row_terms(ctx, s, p, g, rows_lse, rows_delta);
 
   // d_bias starts at 0: every task adds into the elements it owns.
   if (!g.d_bias.empty()) {
@@ -341,8 +372,9 @@ AttentionBackwardStats attention_backward_streaming(Context& ctx, const Attentio
     for (i64 b = b_first; b < b_end; ++b)
       for (i64 kv_head = h_first; kv_head < h_end; ++kv_head) {
         float* dq = dq_all + ((b * s.kv_heads + kv_head) * plan.chunks + chunk) * plan.dq_floats;
-        done += p.q.dtype == DType::bf16 ? run_pair<bf16>(plan, p, g, b, kv_head, chunk, scratch, dq)
-                                         : run_pair<float>(plan, p, g, b, kv_head, chunk, scratch, dq);
+        done += p.q.dtype == DType::bf16
+                    ? run_pair<bf16>(plan, p, g, rows_lse, rows_delta, b, kv_head, chunk, scratch, dq)
+                    : run_pair<float>(plan, p, g, rows_lse, rows_delta, b, kv_head, chunk, scratch, dq);
       }
     entries[static_cast<std::size_t>(task)] = done;
   });

@@ -33,9 +33,7 @@ constexpr std::int64_t streaming_tile_entries(std::int64_t group, std::int64_t q
 // ---- the streaming backward (backward_streaming.cpp) ---------------------------------------
 
 // Score rows of one backward block: query positions times the heads of one group, like the
-// forward. Per worker at head_dim 64 the block's S^T and dP^T (64 keys x 64 rows, 16 KiB
-// each), the packed Q, Q^T, dO, dO^T (4 x 16 KiB) and the dK, dV accumulators of the key
-// tile (2 x 16 KiB) come to ~130 KiB: inside a 1 MiB L2 with the K/V tile.
+// forward. 64 rows keep the packed Q, Q^T, dO, dO^T of a block at 4 x 16 KiB (head_dim 64).
 constexpr std::int64_t backward_rows() { return 64; }
 
 // Query positions per backward block for a group of `group` query heads.
@@ -44,16 +42,20 @@ constexpr std::int64_t backward_query_tile(std::int64_t group) {
   return std::max<std::int64_t>(1, backward_rows() / std::max<std::int64_t>(1, group));
 }
 
-// Keys per backward tile: the dK/dV accumulators of a tile stay in L1/L2 while every query
-// block passes over it; 64 keys make the per-block packing of Q and dO (rows x 2(d + dv)
-// copies) ~1% of the block's rows x 64 x (3d + 2dv) multiply-adds.
-constexpr std::int64_t backward_key_tile() { return 64; }
+// Keys per backward tile. Every query block that sees a tile is packed again for it (Q, dO
+// and their transposes: rows x 2(d + dv) copies), so the tile must be long for that to be
+// small next to the block's rows x keys x (3d + 2dv) multiply-adds; a block computes only
+// the columns its queries see, so a long tile costs nothing extra on a causal diagonal.
+// Per worker at head_dim 64: S^T and dP^T 2 x 128 KiB, the dK and dV accumulators
+// 2 x 128 KiB, the block 64 KiB: ~580 KiB, inside a 1 MiB L2. Measured (n 4096, 8 x 64, one
+// thread, CPU time): 64 keys 44, 128: 61, 256: 71, 512: 87, 1024: 87 GFLOP/s.
+constexpr std::int64_t backward_key_tile() { return 512; }
 
 // Fewest tasks a backward call is split into when the (batch, kv head) pairs are fewer:
 // keys are then dealt out in this many interleaved chunks (a function of the shape only, so
-// results do not depend on the thread count). 8 keeps 2-4 workers busy; each chunk past the
-// first costs one more fp32 partial of dQ. Worked example: batch 1, 8 kv heads → 1 chunk;
-// batch 1, one kv head (MQA) → 8 chunks, 8 dQ partials.
+// results do not depend on the thread count), at most one per key tile. 8 keeps 2-4 workers
+// busy; each chunk past the first costs one more fp32 partial of dQ. Worked example: batch
+// 1, 8 kv heads → 1 chunk; batch 1, one kv head (MQA), n 4096 → 8 chunks (8 tiles of 512).
 constexpr std::int64_t backward_min_tasks() { return 8; }
 
 }  // namespace headcount::tuning

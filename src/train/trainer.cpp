@@ -145,12 +145,11 @@ void Trainer::run(const std::string& out_dir) {
 std::vector<NamedTensor> Trainer::checkpoint_tensors() const {
   std::vector<NamedTensor> out;
   const std::vector<Parameter>& params = model_.parameters();
-  auto& adam = const_cast<AdamW&>(adam_);
   for (std::size_t i = 0; i < params.size(); ++i) out.push_back({.name = params[i].name, .view = params[i].value.view()});
   for (std::size_t i = 0; i < params.size(); ++i)
-    out.push_back({.name = "adamw.m." + params[i].name, .view = adam.first_moments()[i].view()});
+    out.push_back({.name = "adamw.m." + params[i].name, .view = adam_.first_moments()[i].view()});
   for (std::size_t i = 0; i < params.size(); ++i)
-    out.push_back({.name = "adamw.v." + params[i].name, .view = adam.second_moments()[i].view()});
+    out.push_back({.name = "adamw.v." + params[i].name, .view = adam_.second_moments()[i].view()});
   return out;
 }
 

@@ -1,9 +1,11 @@
 #include "bench_rows.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <new>
 
+#include "headcount/attention_backward.h"
 #include "headcount/context.h"
 #include "headcount/cost.h"
 #include "headcount/error.h"
@@ -51,7 +53,9 @@ std::int64_t attention_flops(const AttentionStats& stats) {
 
 }  // namespace
 
-const char* op_name(Op op) { return op == Op::attention ? "attention" : "layer"; }
+const char* op_name(Op op) {
+  return op == Op::attention ? "attention" : op == Op::layer ? "layer" : "backward";
+}
 
 std::vector<SuitePlan> plan_suites(const std::string& suite, bool quick) {
   std::vector<SuitePlan> plans;
@@ -125,6 +129,20 @@ std::vector<SuitePlan> plan_suites(const std::string& suite, bool quick) {
         ", heads = d_model / 64, fp32, not causal"));
     plans.push_back(plan);
   }
+  if (suite == "backward") {  // not in "all": its own target and peer
+    SuitePlan plan{.name = "backward"};
+    const std::vector<std::int64_t> lengths =
+        quick ? std::vector<std::int64_t>{64, 128} : std::vector<std::int64_t>{1024, 4096, 8192, 16384};
+    for (std::int64_t n : lengths)
+      for (bool causal : {false, true})
+        plan.rows.push_back({.suite = "backward", .op = Op::backward, .batch = 1, .heads = 8, .kv_heads = 8,
+                             .head_dim = 64, .seq_len = n, .causal = causal});
+    plan.notes.push_back("the streaming backward (dq, dk, dv from the forward's out and lse, computed once "
+                         "before timing), heads 8, head_dim 64, batch 1, fp32; n 16384 for the memory target");
+    plan.notes.push_back("FLOPs = 2 x the kernel's counted multiply-adds of its five products = 2.5 x the "
+                         "forward's FLOPs on the same shape");
+    plans.push_back(plan);
+  }
   return plans;
 }
 
@@ -140,7 +158,9 @@ RowResult run_row(const RowSpec& spec, int threads, int repeats, double budget_s
   Context ctx({.threads = threads});
   std::function<void()> call;
   std::function<std::int64_t()> flops;
-  Tensor q, k, v, out, x;
+  Tensor q, k, v, out, x, lse, d_out, d_q, d_k, d_v;
+  AttentionGrads grads;
+  AttentionBackwardStats backward_stats;
   AttentionParams params;
   AttentionStats attention_stats;
   LayerStats layer_stats;
@@ -162,6 +182,34 @@ RowResult run_row(const RowSpec& spec, int threads, int repeats, double budget_s
     row.io_bytes = static_cast<std::int64_t>(q.bytes() + k.bytes() + v.bytes() + out.bytes());
     call = [&] { attention_stats = attention(ctx, spec.kernel, params); };
     flops = [&] { return attention_flops(attention_stats); };
+  } else if (spec.op == Op::backward) {
+    q = Tensor(spec.dtype, {b, n, h, d});
+    k = Tensor(spec.dtype, {b, n, hkv, d});
+    v = Tensor(spec.dtype, {b, n, hkv, d});
+    out = Tensor(DType::f32, {b, n, h, d});
+    lse = Tensor(DType::f32, {b, h, n});
+    d_out = Tensor(DType::f32, {b, n, h, d});
+    d_q = Tensor(DType::f32, {b, n, h, d});
+    d_k = Tensor(DType::f32, {b, n, hkv, d});
+    d_v = Tensor(DType::f32, {b, n, hkv, d});
+    fill(q, 1);
+    fill(k, 2);
+    fill(v, 3);
+    fill(d_out, 5);
+    std::fill_n(d_q.data<float>(), d_q.numel(), 0.0f);  // fault the gradients' pages in
+    std::fill_n(d_k.data<float>(), d_k.numel(), 0.0f);
+    std::fill_n(d_v.data<float>(), d_v.numel(), 0.0f);
+    params = {.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view(), .lse = lse.view(),
+              .causal = spec.causal};
+    grads = {.d_out = d_out.view(), .d_q = d_q.view(), .d_k = d_k.view(), .d_v = d_v.view()};
+    {
+      Context forward_ctx({.threads = threads});  // its scratch is gone before the timed calls
+      attention(forward_ctx, Kernel::streaming, params);
+    }
+    row.io_bytes = static_cast<std::int64_t>(q.bytes() + k.bytes() + v.bytes() + out.bytes() + lse.bytes() +
+                                             d_out.bytes() + d_q.bytes() + d_k.bytes() + d_v.bytes());
+    call = [&] { backward_stats = attention_backward(ctx, spec.kernel, params, grads); };
+    flops = [&] { return 2 * backward_stats.macs; };
   } else {
     const MultiHeadAttentionConfig config{.d_model = spec.d_model(), .heads = h, .kv_heads = hkv};
     layer.emplace(config, MultiHeadAttentionWeights::random(config, 1));

@@ -17,7 +17,9 @@ namespace headcount::cli::bench {
 // attention: the kernel alone on [batch, n, heads, head_dim] views.
 // layer: the whole multi-head attention layer (QKV GEMM, attention, W_O GEMM) on
 //        x [batch, n, d_model = heads * head_dim], with biases.
-enum class Op { attention, layer };
+// backward: the attention backward alone (attention_backward.h), given the forward's out
+//        and lse (computed once, untimed), writing dq, dk, dv.
+enum class Op { attention, layer, backward };
 const char* op_name(Op op);
 
 struct RowSpec {
@@ -38,7 +40,7 @@ struct RowResult {
   Timing timing;
   std::int64_t flops = 0;       // 2 · (multiply-adds the kernel counted) [+ the GEMMs']
   double gflops = 0, pct_of_sgemm = 0;
-  std::int64_t io_bytes = 0;    // inputs + outputs the row allocates before timing
+  std::int64_t io_bytes = 0;    // inputs + outputs (+ gradients) the row allocates before timing
   std::int64_t model_reference_score_bytes = 0;  // cost model: batch·heads·n·m doubles
 };
 
@@ -48,7 +50,8 @@ struct SuitePlan {
   std::vector<std::string> notes;  // what the suite chose and left out, printed with it
 };
 
-// "heads" | "seq" | "gqa" | "layer" | "all"; quick shrinks every suite for smoke tests.
+// "heads" | "seq" | "gqa" | "layer" | "all" | "backward"; quick shrinks every suite for
+// smoke tests.
 std::vector<SuitePlan> plan_suites(const std::string& suite, bool quick);
 
 // Runs one row; a headcount::Error from the kernel makes the row "unsupported".

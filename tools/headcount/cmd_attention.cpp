@@ -5,6 +5,9 @@
 //   v [batch, kv_len, kv_heads, v_head_dim], bias [batch or 1, heads or 1, q_len, kv_len].
 // Outputs (float32): out [batch, q_len, heads, v_head_dim], lse [batch, heads, q_len],
 //   probs [batch, heads, q_len, kv_len] (reference kernel only).
+// Gradients (--grad-out G with --grad-q, --grad-k, --grad-v, optionally --grad-bias): of the
+//   loss sum(out ∘ G) at the given inputs, by the same kernel's backward, each in the shape
+//   of its input (attention_backward.h).
 // Everything is read, checked and computed before the first byte is written, and the
 // outputs are committed together, so a failure leaves no output file behind.
 #include <unistd.h>
@@ -22,6 +25,7 @@
 
 #include "commands.h"
 #include "headcount/attention.h"
+#include "headcount/attention_backward.h"
 #include "headcount/context.h"
 #include "headcount/error.h"
 #include "headcount/npy.h"
@@ -31,6 +35,7 @@ namespace {
 
 struct AttentionCliOptions {
   std::string q, k, v, out, probs, lse, bias;
+  std::string grad_out, grad_q, grad_k, grad_v, grad_bias;
   std::string kernel = "streaming";
   std::string scale;        // parsed here, so "nan" gets our message rather than CLI11's
   std::string key_lengths;  // "3,5"
@@ -136,8 +141,17 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given) {
   }
   const std::optional<float> scale = parse_scale(o.scale);
   const std::vector<std::int64_t> key_lengths = parse_key_lengths(o.key_lengths);
+  const bool backward = !o.grad_out.empty();
+  for (const auto& [flag, value] : {std::pair{"--grad-q", &o.grad_q}, std::pair{"--grad-k", &o.grad_k},
+                                    std::pair{"--grad-v", &o.grad_v}, std::pair{"--grad-bias", &o.grad_bias}}) {
+    if (backward && std::string(flag) != "--grad-bias")
+      check(!value->empty(), flag, "a path (--grad-out asks for the gradients of q, k and v)", "none");
+    if (!backward)
+      check(value->empty(), flag, "--grad-out too (the gradient of the loss with respect to out)", "none");
+  }
+  if (!o.grad_bias.empty()) check(!o.bias.empty(), "--grad-bias", "--bias too (the gradient of which bias?)", "none");
   std::set<std::string> names{o.out};
-  for (const std::string* p : {&o.lse, &o.probs})
+  for (const std::string* p : {&o.lse, &o.probs, &o.grad_q, &o.grad_k, &o.grad_v, &o.grad_bias})
     if (!p->empty()) check(names.insert(*p).second, "outputs", "distinct paths", *p + " twice");
 
   // 2. Inputs, each checked for rank and finiteness with its file named.
@@ -164,7 +178,8 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given) {
   params.window_right = o.window_right;
   params.key_lengths = key_lengths;
   if (!bias.empty()) params.bias = bias.view();
-  if (!o.lse.empty()) {
+  // The streaming backward reads the forward's lse: computed whenever gradients are asked.
+  if (!o.lse.empty() || backward) {
     lse = Tensor(DType::f32, {batch, heads, q_len});
     params.lse = lse.view();
   }
@@ -174,10 +189,30 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given) {
     params.probs = probs.view();
   }
 
+  // The loss's gradient with respect to out, in out's shape, and the gradients' buffers.
+  Tensor grad_out, d_q, d_k, d_v, d_bias;
+  AttentionGrads grads;
+  if (backward) {
+    grad_out = read_input(o.grad_out, 4, "4 dimensions [batch, q_len, heads, v_head_dim] (the shape of out)");
+    check(grad_out.shape() == out.shape(), o.grad_out + ": shape",
+          shape_string(out.shape()) + " (the shape of out: [batch, q_len, heads, v_head_dim])",
+          shape_string(grad_out.shape()));
+    d_q = Tensor(DType::f32, q.shape());
+    d_k = Tensor(DType::f32, k.shape());
+    d_v = Tensor(DType::f32, v.shape());
+    grads = {.d_out = grad_out.view(), .d_q = d_q.view(), .d_k = d_k.view(), .d_v = d_v.view()};
+    if (!o.grad_bias.empty()) {
+      d_bias = Tensor(DType::f32, bias.shape());
+      grads.d_bias = d_bias.view();
+    }
+    validate_backward(params, grads);  // before any work: the forward's checks and the gradients'
+  }
+
   // 4. Compute.
   Context ctx(ContextOptions{.threads = o.threads});
   const auto start = std::chrono::steady_clock::now();
   attention(ctx, kernel, params);
+  if (backward) attention_backward(ctx, kernel, params, grads);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
@@ -185,11 +220,18 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given) {
   std::vector<std::pair<std::string, TensorView>> outputs{{o.out, out.view()}};
   if (!o.lse.empty()) outputs.emplace_back(o.lse, lse.view());
   if (!o.probs.empty()) outputs.emplace_back(o.probs, probs.view());
+  if (backward) {
+    outputs.emplace_back(o.grad_q, d_q.view());
+    outputs.emplace_back(o.grad_k, d_k.view());
+    outputs.emplace_back(o.grad_v, d_v.view());
+    if (!o.grad_bias.empty()) outputs.emplace_back(o.grad_bias, d_bias.view());
+  }
   write_outputs(outputs);
 
-  std::printf("attention: q %s k %s v %s -> out %s, kernel %s, %d thread%s, %.3f ms\n",
+  std::printf("attention: q %s k %s v %s -> out %s%s, kernel %s, %d thread%s, %.3f ms\n",
               shape_string(q.shape()).c_str(), shape_string(k.shape()).c_str(),
               shape_string(v.shape()).c_str(), shape_string(out.shape()).c_str(),
+              backward ? (o.grad_bias.empty() ? " and dq, dk, dv" : " and dq, dk, dv, dbias") : "",
               kernel_name(kernel), o.threads, o.threads == 1 ? "" : "s", ms);
 }
 
@@ -219,6 +261,13 @@ void register_attention(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--key-lengths", o->key_lengths, "Valid keys per batch element, e.g. 3,5");
   cmd->add_option("--bias", o->bias, "Additive bias .npy [batch or 1, heads or 1, q_len, kv_len]");
+  cmd->add_option("--grad-out", o->grad_out,
+                  "Gradient G .npy of a loss with respect to out (shape of out): writes the gradients of "
+                  "sum(out * G)");
+  cmd->add_option("--grad-q", o->grad_q, "Write dL/dq .npy (with --grad-out)");
+  cmd->add_option("--grad-k", o->grad_k, "Write dL/dk .npy (with --grad-out)");
+  cmd->add_option("--grad-v", o->grad_v, "Write dL/dv .npy (with --grad-out)");
+  cmd->add_option("--grad-bias", o->grad_bias, "Write dL/dbias .npy, the shape of --bias (with --grad-out)");
 
   cmd->callback([o, cmd] { run_attention(*o, cmd->count("--kernel") > 0); });
 }

@@ -22,6 +22,7 @@
 #include "bench_rows.h"
 #include "bench_decode.h"
 #include "bench_encoder.h"
+#include "bench_train.h"
 #include "commands.h"
 #include "headcount/error.h"
 
@@ -50,6 +51,7 @@ constexpr double kSpreadTarget = 0.15;   // heads suite: time within +/-15% of t
 constexpr double kCorePctTarget = 70.0;  // streaming fp32 n 4096: % of the best sgemm rate
 constexpr double kBf16SpeedupTarget = 1.6;
 constexpr std::int64_t kStreamingExtraBytes = 64ll << 20;  // n 16384: inputs + outputs + 64 MiB
+constexpr double kBackwardPctTarget = 60.0;  // streaming backward fp32 n 4096: % of the best sgemm rate
 
 const char* kFlopsMethod =
     "FLOPs = 2 x (score_macs + weighted_sum_macs) as counted by the kernel's AttentionStats, "
@@ -232,6 +234,21 @@ json targets(const std::vector<RowResult>& rows, const std::string& sgemm_basis)
                        fmt("%+.1f%%", 100 * s["min_over_mean_minus_1"].get<double>())},
          {"met", s["within_15_percent"]}});
   }
+  if (const RowResult* r = find_row(rows, "backward", Op::backward, Kernel::streaming, DType::f32, 8, 8, 4096, false))
+    out.push_back({{"target", detail::concat("streaming backward fp32, n 4096, heads 8, head_dim 64: >= ",
+                                             kBackwardPctTarget, "% of sgemm (", sgemm_basis, ")")},
+                   {"value", fmt("%.1f%%", r->pct_of_sgemm)},
+                   {"met", r->pct_of_sgemm >= kBackwardPctTarget}});
+  for (bool causal : {false, true}) {
+    const RowResult* r = find_row(rows, "backward", Op::backward, Kernel::streaming, DType::f32, 8, 8, 16384, causal);
+    if (!r || !r->timing.peak_bytes) continue;
+    out.push_back(
+        {{"target", detail::concat("streaming backward fp32 n 16384", causal ? " causal" : "",
+                                   ": peak <= inputs + outputs + gradients + 64 MiB")},
+         {"value", detail::concat("peak ", mib(*r->timing.peak_bytes), " MiB beyond inputs + outputs + gradients (",
+                                  mib(r->io_bytes), " MiB)")},
+         {"met", *r->timing.peak_bytes <= kStreamingExtraBytes}});
+  }
   for (bool causal : {false, true}) {
     const RowResult* r = find_row(rows, "seq", Op::attention, Kernel::streaming, DType::f32, 8, 8, 16384, causal);
     if (!r || !r->timing.peak_bytes) continue;
@@ -291,9 +308,10 @@ void run_sgemm_only(const BenchArgs& a) {
 }
 
 void run_bench(const BenchArgs& a) {
-  static const std::vector<std::string> suites = {"heads", "seq", "gqa", "layer", "all", "decode", "encoder"};
+  static const std::vector<std::string> suites = {"heads",  "seq",     "gqa",      "layer", "all",
+                                                  "decode", "encoder", "backward", "train"};
   check(std::find(suites.begin(), suites.end(), a.suite) != suites.end(), "--suite",
-        "heads, seq, gqa, layer, all, decode or encoder", a.suite);
+        "heads, seq, gqa, layer, all, decode, encoder, backward or train", a.suite);
   check(a.threads >= 1 && a.threads <= 1024, "--threads", "1 to 1024", a.threads);
   check(a.repeats >= 1, "--repeats", ">= 1", a.repeats);
   check(a.row_seconds > 0, "--row-seconds", "> 0", a.row_seconds);
@@ -302,6 +320,8 @@ void run_bench(const BenchArgs& a) {
   if (a.suite == "decode")
     return bench::run_decode_suite({.threads = a.threads, .repeats = a.repeats, .row_seconds = a.row_seconds,
                                     .json = a.json, .quick = a.quick});
+  if (a.suite == "train")
+    return bench::run_train_suite({.threads = a.threads, .steps = a.quick ? 3 : std::max(a.repeats, 20), .json = a.json});
   if (a.suite == "encoder")
     return bench::run_encoder_suite({.threads = a.threads, .repeats = std::min(a.repeats, 3), .json = a.json,
                                      .quick = a.quick, .model_dir = a.model_dir, .sentences = a.sentences});
@@ -407,8 +427,8 @@ void register_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Time the kernels and the layer against this machine's sgemm rate");
   cmd->add_option("--suite", a->suite,
-                  "heads, seq, gqa, layer, all (those four), decode (KV-cache decoding) or encoder "
-                  "(all-MiniLM-L6-v2 sentences/s)")
+                  "heads, seq, gqa, layer, all (those four), decode (KV-cache decoding), encoder "
+                  "(all-MiniLM-L6-v2 sentences/s), backward (the attention backward) or train (one training step)")
       ->capture_default_str();
   cmd->add_option("--model", a->model_dir, "encoder suite: model directory (default: the set-up's)");
   cmd->add_option("--sentences", a->sentences, "encoder suite: an STS-B file whose sentences are embedded")

@@ -58,6 +58,8 @@ class AdamW {
   // First and second moments, one per parameter, named "adamw.m.<name>" / "adamw.v.<name>".
   std::vector<Tensor>& first_moments() { return m_; }
   std::vector<Tensor>& second_moments() { return v_; }
+  const std::vector<Tensor>& first_moments() const { return m_; }
+  const std::vector<Tensor>& second_moments() const { return v_; }
 
  private:
   OptimConfig config_;

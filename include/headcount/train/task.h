@@ -37,16 +37,21 @@ class Task {
   virtual std::int64_t seq_len() const = 0;
   // Whether the model must be causal (a language model) or may see the whole sequence.
   virtual bool causal() const = 0;
-  // The training batch of `step` for run seed `seed`: a pure function of (seed, step, batch).
+  // The training batch of `step` for run seed `seed`: a pure function of (seed, step, batch);
+  // row r depends only on (seed, step, r), so a smaller batch is a prefix of a larger one.
   virtual Batch train_batch(std::uint64_t seed, std::int64_t step, std::int64_t batch) const = 0;
-  // The fixed validation set (same for every seed of a task config): `count` sequences.
+  // The fixed validation set (the same for every seed of a task config, never drawn for
+  // training), cut into validation_batches(batch) batches of `batch` rows; the last one holds
+  // the remainder (its Batch::batch may be smaller). Index out of range: Error.
   virtual Batch validation_batch(std::int64_t index, std::int64_t batch) const = 0;
   virtual std::int64_t validation_batches(std::int64_t batch) const = 0;
   // The task's own description for reports (relations, vocab, lengths).
   virtual nlohmann::json describe() const = 0;
 };
 
-// Scores logits [batch, seq_len, vocab] (row-major float) against a batch's targets.
+// Scores logits [batch, seq_len, vocab] (row-major float) against a batch's targets: loss in
+// double via logsumexp, argmax = the first maximum; sequence_accuracy counts only sequences
+// with at least one scored position. A target outside [0, vocab) other than kIgnore: Error.
 TaskMetrics score_logits(const Batch& batch, const float* logits, std::int64_t vocab);
 
 // Builds a task from its JSON config, e.g. {"name": "copy", "seq_len": 32, ...}; throws Error
