@@ -15,7 +15,10 @@
 // of its group. Masked keys get P = 0, so a fully masked row gives zero gradients.
 //
 // Inputs: params.q, k, v, mask options and bias as in the forward; params.out and
-// params.lse hold the forward's results (read, not written). params.probs is not used.
+// params.lse hold the forward's results (read, not written; the streaming kernel needs
+// them, the reference recomputes both). params.probs is not used. A row whose lse is -inf
+// (it saw no key) gets zero gradients. Gradients must not share memory with any input or
+// with each other (an Error otherwise).
 #pragma once
 
 #include "headcount/attention.h"
@@ -33,20 +36,23 @@ struct AttentionGrads {
 // What a backward call did, counted by the kernel (the cost model's checks).
 struct AttentionBackwardStats {
   std::int64_t macs = 0;                // multiply-adds of the five products
-  std::int64_t peak_score_entries = 0;  // score values that existed at once
+  std::int64_t peak_score_entries = 0;  // score values that existed at once (S and dP tiles)
 };
 
 // Checks grads against params (which validate() checks); throws Error naming the field.
 void validate_backward(const AttentionParams& params, const AttentionGrads& grads);
 
 // The oracle: plain passes, double accumulation, the whole P of each head materialised.
-// params.out and params.lse may be empty (recomputed in double then).
+// params.out and params.lse may be empty; when given they are validated but not read: the
+// oracle always recomputes them in double, so its gradients are those of the exact function.
 AttentionBackwardStats attention_backward_reference(Context& ctx, const AttentionParams& params,
                                                     const AttentionGrads& grads);
 
 // Tiled, FlashAttention-2 style; needs params.out and params.lse from a forward call.
-// Parallel over (batch, kv head, key tile) so dK/dV need no atomics; results are bitwise
-// the same for any thread count.
+// Parallel over (batch, kv head, chunk of key tiles): each task owns its dK/dV rows and a
+// dQ partial (summed in a fixed order), so nothing needs atomics and results are bitwise
+// the same for any thread count. Extra memory: the dQ partials (one |dQ| when batch x
+// kv_heads >= 8, more chunks' worth below that) and ~0.6 MiB of scratch per worker.
 AttentionBackwardStats attention_backward_streaming(Context& ctx, const AttentionParams& params,
                                                     const AttentionGrads& grads);
 
