@@ -32,9 +32,11 @@ std::vector<std::int32_t> row_targets(const Batch& b, std::int64_t row) {
   return {b.targets.begin() + row * b.seq_len, b.targets.begin() + (row + 1) * b.seq_len};
 }
 
-// A small UTF-8 text with 1-, 2-, 3- and 4-byte characters, written once per test binary.
-std::string small_text_path() {
-  static const std::string path = [] {
+// A small UTF-8 text with 1-, 2-, 3- and 4-byte characters, written once per test binary and
+// removed when it exits.
+struct TempText {
+  std::string path;
+  TempText() {
     const fs::path p =
         fs::temp_directory_path() / ("headcount_tasks_text_" + std::to_string(::getpid()) + ".txt");
     std::ofstream out(p, std::ios::binary);
@@ -46,9 +48,13 @@ std::string small_text_path() {
       state = train::tasks::mix64(state + 1);
       out << words[state % 6];
     }
-    return p.string();
-  }();
-  return path;
+    path = p.string();
+  }
+  ~TempText() { fs::remove(path); }
+};
+const std::string& small_text_path() {
+  static const TempText text;
+  return text.path;
 }
 
 // Independent UTF-8 decoding for the checks (the text above is valid by construction).
