@@ -16,5 +16,6 @@ void register_similarity(CLI::App& app);
 void register_sts(CLI::App& app);
 void register_heads(CLI::App& app);
 void register_train(CLI::App& app);
+void register_experiment(CLI::App& app);
 
 }  // namespace headcount::cli

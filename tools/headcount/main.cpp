@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   headcount::cli::register_sts(app);
   headcount::cli::register_heads(app);
   headcount::cli::register_train(app);
+  headcount::cli::register_experiment(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

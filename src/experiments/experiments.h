@@ -1,0 +1,12 @@
+// The factories of the experiments `headcount experiment` runs, one file each
+// (src/experiments/<name>.cpp), listed in registry.cpp.
+#pragma once
+
+#include "experiments/experiment.h"
+
+namespace headcount::experiments {
+
+Experiment make_head_sweep(const ExperimentOptions& options);  // head_sweep.cpp
+Experiment make_scale(const ExperimentOptions& options);       // scale.cpp
+
+}  // namespace headcount::experiments

@@ -1,0 +1,193 @@
+// run_experiment (runner.h): the grid in order, one Trainer per run, timing kept apart from
+// everything that must be reproducible.
+#include "experiments/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "headcount/error.h"
+
+namespace headcount::experiments {
+
+using detail::concat;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string duration(double seconds) {
+  const auto s = static_cast<long long>(std::max(0.0, seconds) + 0.5);
+  char text[32];
+  if (s >= 3600) std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  else if (s >= 60) std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
+  else std::snprintf(text, sizeof text, "%llds", s);
+  return text;
+}
+
+// The q-quantile of `values` by the nearest-rank rule on a sorted copy.
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto i = static_cast<std::size_t>(std::lround(q * static_cast<double>(values.size() - 1)));
+  return values[i];
+}
+
+void validate(const Experiment& e, const ExperimentOptions& o) {
+  HEADCOUNT_CHECK(!e.cells.empty(), concat("experiment ", e.name), "at least one cell", "none");
+  HEADCOUNT_CHECK(o.seeds >= 1 && o.seeds <= 1000, "--seeds", "in [1, 1000]", o.seeds);
+  HEADCOUNT_CHECK(e.eval_points >= 1, "eval_points", ">= 1", e.eval_points);
+  HEADCOUNT_CHECK(e.curve_points >= 1, "curve_points", ">= 1", e.curve_points);
+  std::set<std::string> ids;
+  for (const Cell& c : e.cells) {
+    HEADCOUNT_CHECK(!c.id.empty() && ids.insert(c.id).second, concat("experiment ", e.name, " cell id"),
+                    "unique non-empty ids", concat("\"", c.id, "\""));
+    HEADCOUNT_CHECK(c.config.steps >= 1, concat("cell ", c.id, " steps"), ">= 1", c.config.steps);
+  }
+}
+
+}  // namespace
+
+double final_metric(const RunRecord& run, const std::string& metric) {
+  if (metric == "validation_loss") return run.final.loss;
+  if (metric == "validation_accuracy") return run.final.accuracy;
+  if (metric == "validation_sequence_accuracy") return run.final.sequence_accuracy;
+  if (metric == "train_loss") return run.final_train_loss;
+  fail("metric", concat("expected validation_loss, validation_accuracy, validation_sequence_accuracy or "
+                        "train_loss, got \"", metric, "\""));
+}
+
+std::vector<const RunRecord*> ExperimentResult::runs_of(std::size_t index) const {
+  std::vector<const RunRecord*> out;
+  for (const RunRecord& r : runs)
+    if (r.cell == index) out.push_back(&r);
+  return out;
+}
+
+std::size_t ExperimentResult::cell_index(const std::string& id) const {
+  for (std::size_t i = 0; i < experiment->cells.size(); ++i)
+    if (experiment->cells[i].id == id) return i;
+  fail("cell", concat("expected a cell of ", experiment->name, ", got \"", id, "\""));
+}
+
+train::TaskMetrics evaluate(Context& ctx, train::Model& model, const train::Task& task, std::int64_t batch,
+                            std::int64_t count) {
+  const std::int64_t available = task.validation_batches(batch);
+  count = count > 0 ? std::min(count, available) : available;
+  train::TaskMetrics total;
+  double loss = 0, accuracy = 0, sequences_right = 0;
+  std::int64_t sequences = 0;
+  std::vector<float> logits;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const train::Batch b = task.validation_batch(i, batch);
+    logits.resize(static_cast<std::size_t>(b.batch * b.seq_len * model.config().vocab));
+    model.forward(ctx, b, logits.data());
+    const train::TaskMetrics m = train::score_logits(b, logits.data(), model.config().vocab);
+    loss += m.loss * static_cast<double>(m.scored);
+    accuracy += m.accuracy * static_cast<double>(m.scored);
+    sequences_right += m.sequence_accuracy * static_cast<double>(b.batch);
+    sequences += b.batch;
+    total.scored += m.scored;
+  }
+  if (total.scored > 0) {
+    total.loss = loss / static_cast<double>(total.scored);
+    total.accuracy = accuracy / static_cast<double>(total.scored);
+  }
+  if (sequences > 0) total.sequence_accuracy = sequences_right / static_cast<double>(sequences);
+  return total;
+}
+
+ExperimentResult run_experiment(Context& ctx, const Experiment& e, const ExperimentOptions& options,
+                                bool progress) {
+  validate(e, options);
+  ExperimentResult result{.experiment = &e, .options = options};
+  const auto start = Clock::now();
+  std::int64_t total_steps = 0, steps_done = 0;
+  for (const Cell& c : e.cells) total_steps += c.config.steps * options.seeds;
+  const std::size_t total_runs = e.cells.size() * static_cast<std::size_t>(options.seeds);
+
+  for (std::size_t ci = 0; ci < e.cells.size(); ++ci) {
+    const Cell& cell = e.cells[ci];
+    for (int si = 0; si < options.seeds; ++si) {
+      const auto run_start = Clock::now();
+      train::TrainConfig config = cell.config;
+      config.seed = static_cast<std::uint64_t>(si + 1);
+      config.log_every = 0;
+      config.eval_every = 0;
+      config.checkpoint_every = 0;
+      train::Trainer trainer(ctx, config);
+      if (result.task.is_null()) result.task = trainer.task().describe();
+      RunRecord run{.cell = ci, .seed = config.seed, .config = train::to_json(trainer.config())};
+      run.cost = model_cost(trainer.config().model, config.batch, trainer.task().seq_len());
+      RunView view{.ctx = ctx, .trainer = trainer, .cell = cell, .seed = config.seed, .seed_index = si};
+      if (e.at_init) run.measures["init"] = e.at_init(view);
+
+      const std::int64_t steps = config.steps;
+      const std::int64_t window = std::max<std::int64_t>(1, (steps + e.curve_points - 1) / e.curve_points);
+      std::vector<std::int64_t> eval_at;  // eval_points - 1 intermediate points, evenly spaced
+      for (std::int64_t k = 1; k < e.eval_points; ++k) eval_at.push_back(steps * k / e.eval_points);
+      std::vector<double> step_seconds;
+      step_seconds.reserve(static_cast<std::size_t>(steps));
+      double window_sum = 0;
+      std::int64_t window_count = 0;
+      auto last_report = Clock::now();
+      for (std::int64_t s = 0; s < steps; ++s) {
+        const auto t0 = Clock::now();
+        const double loss = trainer.train_step();
+        step_seconds.push_back(seconds_since(t0));
+        window_sum += loss;
+        ++window_count;
+        const std::int64_t done = s + 1;
+        if (done % window == 0 || done == steps) {
+          run.curve_step.push_back(done);
+          run.curve_loss.push_back(window_sum / static_cast<double>(window_count));
+          window_sum = 0;
+          window_count = 0;
+        }
+        if (std::find(eval_at.begin(), eval_at.end(), done) != eval_at.end() && done > 0)
+          run.validation.push_back(
+              {.step = done, .metrics = evaluate(ctx, trainer.model(), trainer.task(), config.batch, e.eval_batches)});
+        ++steps_done;
+        if (progress && (std::chrono::duration<double>(Clock::now() - last_report).count() >= 5.0 || done == steps)) {
+          last_report = Clock::now();
+          const double elapsed = seconds_since(start);
+          const double left = elapsed / static_cast<double>(steps_done) * static_cast<double>(total_steps - steps_done);
+          std::fprintf(stderr, "%s: run %zu/%zu  cell %s  seed %llu  step %lld/%lld  loss %.4f  %s left\n",
+                       e.name.c_str(), ci * static_cast<std::size_t>(options.seeds) + static_cast<std::size_t>(si) + 1,
+                       total_runs, cell.id.c_str(), static_cast<unsigned long long>(config.seed),
+                       static_cast<long long>(done), static_cast<long long>(steps), loss, duration(left).c_str());
+        }
+      }
+      run.final_train_loss = run.curve_loss.empty() ? 0 : run.curve_loss.back();
+      run.final = evaluate(ctx, trainer.model(), trainer.task(), config.batch, 0);
+      run.validation.push_back({.step = steps, .metrics = run.final});
+      HEADCOUNT_CHECK(std::isfinite(run.final.loss), concat("cell ", cell.id, " seed ", config.seed),
+                      "a finite validation loss", run.final.loss);
+      if (e.at_final) run.measures["final"] = e.at_final(view);
+      run.timing = {.seconds = seconds_since(run_start),
+                    .median_step_seconds = quantile(step_seconds, 0.5),
+                    .p10_step_seconds = quantile(step_seconds, 0.1),
+                    .p90_step_seconds = quantile(step_seconds, 0.9)};
+      if (progress)
+        std::fprintf(stderr, "%s: run %zu/%zu  cell %s  seed %llu  done: validation loss %.4f  accuracy %.4f  (%.1f s, %.2f ms/step)\n",
+                     e.name.c_str(), result.runs.size() + 1, total_runs, cell.id.c_str(),
+                     static_cast<unsigned long long>(config.seed), run.final.loss, run.final.accuracy,
+                     run.timing.seconds, 1e3 * run.timing.median_step_seconds);
+      result.runs.push_back(std::move(run));
+    }
+    std::vector<double> values;
+    for (const RunRecord* r : result.runs_of(ci)) values.push_back(final_metric(*r, e.metric));
+    result.cells.push_back(cell_stats(cell.id, values));
+  }
+  if (e.judge) result.verdicts = e.judge(result);
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace headcount::experiments

@@ -1,0 +1,120 @@
+// `headcount experiment NAME`: runs one of the experiments of src/experiments (a grid of
+// training runs x seeds), then prints a summary (per cell mean ± std, each verdict with its
+// reason), or the whole result JSON with --json; --json-out and --out write the JSON and the
+// HTML page, each atomically (temporary + rename), after every argument was checked and before
+// nothing else can fail. Progress goes to stderr. Bad input: one line, exit code 2 (main.cpp).
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "commands.h"
+#include "experiments/experiment.h"
+#include "experiments/page.h"
+#include "experiments/result.h"
+#include "experiments/runner.h"
+#include "headcount/error.h"
+#include "io/atomic_file.h"
+
+namespace headcount::cli {
+namespace {
+
+using detail::concat;
+using nlohmann::json;
+namespace ex = headcount::experiments;
+
+struct ExperimentArgs {
+  std::string name, out, json_out;
+  int seeds = 3;
+  std::int64_t steps = 0;  // 0: the experiment's default
+  bool steps_given = false;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  bool quick = false, json = false, list = false, quiet = false;
+};
+
+std::string list_text() {
+  std::string text = "experiments:";
+  for (const ex::ExperimentSpec& s : ex::experiment_specs()) text += "\n  " + s.name + ": " + s.summary;
+  return text;
+}
+
+// An output path must name a file in a directory that exists, so a long run cannot end in
+// an error about where to write.
+void check_output(const std::string& option, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code error;
+  HEADCOUNT_CHECK(!p.filename().empty() && fs::is_directory(dir, error), option,
+                  "a file path in an existing directory", concat("\"", path, "\""));
+  HEADCOUNT_CHECK(!fs::is_directory(p, error), option, "a file path, not a directory", concat("\"", path, "\""));
+}
+
+void print_summary(const json& r) {
+  std::printf("experiment %s: %zu cells x %d seeds, %s\n", r["experiment"]["name"].get<std::string>().c_str(),
+              r["cells"].size(), r["settings"]["seeds"].get<int>(), r["experiment"]["metric"].get<std::string>().c_str());
+  for (const json& c : r["cells"])
+    std::printf("  %-14s %.4f ± %.4f   train multiply-adds/step %lld\n", c["id"].get<std::string>().c_str(),
+                c["stats"]["mean"].get<double>(), c["stats"]["std"].get<double>(),
+                static_cast<long long>(c["cost"]["train_macs"].get<std::int64_t>()));
+  for (const json& v : r["verdicts"])
+    std::printf("%s: %s\n  %s\n", v["id"].get<std::string>().c_str(), v["verdict"].get<std::string>().c_str(),
+                v["reason"].get<std::string>().c_str());
+  std::printf("%.1f s\n", r["timing"]["seconds"].get<double>());
+}
+
+void run_experiment_command(const ExperimentArgs& a) {
+  if (a.list) {
+    std::printf("%s\n", list_text().c_str());
+    return;
+  }
+  HEADCOUNT_CHECK(!a.name.empty(), "NAME", "an experiment name (see --list)", "none");
+  const std::vector<ex::ExperimentSpec> specs = ex::experiment_specs();
+  const ex::ExperimentSpec& spec = ex::find_experiment(specs, a.name);
+  HEADCOUNT_CHECK(a.seeds >= 1 && a.seeds <= 1000, "--seeds", "in [1, 1000]", a.seeds);
+  HEADCOUNT_CHECK(!a.steps_given || a.steps >= 1, "--steps", ">= 1", a.steps);
+  HEADCOUNT_CHECK(a.threads >= 1 && a.threads <= 1024, "--threads", "in [1, 1024]", a.threads);
+  check_output("--out", a.out);
+  check_output("--json-out", a.json_out);
+  HEADCOUNT_CHECK(a.out.empty() || a.out != a.json_out, "--json-out", "a path other than --out", a.json_out);
+  const ex::ExperimentOptions options{.seeds = a.seeds, .steps = a.steps, .quick = a.quick, .threads = a.threads};
+  const ex::Experiment experiment = spec.make(options);
+  Context ctx({.threads = a.threads});
+  const ex::ExperimentResult result = ex::run_experiment(ctx, experiment, options, !a.quiet);
+  const json document = ex::result_json(result);
+  // Both texts exist before either file is written, so a page error leaves no JSON behind.
+  const std::string page = a.out.empty() ? "" : ex::experiment_page(document);
+  const std::string text = document.dump(1);
+  if (!a.json_out.empty()) io::write_file_atomically(a.json_out, text + "\n");
+  if (!a.out.empty()) io::write_file_atomically(a.out, page);
+  if (a.json) std::printf("%s\n", text.c_str());
+  else print_summary(document);
+}
+
+}  // namespace
+
+void register_experiment(CLI::App& app) {
+  auto* cmd = app.add_subcommand("experiment",
+                                 "Run an experiment (a grid of training runs x seeds) and judge its claims by fixed rules");
+  auto args = std::make_shared<ExperimentArgs>();
+  cmd->add_option("NAME", args->name, "the experiment (see --list)");
+  cmd->add_flag("--list", args->list, "list the experiments, one line each");
+  cmd->add_option("--seeds", args->seeds, "seeds per cell (1..N: initialisation and data order)")->capture_default_str();
+  cmd->add_option_function<std::int64_t>(
+      "--steps", [args](std::int64_t v) { args->steps = v, args->steps_given = true; },
+      "training steps of every run (default: the experiment's)");
+  cmd->add_option("--threads", args->threads, "worker threads (results are reproducible per thread count)")
+      ->capture_default_str();
+  cmd->add_flag("--quick", args->quick, "a smoke-sized grid (< 60 s on 2 cores; not evidence)");
+  cmd->add_option("--out", args->out, "write the self-contained HTML page to FILE");
+  cmd->add_flag("--json", args->json, "print the result JSON on stdout (runs, curves, aggregates, verdicts; timing apart)");
+  cmd->add_option("--json-out", args->json_out, "write the result JSON to FILE");
+  cmd->add_flag("--quiet", args->quiet, "no progress on stderr");
+  cmd->footer(list_text());
+  cmd->callback([args] { run_experiment_command(*args); });
+}
+
+}  // namespace headcount::cli
