@@ -195,10 +195,12 @@ std::string curves(const json& r) {
 }
 
 // Numeric leaves of a measures object, dotted names (arrays are left to their own sections).
+// (attention maps have their own section too).
 void numeric_leaves(const json& j, const std::string& prefix, std::map<std::string, double>& out) {
   if (j.is_number()) out[prefix] = j.get<double>();
   else if (j.is_object())
-    for (auto it = j.begin(); it != j.end(); ++it) numeric_leaves(*it, prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "attention_maps") numeric_leaves(*it, prefix.empty() ? it.key() : prefix + "." + it.key(), out);
 }
 
 std::string measures_table(const json& r) {
@@ -279,7 +281,8 @@ std::string tables_html(const json& tables) {
       for (const json& row : t.at("rows")) {
         s += "<tr>";
         for (const json& v : row)
-          s += v.is_number() ? "<td class=\"num\">" + g(v.get<double>()) + "</td>"
+          s += v.is_number_integer() ? "<td class=\"num\">" + thousands(v.get<std::int64_t>()) + "</td>"
+               : v.is_number()       ? "<td class=\"num\">" + g(v.get<double>()) + "</td>"
                              : "<td>" + escape(v.is_string() ? v.get<std::string>() : v.dump()) + "</td>";
         s += "</tr>";
       }

@@ -10,6 +10,7 @@
 #include "experiments/probes.h"
 #include "experiments/runner.h"
 #include "headcount/error.h"
+#include "report/html.h"
 
 namespace headcount::experiments {
 
@@ -33,6 +34,37 @@ std::string cell_id(std::int64_t h, const char* scale) {
 json attention_at(RunView& run) {
   const train::Batch batch = run.trainer.task().validation_batch(0, run.trainer.config().batch);
   return {{"attention", to_json(attention_stats(run.ctx, run.trainer.model(), batch))}};
+}
+
+// Mean over a cell's seeds of measures[phase].attention[key].
+double mean_measure(const ExperimentResult& r, std::size_t cell, const char* phase, const char* key) {
+  double sum = 0;
+  int n = 0;
+  for (const RunRecord* run : r.runs_of(cell))
+    if (run->measures.contains(phase)) sum += run->measures.at(phase).at("attention").at(key).get<double>(), ++n;
+  return n > 0 ? sum / n : 0;
+}
+
+// The verdict's numbers beside the attention statistics at initialisation and after training.
+json summarize(const ExperimentResult& r) {
+  json rows = json::array();
+  for (std::size_t i = 0; i < r.experiment->cells.size(); ++i) {
+    const Cell& c = r.experiment->cells[i];
+    rows.push_back({c.id, c.labels.at("heads"), c.labels.at("head_dim"), c.labels.at("series"), c.labels.at("scale"),
+                    concat(report::fixed(r.cells[i].mean, 4), " ± ", report::fixed(r.cells[i].std, 4)),
+                    mean_measure(r, i, "init", "logit_std"), mean_measure(r, i, "init", "entropy"),
+                    mean_measure(r, i, "init", "uniform_entropy"), mean_measure(r, i, "final", "logit_std"),
+                    mean_measure(r, i, "final", "entropy")});
+  }
+  json table = {{"title", "Scale: validation loss beside the attention statistics"},
+                {"columns", {"cell", "h", "head_dim", "scale rule", "scale", "validation loss (mean ± std)",
+                             "logit std at init", "entropy at init (nats)", "uniform entropy (max)",
+                             "logit std trained", "entropy trained"}},
+                {"rows", rows},
+                {"note", "Statistics on the first validation batch, every layer, head and query row with >= 2 keys, "
+                         "averaged over rows and then over seeds. Logit std: the row-wise standard deviation of the "
+                         "scores (computed from log p, which differs from the scores by one constant per row)."}};
+  return {{"tables", {table}}};
 }
 
 }  // namespace
@@ -61,6 +93,7 @@ Experiment make_scale(const ExperimentOptions& options) {
   e.eval_batches = 4;
   e.at_init = attention_at;
   e.at_final = attention_at;
+  e.summarize = summarize;
   e.judge = [heads](const ExperimentResult& r) {
     std::vector<CellStats> a, b;
     std::vector<std::string> labels;

@@ -1,11 +1,15 @@
 // `headcount experiment NAME`: runs one of the experiments of src/experiments (a grid of
 // training runs x seeds), then prints a summary (per cell mean ± std, each verdict with its
 // reason), or the whole result JSON with --json; --json-out and --out write the JSON and the
-// HTML page, each atomically (temporary + rename), after every argument was checked and before
-// nothing else can fail. Progress goes to stderr. Bad input: one line, exit code 2 (main.cpp).
+// HTML page, each atomically (temporary + rename), once the run is over and both texts are
+// built (every argument, output directories included, is checked before anything trains);
+// --from draws the page of a saved result again. Progress goes to stderr. Bad input: one line,
+// exit code 2 (main.cpp).
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -26,7 +30,7 @@ using nlohmann::json;
 namespace ex = headcount::experiments;
 
 struct ExperimentArgs {
-  std::string name, out, json_out;
+  std::string name, out, json_out, from;
   int seeds = 3;
   std::int64_t steps = 0;  // 0: the experiment's default
   bool steps_given = false;
@@ -66,9 +70,38 @@ void print_summary(const json& r) {
   std::printf("%.1f s\n", r["timing"]["seconds"].get<double>());
 }
 
+// --from FILE: a result saved by --json-out, drawn again (the page) or summarised; runs nothing.
+void render_saved(const ExperimentArgs& a) {
+  HEADCOUNT_CHECK(a.name.empty() && a.json_out.empty() && !a.quick && !a.steps_given, "--from",
+                  "no NAME, --json-out, --quick or --steps (it runs nothing)", "some given");
+  check_output("--out", a.out);
+  std::ifstream in(a.from, std::ios::binary);
+  if (!in) fail("--from", concat("expected a readable result JSON, got \"", a.from, "\" (cannot open)"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  json document;
+  try {
+    document = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    fail("--from", concat("expected JSON in ", a.from, ", got a syntax error at byte ", e.byte));
+  }
+  try {
+    const std::string page = ex::experiment_page(document);
+    if (!a.out.empty()) io::write_file_atomically(a.out, page);
+    if (a.json) std::printf("%s\n", document.dump(1).c_str());
+    else print_summary(document);
+  } catch (const json::exception& e) {
+    fail("--from", concat("expected a ", ex::kResultFormat, " document, got ", e.what()));
+  }
+}
+
 void run_experiment_command(const ExperimentArgs& a) {
   if (a.list) {
     std::printf("%s\n", list_text().c_str());
+    return;
+  }
+  if (!a.from.empty()) {
+    render_saved(a);
     return;
   }
   HEADCOUNT_CHECK(!a.name.empty(), "NAME", "an experiment name (see --list)", "none");
@@ -113,6 +146,8 @@ void register_experiment(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print the result JSON on stdout (runs, curves, aggregates, verdicts; timing apart)");
   cmd->add_option("--json-out", args->json_out, "write the result JSON to FILE");
   cmd->add_flag("--quiet", args->quiet, "no progress on stderr");
+  cmd->add_option("--from", args->from,
+                  "draw the page (--out) and the summary (or --json) from a result saved with --json-out; runs nothing");
   cmd->footer(list_text());
   cmd->callback([args] { run_experiment_command(*args); });
 }
