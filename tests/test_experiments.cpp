@@ -46,7 +46,8 @@ TEST(ExperimentVerdict, CellStatsUseTheSampleStd) {
   const ex::CellStats s = ex::cell_stats("c", {1.0, 2.0, 3.0});
   EXPECT_EQ(s.n, 3);
   EXPECT_DOUBLE_EQ(s.mean, 2.0);
-  EXPECT_DOUBLE_EQ(s.std, 1.0);  // sqrt(((1-2)² + 0 + (3-2)²) / (3 - 1)); the population std would be 0.816
+  EXPECT_DOUBLE_EQ(
+      s.std, 1.0);  // sqrt(((1-2)² + 0 + (3-2)²) / (3 - 1)); the population std would be 0.816
   EXPECT_EQ(ex::cell_stats("one", {0.5}).std, 0.0);
   expect_error([] { ex::cell_stats("empty", {}); }, {"cell empty", "at least one"});
   expect_error([] { ex::cell_stats("nan", {1.0, std::nan("")}); }, {"cell nan seed 1", "finite"});
@@ -72,28 +73,35 @@ TEST(ExperimentVerdict, ComparisonRuleEveryBranch) {
   EXPECT_FALSE(ex::compare(stats("a", 1.0, 0.25), stats("b", 1.5, 0.0), MetricKind::loss).counts);
   // Floor: gap 0.0078125 with no noise is under the loss floor 0.01; 0.015 clears the loss
   // floor but not the accuracy floor 0.02.
-  EXPECT_FALSE(ex::compare(stats("a", 1.0, 0.0), stats("b", 1.0078125, 0.0), MetricKind::loss).counts);
+  EXPECT_FALSE(
+      ex::compare(stats("a", 1.0, 0.0), stats("b", 1.0078125, 0.0), MetricKind::loss).counts);
   EXPECT_TRUE(ex::compare(stats("a", 1.0, 0.0), stats("b", 1.015, 0.0), MetricKind::loss).counts);
-  EXPECT_FALSE(ex::compare(stats("a", 0.5, 0.0), stats("b", 0.515, 0.0), MetricKind::accuracy).counts);
+  EXPECT_FALSE(
+      ex::compare(stats("a", 0.5, 0.0), stats("b", 0.515, 0.0), MetricKind::accuracy).counts);
   // beats() is one-sided.
   EXPECT_TRUE(ex::beats(stats("a", 1.0, 0.0), stats("b", 1.1, 0.0), MetricKind::loss));
   EXPECT_FALSE(ex::beats(stats("b", 1.1, 0.0), stats("a", 1.0, 0.0), MetricKind::loss));
 }
 
 TEST(ExperimentVerdict, BestOfFollowsTheMetricDirection) {
-  const std::vector<ex::CellStats> cells = {stats("x", 0.7, 0), stats("y", 0.5, 0), stats("z", 0.5, 0), stats("w", 0.9, 0)};
+  const std::vector<ex::CellStats> cells = {stats("x", 0.7, 0), stats("y", 0.5, 0),
+                                            stats("z", 0.5, 0), stats("w", 0.9, 0)};
   EXPECT_EQ(ex::best_of(cells, MetricKind::loss).cell, "y");  // the tie keeps the first
   EXPECT_EQ(ex::best_of(cells, MetricKind::accuracy).cell, "w");
   expect_error([] { ex::best_of({}, MetricKind::loss); }, {"best_of"});
 }
 
 TEST(ExperimentVerdict, PairVerdictEveryBranch) {
-  EXPECT_EQ(ex::pair_verdict("p", "c", "r", stats("a", 1.0, 0.01), stats("b", 1.1, 0.01), MetricKind::loss).verdict,
+  EXPECT_EQ(ex::pair_verdict("p", "c", "r", stats("a", 1.0, 0.01), stats("b", 1.1, 0.01),
+                             MetricKind::loss)
+                .verdict,
             Verdict::confirmed);
-  EXPECT_EQ(ex::pair_verdict("p", "c", "r", stats("a", 1.1, 0.01), stats("b", 1.0, 0.01), MetricKind::loss).verdict,
+  EXPECT_EQ(ex::pair_verdict("p", "c", "r", stats("a", 1.1, 0.01), stats("b", 1.0, 0.01),
+                             MetricKind::loss)
+                .verdict,
             Verdict::refuted);
-  const ex::ClaimVerdict v =
-      ex::pair_verdict("p", "c", "r", stats("a", 1.0, 0.1), stats("b", 1.1, 0.01), MetricKind::loss);
+  const ex::ClaimVerdict v = ex::pair_verdict("p", "c", "r", stats("a", 1.0, 0.1),
+                                              stats("b", 1.1, 0.01), MetricKind::loss);
   EXPECT_EQ(v.verdict, Verdict::not_shown);
   EXPECT_NE(v.reason.find("not distinguishable"), std::string::npos) << v.reason;
   const json j = ex::to_json(v);
@@ -105,7 +113,8 @@ TEST(ExperimentVerdict, AllPairsVerdictEveryBranch) {
   const std::vector<std::string> labels = {"h = 8", "h = 32"};
   auto verdict = [&](double a8, double b8, double a32, double b32) {
     return ex::all_pairs_verdict("s", "c", "r", {stats("a8", a8, 0.01), stats("a32", a32, 0.01)},
-                                 {stats("b8", b8, 0.01), stats("b32", b32, 0.01)}, labels, MetricKind::loss);
+                                 {stats("b8", b8, 0.01), stats("b32", b32, 0.01)}, labels,
+                                 MetricKind::loss);
   };
   EXPECT_EQ(verdict(1.0, 1.1, 1.0, 1.1).verdict, Verdict::confirmed);  // a beats b at both
   EXPECT_EQ(verdict(1.1, 1.0, 1.1, 1.0).verdict, Verdict::refuted);    // b beats a at both
@@ -124,7 +133,8 @@ TEST(ExperimentVerdict, EqualityVerdict) {
 }
 
 // A result with hand-made statistics for an experiment's cells (one run each, for the cost).
-ex::ExperimentResult fake_result(const ex::Experiment& e, const std::map<std::string, std::pair<double, double>>& numbers,
+ex::ExperimentResult fake_result(const ex::Experiment& e,
+                                 const std::map<std::string, std::pair<double, double>>& numbers,
                                  std::int64_t macs = 1000) {
   ex::ExperimentResult r{.experiment = &e};
   for (std::size_t i = 0; i < e.cells.size(); ++i) {
@@ -178,9 +188,10 @@ TEST(ExperimentVerdict, HeadSweepJudgeOnHandMadeNumbers) {
 TEST(ExperimentVerdict, ScaleJudgeOnHandMadeNumbers) {
   const ex::Experiment e = ex::make_scale({.seeds = 3});
   auto judge = [&](double hd8, double dm8, double hd32, double dm32) {
-    const ex::ExperimentResult r =
-        fake_result(e, {{"h=8,head_dim", {hd8, 0.01}}, {"h=8,d_model", {dm8, 0.01}},
-                        {"h=32,head_dim", {hd32, 0.01}}, {"h=32,d_model", {dm32, 0.01}}});
+    const ex::ExperimentResult r = fake_result(e, {{"h=8,head_dim", {hd8, 0.01}},
+                                                   {"h=8,d_model", {dm8, 0.01}},
+                                                   {"h=32,head_dim", {hd32, 0.01}},
+                                                   {"h=32,d_model", {dm32, 0.01}}});
     return verdicts_by_id(e.judge(r))["scale.head-dim-scale"];
   };
   EXPECT_EQ(judge(1.0, 1.1, 1.0, 1.1), "confirmed");
@@ -216,7 +227,8 @@ TEST(ExperimentCost, ModelCostSumsTheLayerRows) {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("headcount_experiments_" + std::to_string(::getpid()) + "_" + name);
+  const fs::path dir = fs::temp_directory_path() /
+                       ("headcount_experiments_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -233,8 +245,9 @@ std::string slurp(const fs::path& path) {
 // runs' numbers, and the page shows the same runs, cells and verdicts.
 TEST(ExperimentCli, QuickHeadSweepJsonAndPageAgree) {
   const fs::path dir = fresh_dir("quick");
-  const CliResult r = run_cli("experiment head-sweep --quick --seeds 2 --threads 2 --quiet --json-out '" +
-                              (dir / "r.json").string() + "' --out '" + (dir / "r.html").string() + "'");
+  const CliResult r =
+      run_cli("experiment head-sweep --quick --seeds 2 --threads 2 --quiet --json-out '" +
+              (dir / "r.json").string() + "' --out '" + (dir / "r.html").string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;  // --quiet
   const json j = json::parse(slurp(dir / "r.json"));
@@ -260,7 +273,9 @@ TEST(ExperimentCli, QuickHeadSweepJsonAndPageAgree) {
     const ex::CellStats s = ex::cell_stats("x", values);
     EXPECT_EQ(cell.at("stats").at("mean").get<double>(), s.mean);
     EXPECT_EQ(cell.at("stats").at("std").get<double>(), s.std);
-    EXPECT_LT(s.mean, std::log(j.at("task").at("vocab").get<double>()));  // it trained: below the uniform loss
+    EXPECT_LT(
+        s.mean,
+        std::log(j.at("task").at("vocab").get<double>()));  // it trained: below the uniform loss
   }
   EXPECT_EQ(j.at("verdicts").size(), 3u);
   for (const json& v : j.at("verdicts")) {
@@ -269,12 +284,16 @@ TEST(ExperimentCli, QuickHeadSweepJsonAndPageAgree) {
     EXPECT_NE(page.find(box), std::string::npos) << box;
     EXPECT_FALSE(v.at("comparisons").empty() && v.at("id") != "head-sweep.cost");
   }
-  EXPECT_EQ(j.at("verdicts")[0].at("verdict"), "confirmed");  // the cost is flat in h by construction
-  EXPECT_NE(page.find("data-cells=\"" + std::to_string(cells) + "\" data-runs=\"" + std::to_string(runs) + "\""),
+  EXPECT_EQ(j.at("verdicts")[0].at("verdict"),
+            "confirmed");  // the cost is flat in h by construction
+  EXPECT_NE(page.find("data-cells=\"" + std::to_string(cells) + "\" data-runs=\"" +
+                      std::to_string(runs) + "\""),
             std::string::npos);
   // One verdict box per verdict, attention maps for the d/h cells' first seed, the Vaswani table.
   const std::regex box("class=\"verdict ");
-  EXPECT_EQ(std::distance(std::sregex_iterator(page.begin(), page.end(), box), std::sregex_iterator()), 3);
+  EXPECT_EQ(
+      std::distance(std::sregex_iterator(page.begin(), page.end(), box), std::sregex_iterator()),
+      3);
   EXPECT_NE(page.find("Attention maps"), std::string::npos);
   EXPECT_NE(page.find("Vaswani"), std::string::npos);
   EXPECT_NE(page.find("metric-vs-heads"), std::string::npos);
@@ -310,7 +329,8 @@ TEST(ExperimentRunner, DeterministicAtFixedSeedAndThreads) {
   EXPECT_GT(init.at("logit_std").get<double>(), 0.0);
 }
 
-void expect_one_line_error(const std::string& args, const std::string& part, const fs::path& must_not_exist) {
+void expect_one_line_error(const std::string& args, const std::string& part,
+                           const fs::path& must_not_exist) {
   const CliResult r = run_cli("experiment " + args);
   EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
@@ -322,7 +342,8 @@ void expect_one_line_error(const std::string& args, const std::string& part, con
 TEST(ExperimentCli, BadInputIsOneLineAndExitTwo) {
   const fs::path dir = fresh_dir("bad");
   const fs::path page = dir / "page.html";
-  const std::string out = " --out '" + page.string() + "' --json-out '" + (dir / "r.json").string() + "'";
+  const std::string out =
+      " --out '" + page.string() + "' --json-out '" + (dir / "r.json").string() + "'";
   expect_one_line_error("no-such" + out, "head-sweep", page);
   expect_one_line_error("" + out, "NAME", page);
   expect_one_line_error("head-sweep --quick --seeds 0" + out, "--seeds", page);
@@ -330,13 +351,16 @@ TEST(ExperimentCli, BadInputIsOneLineAndExitTwo) {
   expect_one_line_error("head-sweep --quick --steps -4" + out, "--steps", page);
   expect_one_line_error("head-sweep --quick --steps abc" + out, "--steps", page);
   expect_one_line_error("head-sweep --quick --threads 0" + out, "--threads", page);
-  expect_one_line_error("head-sweep --quick --out '" + (dir / "missing" / "p.html").string() + "'", "--out",
-                        dir / "missing");
+  expect_one_line_error("head-sweep --quick --out '" + (dir / "missing" / "p.html").string() + "'",
+                        "--out", dir / "missing");
   expect_one_line_error("head-sweep --quick --out '" + dir.string() + "'", "--out", page);
-  expect_one_line_error("--from '" + (dir / "none.json").string() + "' --out '" + page.string() + "'", "--from", page);
+  expect_one_line_error(
+      "--from '" + (dir / "none.json").string() + "' --out '" + page.string() + "'", "--from",
+      page);
   std::ofstream(dir / "other.json") << R"({"format": "something else"})";
-  expect_one_line_error("--from '" + (dir / "other.json").string() + "' --out '" + page.string() + "'",
-                        "headcount.experiment.v1", page);
+  expect_one_line_error(
+      "--from '" + (dir / "other.json").string() + "' --out '" + page.string() + "'",
+      "headcount.experiment.v1", page);
   fs::remove(dir / "other.json");
   EXPECT_TRUE(fs::is_empty(dir));
   fs::remove_all(dir);

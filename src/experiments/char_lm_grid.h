@@ -20,10 +20,12 @@ struct CharLmShape {
 
 // The default or --quick shape; options.steps (> 0) overrides the step count.
 CharLmShape char_lm_shape(const ExperimentOptions& options);
-// One cell's config: `heads` heads of head_dim (0: d_model / heads), scale (none: 1/sqrt(head_dim)).
-train::TrainConfig char_lm_config(const CharLmShape& shape, std::int64_t heads, std::int64_t head_dim,
-                                  std::optional<float> scale);
+// One cell's config: `heads` heads of head_dim (0: d_model / heads), scale (none:
+// 1/sqrt(head_dim)).
+train::TrainConfig char_lm_config(const CharLmShape& shape, std::int64_t heads,
+                                  std::int64_t head_dim, std::optional<float> scale);
 // The shape and the budget in words, for the page.
-std::string char_lm_budget(const CharLmShape& shape, const ExperimentOptions& options, std::size_t cells);
+std::string char_lm_budget(const CharLmShape& shape, const ExperimentOptions& options,
+                           std::size_t cells);
 
 }  // namespace headcount::experiments

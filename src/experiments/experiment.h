@@ -22,15 +22,15 @@
 namespace headcount::experiments {
 
 struct Cell {
-  std::string id;           // unique within the experiment, e.g. "h=8"
-  nlohmann::json labels;    // what the cell varies, e.g. {"series": "d/h", "heads": 8}
+  std::string id;             // unique within the experiment, e.g. "h=8"
+  nlohmann::json labels;      // what the cell varies, e.g. {"series": "d/h", "heads": 8}
   train::TrainConfig config;  // the seed is set per run; steps as the experiment decided
 };
 
 struct ExperimentOptions {
-  int seeds = 3;             // seeds 1..seeds (each changes the initialisation and the data order)
-  std::int64_t steps = 0;    // 0: the experiment's default (or its quick value)
-  bool quick = false;        // a smoke-sized run (<= 60 s on 2 cores)
+  int seeds = 3;           // seeds 1..seeds (each changes the initialisation and the data order)
+  std::int64_t steps = 0;  // 0: the experiment's default (or its quick value)
+  bool quick = false;      // a smoke-sized run (<= 60 s on 2 cores)
   int threads = 1;
 };
 
@@ -67,12 +67,12 @@ struct Experiment {
   std::string metric = "validation_loss";  // one of final_metric()'s keys
   std::string sweep_label = "heads";       // the label plotted on the (log2) x axis
   std::string series_label = "series";     // the label that splits cells into series
-  std::int64_t eval_points = 4;            // validation points over the run (the last one uses every batch)
-  std::int64_t eval_batches = 8;           // batches of the intermediate validation points
-  std::int64_t curve_points = 200;         // the training-loss curve is thinned to about this many means
-  RunHook at_init, at_final;               // optional per-run measures
-  Judge judge;                             // the verdicts
-  Summarize summarize;                     // optional result tables and charts
+  std::int64_t eval_points = 4;   // validation points over the run (the last one uses every batch)
+  std::int64_t eval_batches = 8;  // batches of the intermediate validation points
+  std::int64_t curve_points = 200;  // the training-loss curve is thinned to about this many means
+  RunHook at_init, at_final;        // optional per-run measures
+  Judge judge;                      // the verdicts
+  Summarize summarize;              // optional result tables and charts
   // Optional extra JSON ({"tables": [...], "charts": [...]}, the formats of Summarize)
   // copied into the result before summarize's.
   nlohmann::json extra = nlohmann::json::object();
@@ -86,6 +86,7 @@ struct ExperimentSpec {
 // Every experiment `headcount experiment` knows, in --list order (built on each call).
 std::vector<ExperimentSpec> experiment_specs();
 // The spec named `name`; Error listing the names otherwise.
-const ExperimentSpec& find_experiment(const std::vector<ExperimentSpec>& specs, const std::string& name);
+const ExperimentSpec& find_experiment(const std::vector<ExperimentSpec>& specs,
+                                      const std::string& name);
 
 }  // namespace headcount::experiments

@@ -26,7 +26,8 @@ struct ModelCost {
   std::int64_t head_macs = 0;       // the LM head
   std::int64_t forward_macs = 0;    // the sum
   std::int64_t train_macs = 0;      // 3 × forward_macs
-  std::int64_t weights = 0;         // the cost model's weights: layers' matrices + embeddings + head matrix
+  std::int64_t weights =
+      0;  // the cost model's weights: layers' matrices + embeddings + head matrix
   std::int64_t kv_cache_bytes_per_token = 0;  // f32 K and V of every layer for one token
 };
 

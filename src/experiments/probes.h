@@ -26,10 +26,10 @@
 namespace headcount::experiments {
 
 struct AttentionStats {
-  double logit_std = 0;        // mean over rows of the row's score standard deviation
-  double entropy = 0;          // mean over rows, nats
-  double uniform_entropy = 0;  // mean over rows of log(keys)
-  std::int64_t rows = 0;       // rows measured
+  double logit_std = 0;           // mean over rows of the row's score standard deviation
+  double entropy = 0;             // mean over rows, nats
+  double uniform_entropy = 0;     // mean over rows of log(keys)
+  std::int64_t rows = 0;          // rows measured
   std::int64_t skipped_rows = 0;  // rows with an underflowed probability
 };
 AttentionStats attention_stats(Context& ctx, train::Model& model, const train::Batch& batch);

@@ -10,8 +10,11 @@ using nlohmann::json;
 namespace {
 
 json validation_json(const train::ValidationPoint& v) {
-  return {{"step", v.step}, {"loss", v.metrics.loss}, {"accuracy", v.metrics.accuracy},
-          {"sequence_accuracy", v.metrics.sequence_accuracy}, {"scored", v.metrics.scored}};
+  return {{"step", v.step},
+          {"loss", v.metrics.loss},
+          {"accuracy", v.metrics.accuracy},
+          {"sequence_accuracy", v.metrics.sequence_accuracy},
+          {"scored", v.metrics.scored}};
 }
 
 }  // namespace
@@ -27,7 +30,9 @@ json result_json(const ExperimentResult& r) {
                        {"metric_kind", metric_kind_name(e.metric_kind)},
                        {"sweep_label", e.sweep_label},
                        {"series_label", e.series_label}};
-  out["settings"] = {{"seeds", r.options.seeds}, {"steps", r.options.steps}, {"quick", r.options.quick},
+  out["settings"] = {{"seeds", r.options.seeds},
+                     {"steps", r.options.steps},
+                     {"quick", r.options.quick},
                      {"threads", r.options.threads}};
   out["task"] = r.task;
   json cells = json::array(), timing_cells = json::array();

@@ -25,9 +25,12 @@ double seconds_since(Clock::time_point start) {
 std::string duration(double seconds) {
   const auto s = static_cast<long long>(std::max(0.0, seconds) + 0.5);
   char text[32];
-  if (s >= 3600) std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s / 60 % 60);
-  else if (s >= 60) std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
-  else std::snprintf(text, sizeof text, "%llds", s);
+  if (s >= 3600)
+    std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  else if (s >= 60)
+    std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
+  else
+    std::snprintf(text, sizeof text, "%llds", s);
   return text;
 }
 
@@ -46,8 +49,9 @@ void validate(const Experiment& e, const ExperimentOptions& o) {
   HEADCOUNT_CHECK(e.curve_points >= 1, "curve_points", ">= 1", e.curve_points);
   std::set<std::string> ids;
   for (const Cell& c : e.cells) {
-    HEADCOUNT_CHECK(!c.id.empty() && ids.insert(c.id).second, concat("experiment ", e.name, " cell id"),
-                    "unique non-empty ids", concat("\"", c.id, "\""));
+    HEADCOUNT_CHECK(!c.id.empty() && ids.insert(c.id).second,
+                    concat("experiment ", e.name, " cell id"), "unique non-empty ids",
+                    concat("\"", c.id, "\""));
     HEADCOUNT_CHECK(c.config.steps >= 1, concat("cell ", c.id, " steps"), ">= 1", c.config.steps);
   }
 }
@@ -59,8 +63,10 @@ double final_metric(const RunRecord& run, const std::string& metric) {
   if (metric == "validation_accuracy") return run.final.accuracy;
   if (metric == "validation_sequence_accuracy") return run.final.sequence_accuracy;
   if (metric == "train_loss") return run.final_train_loss;
-  fail("metric", concat("expected validation_loss, validation_accuracy, validation_sequence_accuracy or "
-                        "train_loss, got \"", metric, "\""));
+  fail("metric",
+       concat("expected validation_loss, validation_accuracy, validation_sequence_accuracy or "
+              "train_loss, got \"",
+              metric, "\""));
 }
 
 std::vector<const RunRecord*> ExperimentResult::runs_of(std::size_t index) const {
@@ -76,8 +82,8 @@ std::size_t ExperimentResult::cell_index(const std::string& id) const {
   fail("cell", concat("expected a cell of ", experiment->name, ", got \"", id, "\""));
 }
 
-train::TaskMetrics evaluate(Context& ctx, train::Model& model, const train::Task& task, std::int64_t batch,
-                            std::int64_t count) {
+train::TaskMetrics evaluate(Context& ctx, train::Model& model, const train::Task& task,
+                            std::int64_t batch, std::int64_t count) {
   const std::int64_t available = task.validation_batches(batch);
   count = count > 0 ? std::min(count, available) : available;
   train::TaskMetrics total;
@@ -125,11 +131,13 @@ ExperimentResult run_experiment(Context& ctx, const Experiment& e, const Experim
       if (result.task.is_null()) result.task = trainer.task().describe();
       RunRecord run{.cell = ci, .seed = config.seed, .config = train::to_json(trainer.config())};
       run.cost = model_cost(trainer.config().model, config.batch, trainer.task().seq_len());
-      RunView view{.ctx = ctx, .trainer = trainer, .cell = cell, .seed = config.seed, .seed_index = si};
+      RunView view{
+          .ctx = ctx, .trainer = trainer, .cell = cell, .seed = config.seed, .seed_index = si};
       if (e.at_init) run.measures["init"] = e.at_init(view);
 
       const std::int64_t steps = config.steps;
-      const std::int64_t window = std::max<std::int64_t>(1, (steps + e.curve_points - 1) / e.curve_points);
+      const std::int64_t window =
+          std::max<std::int64_t>(1, (steps + e.curve_points - 1) / e.curve_points);
       std::vector<std::int64_t> eval_at;  // eval_points - 1 intermediate points, evenly spaced
       for (std::int64_t k = 1; k < e.eval_points; ++k) eval_at.push_back(steps * k / e.eval_points);
       std::vector<double> step_seconds;
@@ -151,34 +159,43 @@ ExperimentResult run_experiment(Context& ctx, const Experiment& e, const Experim
           window_count = 0;
         }
         if (std::find(eval_at.begin(), eval_at.end(), done) != eval_at.end() && done > 0)
-          run.validation.push_back(
-              {.step = done, .metrics = evaluate(ctx, trainer.model(), trainer.task(), config.batch, e.eval_batches)});
+          run.validation.push_back({.step = done,
+                                    .metrics = evaluate(ctx, trainer.model(), trainer.task(),
+                                                        config.batch, e.eval_batches)});
         ++steps_done;
-        if (progress && (std::chrono::duration<double>(Clock::now() - last_report).count() >= 5.0 || done == steps)) {
+        if (progress && (std::chrono::duration<double>(Clock::now() - last_report).count() >= 5.0 ||
+                         done == steps)) {
           last_report = Clock::now();
           const double elapsed = seconds_since(start);
-          const double left = elapsed / static_cast<double>(steps_done) * static_cast<double>(total_steps - steps_done);
-          std::fprintf(stderr, "%s: run %zu/%zu  cell %s  seed %llu  step %lld/%lld  loss %.4f  %s left\n",
-                       e.name.c_str(), ci * static_cast<std::size_t>(options.seeds) + static_cast<std::size_t>(si) + 1,
-                       total_runs, cell.id.c_str(), static_cast<unsigned long long>(config.seed),
-                       static_cast<long long>(done), static_cast<long long>(steps), loss, duration(left).c_str());
+          const double left = elapsed / static_cast<double>(steps_done) *
+                              static_cast<double>(total_steps - steps_done);
+          std::fprintf(
+              stderr, "%s: run %zu/%zu  cell %s  seed %llu  step %lld/%lld  loss %.4f  %s left\n",
+              e.name.c_str(),
+              ci * static_cast<std::size_t>(options.seeds) + static_cast<std::size_t>(si) + 1,
+              total_runs, cell.id.c_str(), static_cast<unsigned long long>(config.seed),
+              static_cast<long long>(done), static_cast<long long>(steps), loss,
+              duration(left).c_str());
         }
       }
       run.final_train_loss = run.curve_loss.empty() ? 0 : run.curve_loss.back();
       run.final = evaluate(ctx, trainer.model(), trainer.task(), config.batch, 0);
       run.validation.push_back({.step = steps, .metrics = run.final});
-      HEADCOUNT_CHECK(std::isfinite(run.final.loss), concat("cell ", cell.id, " seed ", config.seed),
-                      "a finite validation loss", run.final.loss);
+      HEADCOUNT_CHECK(std::isfinite(run.final.loss),
+                      concat("cell ", cell.id, " seed ", config.seed), "a finite validation loss",
+                      run.final.loss);
       if (e.at_final) run.measures["final"] = e.at_final(view);
       run.timing = {.seconds = seconds_since(run_start),
                     .median_step_seconds = quantile(step_seconds, 0.5),
                     .p10_step_seconds = quantile(step_seconds, 0.1),
                     .p90_step_seconds = quantile(step_seconds, 0.9)};
       if (progress)
-        std::fprintf(stderr, "%s: run %zu/%zu  cell %s  seed %llu  done: validation loss %.4f  accuracy %.4f  (%.1f s, %.2f ms/step)\n",
+        std::fprintf(stderr,
+                     "%s: run %zu/%zu  cell %s  seed %llu  done: validation loss %.4f  accuracy "
+                     "%.4f  (%.1f s, %.2f ms/step)\n",
                      e.name.c_str(), result.runs.size() + 1, total_runs, cell.id.c_str(),
-                     static_cast<unsigned long long>(config.seed), run.final.loss, run.final.accuracy,
-                     run.timing.seconds, 1e3 * run.timing.median_step_seconds);
+                     static_cast<unsigned long long>(config.seed), run.final.loss,
+                     run.final.accuracy, run.timing.seconds, 1e3 * run.timing.median_step_seconds);
       result.runs.push_back(std::move(run));
     }
     std::vector<double> values;

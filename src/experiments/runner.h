@@ -32,14 +32,16 @@ struct RunRecord {
   std::size_t cell = 0;  // index into the experiment's cells
   std::uint64_t seed = 0;
   nlohmann::json config;  // the resolved TrainConfig (train::to_json)
-  // The training loss, thinned: curve_loss[i] = mean loss of steps (curve_step[i-1], curve_step[i]].
+  // The training loss, thinned: curve_loss[i] = mean loss of steps (curve_step[i-1],
+  // curve_step[i]].
   std::vector<std::int64_t> curve_step;
   std::vector<double> curve_loss;
   std::vector<train::ValidationPoint> validation;  // intermediate points, then the final one
-  train::TaskMetrics final;                         // every validation batch, after the last step
-  double final_train_loss = 0;                      // mean training loss of the last curve window
+  train::TaskMetrics final;                        // every validation batch, after the last step
+  double final_train_loss = 0;                     // mean training loss of the last curve window
   ModelCost cost;
-  nlohmann::json measures = nlohmann::json::object();  // {"init": {...}, "final": {...}} from the hooks
+  nlohmann::json measures =
+      nlohmann::json::object();  // {"init": {...}, "final": {...}} from the hooks
   RunTiming timing;
 };
 
@@ -50,11 +52,11 @@ double final_metric(const RunRecord& run, const std::string& metric);
 struct ExperimentResult {
   const Experiment* experiment = nullptr;  // what was run (outlives the result)
   ExperimentOptions options;
-  nlohmann::json task;                      // the first cell's task description (Task::describe)
-  std::vector<RunRecord> runs;              // cell-major, then seed
-  std::vector<CellStats> cells;             // one per experiment cell, in order, of the metric
+  nlohmann::json task;           // the first cell's task description (Task::describe)
+  std::vector<RunRecord> runs;   // cell-major, then seed
+  std::vector<CellStats> cells;  // one per experiment cell, in order, of the metric
   std::vector<ClaimVerdict> verdicts;
-  double seconds = 0;                       // the whole grid (timing)
+  double seconds = 0;  // the whole grid (timing)
 
   // The runs of cell `index`, in seed order.
   std::vector<const RunRecord*> runs_of(std::size_t index) const;
@@ -65,12 +67,12 @@ struct ExperimentResult {
 
 // Mean metrics over validation batches [0, count) (count 0: all), weighted as Trainer::evaluate
 // weights them (scored positions; sequences for sequence_accuracy).
-train::TaskMetrics evaluate(Context& ctx, train::Model& model, const train::Task& task, std::int64_t batch,
-                            std::int64_t count);
+train::TaskMetrics evaluate(Context& ctx, train::Model& model, const train::Task& task,
+                            std::int64_t batch, std::int64_t count);
 
 // Runs the grid. `progress`: lines on stderr. Throws Error on a bad experiment (no cells,
 // duplicate ids, seeds < 1) before anything trains.
-ExperimentResult run_experiment(Context& ctx, const Experiment& experiment, const ExperimentOptions& options,
-                                bool progress);
+ExperimentResult run_experiment(Context& ctx, const Experiment& experiment,
+                                const ExperimentOptions& options, bool progress);
 
 }  // namespace headcount::experiments

@@ -37,11 +37,13 @@ json attention_at(RunView& run) {
 }
 
 // Mean over a cell's seeds of measures[phase].attention[key].
-double mean_measure(const ExperimentResult& r, std::size_t cell, const char* phase, const char* key) {
+double mean_measure(const ExperimentResult& r, std::size_t cell, const char* phase,
+                    const char* key) {
   double sum = 0;
   int n = 0;
   for (const RunRecord* run : r.runs_of(cell))
-    if (run->measures.contains(phase)) sum += run->measures.at(phase).at("attention").at(key).get<double>(), ++n;
+    if (run->measures.contains(phase))
+      sum += run->measures.at(phase).at("attention").at(key).get<double>(), ++n;
   return n > 0 ? sum / n : 0;
 }
 
@@ -50,20 +52,25 @@ json summarize(const ExperimentResult& r) {
   json rows = json::array();
   for (std::size_t i = 0; i < r.experiment->cells.size(); ++i) {
     const Cell& c = r.experiment->cells[i];
-    rows.push_back({c.id, c.labels.at("heads"), c.labels.at("head_dim"), c.labels.at("series"), c.labels.at("scale"),
-                    concat(report::fixed(r.cells[i].mean, 4), " ± ", report::fixed(r.cells[i].std, 4)),
-                    mean_measure(r, i, "init", "logit_std"), mean_measure(r, i, "init", "entropy"),
-                    mean_measure(r, i, "init", "uniform_entropy"), mean_measure(r, i, "final", "logit_std"),
-                    mean_measure(r, i, "final", "entropy")});
+    rows.push_back(
+        {c.id, c.labels.at("heads"), c.labels.at("head_dim"), c.labels.at("series"),
+         c.labels.at("scale"),
+         concat(report::fixed(r.cells[i].mean, 4), " ± ", report::fixed(r.cells[i].std, 4)),
+         mean_measure(r, i, "init", "logit_std"), mean_measure(r, i, "init", "entropy"),
+         mean_measure(r, i, "init", "uniform_entropy"), mean_measure(r, i, "final", "logit_std"),
+         mean_measure(r, i, "final", "entropy")});
   }
-  json table = {{"title", "Scale: validation loss beside the attention statistics"},
-                {"columns", {"cell", "h", "head_dim", "scale rule", "scale", "validation loss (mean ± std)",
-                             "logit std at init", "entropy at init (nats)", "uniform entropy (max)",
-                             "logit std trained", "entropy trained"}},
-                {"rows", rows},
-                {"note", "Statistics on the first validation batch, every layer, head and query row with >= 2 keys, "
-                         "averaged over rows and then over seeds. Logit std: the row-wise standard deviation of the "
-                         "scores (computed from log p, which differs from the scores by one constant per row)."}};
+  json table = {
+      {"title", "Scale: validation loss beside the attention statistics"},
+      {"columns",
+       {"cell", "h", "head_dim", "scale rule", "scale", "validation loss (mean ± std)",
+        "logit std at init", "entropy at init (nats)", "uniform entropy (max)", "logit std trained",
+        "entropy trained"}},
+      {"rows", rows},
+      {"note",
+       "Statistics on the first validation batch, every layer, head and query row with >= 2 keys, "
+       "averaged over rows and then over seeds. Logit std: the row-wise standard deviation of the "
+       "scores (computed from log p, which differs from the scores by one constant per row)."}};
   return {{"tables", {table}}};
 }
 
@@ -72,16 +79,23 @@ json summarize(const ExperimentResult& r) {
 Experiment make_scale(const ExperimentOptions& options) {
   const CharLmShape shape = char_lm_shape(options);
   const std::vector<std::int64_t> heads = scale_heads(options.quick);
-  Experiment e{.name = "scale",
-               .summary = "head-sweep's model at h = 8 and 32: score scale 1/sqrt(head_dim) vs 1/sqrt(d_model)",
-               .claim = "Scores should be scaled by 1/sqrt(head_dim) = 1/sqrt(d/h), not by 1/sqrt(d_model): with "
-                        "the wider scale the logits of narrow heads start too flat and train worse."};
+  Experiment e{
+      .name = "scale",
+      .summary =
+          "head-sweep's model at h = 8 and 32: score scale 1/sqrt(head_dim) vs 1/sqrt(d_model)",
+      .claim =
+          "Scores should be scaled by 1/sqrt(head_dim) = 1/sqrt(d/h), not by 1/sqrt(d_model): with "
+          "the wider scale the logits of narrow heads start too flat and train worse."};
   for (const std::int64_t h : heads)
     for (const char* scale : {kHeadDim, kDModel}) {
-      const double width = scale == kHeadDim ? static_cast<double>(shape.d_model / h) : static_cast<double>(shape.d_model);
+      const double width = scale == kHeadDim ? static_cast<double>(shape.d_model / h)
+                                             : static_cast<double>(shape.d_model);
       const auto value = static_cast<float>(1.0 / std::sqrt(width));
       e.cells.push_back({.id = cell_id(h, scale),
-                         .labels = {{"series", scale}, {"heads", h}, {"head_dim", shape.d_model / h}, {"scale", value}},
+                         .labels = {{"series", scale},
+                                    {"heads", h},
+                                    {"head_dim", shape.d_model / h},
+                                    {"scale", value}},
                          .config = char_lm_config(shape, h, 0, value)});
     }
   e.budget = char_lm_budget(shape, options, e.cells.size());
@@ -104,9 +118,12 @@ Experiment make_scale(const ExperimentOptions& options) {
     }
     return std::vector<ClaimVerdict>{all_pairs_verdict(
         "scale.head-dim-scale",
-        concat("1/sqrt(head_dim) beats 1/sqrt(d_model) on final validation loss at h = ", heads[0], " and h = ", heads[1]),
-        "CONFIRMED if 1/sqrt(head_dim) beats 1/sqrt(d_model) (|mean gap| > 2 max(std) and > 0.01 nats) at both h; "
-        "REFUTED if 1/sqrt(d_model) beats it at both; else NOT SHOWN (the reason says which h showed what)",
+        concat("1/sqrt(head_dim) beats 1/sqrt(d_model) on final validation loss at h = ", heads[0],
+               " and h = ", heads[1]),
+        "CONFIRMED if 1/sqrt(head_dim) beats 1/sqrt(d_model) (|mean gap| > 2 max(std) and > 0.01 "
+        "nats) at both h; "
+        "REFUTED if 1/sqrt(d_model) beats it at both; else NOT SHOWN (the reason says which h "
+        "showed what)",
         a, b, labels, MetricKind::loss)};
   };
   return e;

@@ -21,26 +21,34 @@ std::string number(double v) {
 }
 
 std::string describe(const Comparison& c) {
-  const std::string pair = concat(c.a, " ", number(c.mean_a), " ± ", number(c.std_a), " vs ", c.b, " ",
-                                  number(c.mean_b), " ± ", number(c.std_b), ": gap ", number(c.gap));
-  if (c.counts) return concat(pair, " > 2·max std ", number(c.noise), " and > floor ", number(c.floor), " -> ",
-                              c.winner, " beats ", c.winner == c.a ? c.b : c.a);
-  return concat(pair, c.gap <= c.noise ? concat(" <= 2·max std ", number(c.noise))
-                                       : concat(" <= floor ", number(c.floor)),
+  const std::string pair =
+      concat(c.a, " ", number(c.mean_a), " ± ", number(c.std_a), " vs ", c.b, " ", number(c.mean_b),
+             " ± ", number(c.std_b), ": gap ", number(c.gap));
+  if (c.counts)
+    return concat(pair, " > 2·max std ", number(c.noise), " and > floor ", number(c.floor), " -> ",
+                  c.winner, " beats ", c.winner == c.a ? c.b : c.a);
+  return concat(pair,
+                c.gap <= c.noise ? concat(" <= 2·max std ", number(c.noise))
+                                 : concat(" <= floor ", number(c.floor)),
                 " -> not distinguishable");
 }
 
 }  // namespace
 
-double practical_floor(MetricKind kind) { return kind == MetricKind::loss ? kLossFloor : kAccuracyFloor; }
-const char* metric_kind_name(MetricKind kind) { return kind == MetricKind::loss ? "loss" : "accuracy"; }
+double practical_floor(MetricKind kind) {
+  return kind == MetricKind::loss ? kLossFloor : kAccuracyFloor;
+}
+const char* metric_kind_name(MetricKind kind) {
+  return kind == MetricKind::loss ? "loss" : "accuracy";
+}
 
 CellStats cell_stats(const std::string& cell, const std::vector<double>& values) {
   HEADCOUNT_CHECK(!values.empty(), concat("cell ", cell), "at least one seed's metric", "none");
   CellStats s{.cell = cell, .values = values, .n = static_cast<std::int64_t>(values.size())};
   double sum = 0;
   for (std::size_t i = 0; i < values.size(); ++i) {
-    HEADCOUNT_CHECK(std::isfinite(values[i]), concat("cell ", cell, " seed ", i), "a finite metric", values[i]);
+    HEADCOUNT_CHECK(std::isfinite(values[i]), concat("cell ", cell, " seed ", i), "a finite metric",
+                    values[i]);
     sum += values[i];
   }
   s.mean = sum / static_cast<double>(s.n);
@@ -53,7 +61,8 @@ CellStats cell_stats(const std::string& cell, const std::vector<double>& values)
 }
 
 Comparison compare(const CellStats& a, const CellStats& b, MetricKind kind) {
-  Comparison c{.a = a.cell, .b = b.cell, .mean_a = a.mean, .std_a = a.std, .mean_b = b.mean, .std_b = b.std};
+  Comparison c{
+      .a = a.cell, .b = b.cell, .mean_a = a.mean, .std_a = a.std, .mean_b = b.mean, .std_b = b.std};
   c.gap = std::fabs(a.mean - b.mean);
   c.noise = 2 * std::max(a.std, b.std);
   c.floor = practical_floor(kind);
@@ -80,17 +89,20 @@ const CellStats& best_of(const std::vector<CellStats>& cells, MetricKind kind) {
 
 const char* verdict_name(Verdict verdict) {
   switch (verdict) {
-    case Verdict::confirmed: return "confirmed";
-    case Verdict::refuted: return "refuted";
-    case Verdict::not_shown: return "not shown";
+    case Verdict::confirmed:
+      return "confirmed";
+    case Verdict::refuted:
+      return "refuted";
+    case Verdict::not_shown:
+      return "not shown";
   }
   return "not shown";
 }
 
 json to_json(const Comparison& c) {
-  return {{"a", c.a},         {"b", c.b},         {"mean_a", c.mean_a}, {"std_a", c.std_a},
-          {"mean_b", c.mean_b}, {"std_b", c.std_b}, {"gap", c.gap},       {"noise", c.noise},
-          {"floor", c.floor}, {"counts", c.counts}, {"winner", c.winner}, {"text", describe(c)}};
+  return {{"a", c.a},           {"b", c.b},           {"mean_a", c.mean_a}, {"std_a", c.std_a},
+          {"mean_b", c.mean_b}, {"std_b", c.std_b},   {"gap", c.gap},       {"noise", c.noise},
+          {"floor", c.floor},   {"counts", c.counts}, {"winner", c.winner}, {"text", describe(c)}};
 }
 
 json to_json(const CellStats& s) {
@@ -100,9 +112,10 @@ json to_json(const CellStats& s) {
 json to_json(const ClaimVerdict& v) {
   json comparisons = json::array();
   for (const Comparison& c : v.comparisons) comparisons.push_back(to_json(c));
-  return {{"id", v.id},       {"claim", v.claim},   {"rule", v.rule},
-          {"verdict", verdict_name(v.verdict)}, {"reason", v.reason},
-          {"comparisons", comparisons}, {"numbers", v.numbers}};
+  return {{"id", v.id},          {"claim", v.claim},
+          {"rule", v.rule},      {"verdict", verdict_name(v.verdict)},
+          {"reason", v.reason},  {"comparisons", comparisons},
+          {"numbers", v.numbers}};
 }
 
 ClaimVerdict pair_verdict(std::string id, std::string claim, std::string rule, const CellStats& a,
@@ -110,8 +123,10 @@ ClaimVerdict pair_verdict(std::string id, std::string claim, std::string rule, c
   ClaimVerdict v{.id = std::move(id), .claim = std::move(claim), .rule = std::move(rule)};
   const Comparison c = compare(a, b, kind);
   v.comparisons.push_back(c);
-  if (c.counts && c.winner == a.cell) v.verdict = Verdict::confirmed;
-  else if (c.counts) v.verdict = Verdict::refuted;
+  if (c.counts && c.winner == a.cell)
+    v.verdict = Verdict::confirmed;
+  else if (c.counts)
+    v.verdict = Verdict::refuted;
   v.reason = describe(c);
   return v;
 }
@@ -119,8 +134,9 @@ ClaimVerdict pair_verdict(std::string id, std::string claim, std::string rule, c
 ClaimVerdict all_pairs_verdict(std::string id, std::string claim, std::string rule,
                                const std::vector<CellStats>& a, const std::vector<CellStats>& b,
                                const std::vector<std::string>& labels, MetricKind kind) {
-  HEADCOUNT_CHECK(!a.empty() && a.size() == b.size() && a.size() == labels.size(), "all_pairs_verdict",
-                  "as many cells on each side as labels, at least one", concat(a.size(), ", ", b.size(), ", ", labels.size()));
+  HEADCOUNT_CHECK(!a.empty() && a.size() == b.size() && a.size() == labels.size(),
+                  "all_pairs_verdict", "as many cells on each side as labels, at least one",
+                  concat(a.size(), ", ", b.size(), ", ", labels.size()));
   ClaimVerdict v{.id = std::move(id), .claim = std::move(claim), .rule = std::move(rule)};
   std::size_t a_wins = 0, b_wins = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -130,25 +146,31 @@ ClaimVerdict all_pairs_verdict(std::string id, std::string claim, std::string ru
     b_wins += c.counts && c.winner == b[i].cell;
     v.reason += concat(v.reason.empty() ? "" : "; ", labels[i], ": ", describe(c));
   }
-  if (a_wins == a.size()) v.verdict = Verdict::confirmed;
-  else if (b_wins == a.size()) v.verdict = Verdict::refuted;
+  if (a_wins == a.size())
+    v.verdict = Verdict::confirmed;
+  else if (b_wins == a.size())
+    v.verdict = Verdict::refuted;
   v.numbers = {{"pairs", a.size()}, {"first_side_wins", a_wins}, {"second_side_wins", b_wins}};
   return v;
 }
 
 ClaimVerdict equality_verdict(std::string id, std::string claim, std::string rule,
-                              const std::vector<std::string>& cells, const std::vector<std::int64_t>& values) {
+                              const std::vector<std::string>& cells,
+                              const std::vector<std::int64_t>& values) {
   HEADCOUNT_CHECK(!values.empty() && cells.size() == values.size(), "equality_verdict",
-                  "one value per cell, at least one", concat(cells.size(), " cells, ", values.size(), " values"));
+                  "one value per cell, at least one",
+                  concat(cells.size(), " cells, ", values.size(), " values"));
   ClaimVerdict v{.id = std::move(id), .claim = std::move(claim), .rule = std::move(rule)};
   const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
   v.verdict = *lo == *hi ? Verdict::confirmed : Verdict::refuted;
   json per_cell = json::object();
   for (std::size_t i = 0; i < cells.size(); ++i) per_cell[cells[i]] = values[i];
   v.numbers = {{"values", per_cell}, {"min", *lo}, {"max", *hi}};
-  v.reason = *lo == *hi ? concat("every cell: ", *lo, " (exactly equal)")
-                        : concat("min ", *lo, " (", cells[static_cast<std::size_t>(lo - values.begin())], ") != max ", *hi,
-                                 " (", cells[static_cast<std::size_t>(hi - values.begin())], ")");
+  v.reason = *lo == *hi
+                 ? concat("every cell: ", *lo, " (exactly equal)")
+                 : concat("min ", *lo, " (", cells[static_cast<std::size_t>(lo - values.begin())],
+                          ") != max ", *hi, " (",
+                          cells[static_cast<std::size_t>(hi - values.begin())], ")");
   return v;
 }
 

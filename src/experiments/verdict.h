@@ -38,11 +38,11 @@ CellStats cell_stats(const std::string& cell, const std::vector<double>& values)
 struct Comparison {
   std::string a, b;  // cell ids
   double mean_a = 0, std_a = 0, mean_b = 0, std_b = 0;
-  double gap = 0;        // |mean_a - mean_b|
-  double noise = 0;      // 2 max(std_a, std_b)
-  double floor = 0;      // the practical floor of the metric kind
-  bool counts = false;   // gap > noise && gap > floor
-  std::string winner;    // a or b (the better side) when counts; "" = not distinguishable
+  double gap = 0;       // |mean_a - mean_b|
+  double noise = 0;     // 2 max(std_a, std_b)
+  double floor = 0;     // the practical floor of the metric kind
+  bool counts = false;  // gap > noise && gap > floor
+  std::string winner;   // a or b (the better side) when counts; "" = not distinguishable
 };
 Comparison compare(const CellStats& a, const CellStats& b, MetricKind kind);
 // a beats b: the difference counts and a is on the better side.
@@ -57,11 +57,11 @@ const char* verdict_name(Verdict verdict);  // "confirmed" | "refuted" | "not sh
 
 // A claim's verdict as the JSON and the page carry it.
 struct ClaimVerdict {
-  std::string id;          // e.g. "head-sweep.split-helps"
-  std::string claim;       // what is claimed
-  std::string rule;        // the rule as written in experiments-rules.md
+  std::string id;     // e.g. "head-sweep.split-helps"
+  std::string claim;  // what is claimed
+  std::string rule;   // the rule as written in experiments-rules.md
   Verdict verdict = Verdict::not_shown;
-  std::string reason;      // which branch of the rule fired, in words built from the numbers
+  std::string reason;  // which branch of the rule fired, in words built from the numbers
   std::vector<Comparison> comparisons;
   nlohmann::json numbers = nlohmann::json::object();  // any other figure the rule used
 };
@@ -83,6 +83,7 @@ ClaimVerdict all_pairs_verdict(std::string id, std::string claim, std::string ru
 // "confirmed if every value is exactly equal; else refuted" (the cost claim: multiply-adds
 // per step identical across cells).
 ClaimVerdict equality_verdict(std::string id, std::string claim, std::string rule,
-                              const std::vector<std::string>& cells, const std::vector<std::int64_t>& values);
+                              const std::vector<std::string>& cells,
+                              const std::vector<std::int64_t>& values);
 
 }  // namespace headcount::experiments

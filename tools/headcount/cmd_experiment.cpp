@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -40,7 +40,8 @@ struct ExperimentArgs {
 
 std::string list_text() {
   std::string text = "experiments:";
-  for (const ex::ExperimentSpec& s : ex::experiment_specs()) text += "\n  " + s.name + ": " + s.summary;
+  for (const ex::ExperimentSpec& s : ex::experiment_specs())
+    text += "\n  " + s.name + ": " + s.summary;
   return text;
 }
 
@@ -54,19 +55,23 @@ void check_output(const std::string& option, const std::string& path) {
   std::error_code error;
   HEADCOUNT_CHECK(!p.filename().empty() && fs::is_directory(dir, error), option,
                   "a file path in an existing directory", concat("\"", path, "\""));
-  HEADCOUNT_CHECK(!fs::is_directory(p, error), option, "a file path, not a directory", concat("\"", path, "\""));
+  HEADCOUNT_CHECK(!fs::is_directory(p, error), option, "a file path, not a directory",
+                  concat("\"", path, "\""));
 }
 
 void print_summary(const json& r) {
-  std::printf("experiment %s: %zu cells x %d seeds, %s\n", r["experiment"]["name"].get<std::string>().c_str(),
-              r["cells"].size(), r["settings"]["seeds"].get<int>(), r["experiment"]["metric"].get<std::string>().c_str());
+  std::printf("experiment %s: %zu cells x %d seeds, %s\n",
+              r["experiment"]["name"].get<std::string>().c_str(), r["cells"].size(),
+              r["settings"]["seeds"].get<int>(),
+              r["experiment"]["metric"].get<std::string>().c_str());
   for (const json& c : r["cells"])
-    std::printf("  %-14s %.4f ± %.4f   train multiply-adds/step %lld\n", c["id"].get<std::string>().c_str(),
-                c["stats"]["mean"].get<double>(), c["stats"]["std"].get<double>(),
+    std::printf("  %-14s %.4f ± %.4f   train multiply-adds/step %lld\n",
+                c["id"].get<std::string>().c_str(), c["stats"]["mean"].get<double>(),
+                c["stats"]["std"].get<double>(),
                 static_cast<long long>(c["cost"]["train_macs"].get<std::int64_t>()));
   for (const json& v : r["verdicts"])
-    std::printf("%s: %s\n  %s\n", v["id"].get<std::string>().c_str(), v["verdict"].get<std::string>().c_str(),
-                v["reason"].get<std::string>().c_str());
+    std::printf("%s: %s\n  %s\n", v["id"].get<std::string>().c_str(),
+                v["verdict"].get<std::string>().c_str(), v["reason"].get<std::string>().c_str());
   std::printf("%.1f s\n", r["timing"]["seconds"].get<double>());
 }
 
@@ -76,7 +81,8 @@ void render_saved(const ExperimentArgs& a) {
                   "no NAME, --json-out, --quick or --steps (it runs nothing)", "some given");
   check_output("--out", a.out);
   std::ifstream in(a.from, std::ios::binary);
-  if (!in) fail("--from", concat("expected a readable result JSON, got \"", a.from, "\" (cannot open)"));
+  if (!in)
+    fail("--from", concat("expected a readable result JSON, got \"", a.from, "\" (cannot open)"));
   std::ostringstream text;
   text << in.rdbuf();
   json document;
@@ -88,8 +94,10 @@ void render_saved(const ExperimentArgs& a) {
   try {
     const std::string page = ex::experiment_page(document);
     if (!a.out.empty()) io::write_file_atomically(a.out, page);
-    if (a.json) std::printf("%s\n", document.dump(1).c_str());
-    else print_summary(document);
+    if (a.json)
+      std::printf("%s\n", document.dump(1).c_str());
+    else
+      print_summary(document);
   } catch (const json::exception& e) {
     fail("--from", concat("expected a ", ex::kResultFormat, " document, got ", e.what()));
   }
@@ -112,8 +120,10 @@ void run_experiment_command(const ExperimentArgs& a) {
   HEADCOUNT_CHECK(a.threads >= 1 && a.threads <= 1024, "--threads", "in [1, 1024]", a.threads);
   check_output("--out", a.out);
   check_output("--json-out", a.json_out);
-  HEADCOUNT_CHECK(a.out.empty() || a.out != a.json_out, "--json-out", "a path other than --out", a.json_out);
-  const ex::ExperimentOptions options{.seeds = a.seeds, .steps = a.steps, .quick = a.quick, .threads = a.threads};
+  HEADCOUNT_CHECK(a.out.empty() || a.out != a.json_out, "--json-out", "a path other than --out",
+                  a.json_out);
+  const ex::ExperimentOptions options{
+      .seeds = a.seeds, .steps = a.steps, .quick = a.quick, .threads = a.threads};
   const ex::Experiment experiment = spec.make(options);
   Context ctx({.threads = a.threads});
   const ex::ExperimentResult result = ex::run_experiment(ctx, experiment, options, !a.quiet);
@@ -123,31 +133,39 @@ void run_experiment_command(const ExperimentArgs& a) {
   const std::string text = document.dump(1);
   if (!a.json_out.empty()) io::write_file_atomically(a.json_out, text + "\n");
   if (!a.out.empty()) io::write_file_atomically(a.out, page);
-  if (a.json) std::printf("%s\n", text.c_str());
-  else print_summary(document);
+  if (a.json)
+    std::printf("%s\n", text.c_str());
+  else
+    print_summary(document);
 }
 
 }  // namespace
 
 void register_experiment(CLI::App& app) {
-  auto* cmd = app.add_subcommand("experiment",
-                                 "Run an experiment (a grid of training runs x seeds) and judge its claims by fixed rules");
+  auto* cmd = app.add_subcommand(
+      "experiment",
+      "Run an experiment (a grid of training runs x seeds) and judge its claims by fixed rules");
   auto args = std::make_shared<ExperimentArgs>();
   cmd->add_option("NAME", args->name, "the experiment (see --list)");
   cmd->add_flag("--list", args->list, "list the experiments, one line each");
-  cmd->add_option("--seeds", args->seeds, "seeds per cell (1..N: initialisation and data order)")->capture_default_str();
+  cmd->add_option("--seeds", args->seeds, "seeds per cell (1..N: initialisation and data order)")
+      ->capture_default_str();
   cmd->add_option_function<std::int64_t>(
       "--steps", [args](std::int64_t v) { args->steps = v, args->steps_given = true; },
       "training steps of every run (default: the experiment's)");
-  cmd->add_option("--threads", args->threads, "worker threads (results are reproducible per thread count)")
+  cmd->add_option("--threads", args->threads,
+                  "worker threads (results are reproducible per thread count)")
       ->capture_default_str();
   cmd->add_flag("--quick", args->quick, "a smoke-sized grid (< 60 s on 2 cores; not evidence)");
   cmd->add_option("--out", args->out, "write the self-contained HTML page to FILE");
-  cmd->add_flag("--json", args->json, "print the result JSON on stdout (runs, curves, aggregates, verdicts; timing apart)");
+  cmd->add_flag(
+      "--json", args->json,
+      "print the result JSON on stdout (runs, curves, aggregates, verdicts; timing apart)");
   cmd->add_option("--json-out", args->json_out, "write the result JSON to FILE");
   cmd->add_flag("--quiet", args->quiet, "no progress on stderr");
   cmd->add_option("--from", args->from,
-                  "draw the page (--out) and the summary (or --json) from a result saved with --json-out; runs nothing");
+                  "draw the page (--out) and the summary (or --json) from a result saved with "
+                  "--json-out; runs nothing");
   cmd->footer(list_text());
   cmd->callback([args] { run_experiment_command(*args); });
 }
