@@ -8,5 +8,7 @@ namespace headcount::experiments {
 
 Experiment make_head_sweep(const ExperimentOptions& options);  // head_sweep.cpp
 Experiment make_scale(const ExperimentOptions& options);       // scale.cpp
+Experiment make_blur(const ExperimentOptions& options);        // blur.cpp
+Experiment make_kv_heads(const ExperimentOptions& options);    // kv_heads.cpp
 
 }  // namespace headcount::experiments

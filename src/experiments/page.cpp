@@ -59,6 +59,8 @@ std::string series_of(const json& cell, const std::string& series_label) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
+std::string tables_html(const json& tables);
+
 std::string css_class(const std::string& verdict) { return verdict == "not shown" ? "not-shown" : verdict; }
 
 std::string verdict_boxes(const json& r) {
@@ -83,6 +85,7 @@ std::string verdict_boxes(const json& r) {
                     "</td></tr>");
       s += "</table>";
     }
+    if (v.contains("numbers") && v.at("numbers").contains("tables")) s += tables_html(v.at("numbers").at("tables"));
     s += "</div>";
   }
   return s;
@@ -268,11 +271,10 @@ std::string maps_section(const json& r) {
                           "white 0, dark 1.</p>" + s;
 }
 
-std::string extra_section(const json& r) {
-  const json& extra = r.at("extra");
+// Tables as {"title", "columns", "rows", "note"?} (the experiments' extra and their verdicts' numbers).
+std::string tables_html(const json& tables) {
   std::string s;
-  if (extra.contains("tables"))
-    for (const json& t : extra.at("tables")) {
+  for (const json& t : tables) {
       s += "<h2>" + escape(t.at("title").get<std::string>()) + "</h2><table><tr>";
       for (const json& c : t.at("columns")) s += "<th>" + escape(c.get<std::string>()) + "</th>";
       s += "</tr>";
@@ -286,7 +288,14 @@ std::string extra_section(const json& r) {
       }
       s += "</table>";
       if (t.contains("note")) s += "<p class=\"rule\">" + escape(t.at("note").get<std::string>()) + "</p>";
-    }
+  }
+  return s;
+}
+
+std::string extra_section(const json& r) {
+  const json& extra = r.at("extra");
+  std::string s;
+  if (extra.contains("tables")) s += tables_html(extra.at("tables"));
   if (extra.contains("charts")) {
     s += "<div class=\"charts\">";
     int index = 0;

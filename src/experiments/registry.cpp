@@ -13,6 +13,12 @@ std::vector<ExperimentSpec> experiment_specs() {
       {.name = "scale",
        .summary = "head-sweep's model at h = 8 and 32: score scale 1/sqrt(head_dim) vs 1/sqrt(d_model)",
        .make = make_scale},
+      {.name = "blur",
+       .summary = "one softmax blurs: multi-relation variants at h = 1..8 (1 layer) and ESP, 1 vs 2 heads, cyclic vs acyclic",
+       .make = make_blur},
+      {.name = "kv-heads",
+       .summary = "MQAR and the char LM with kv_heads h, h/2, h/4, 1; MHA mean-pooled to GQA, then uptrained 5%",
+       .make = make_kv_heads},
   };
 }
 

@@ -6,6 +6,10 @@
 //     three-relation variant. Positions t < max a_i are not scored.
 //   mode "previous-occurrence": content-addressed; y_t = x_{j+1} where j < t is the last earlier
 //     position with x_j = x_t; positions whose token has not occurred before are not scored.
+//   mode "previous-occurrence-offset": the two kinds of relation compete for one softmax;
+//     y_t = (x_{j+1} + sum_i c_i x_{t - a_i}) mod p with j as above; default a = [1], c = [-1],
+//     i.e. y_t = (next-after-previous-occurrence(x_t) - x_{t-1}) mod p. Scored where j exists
+//     and t >= max a_i.
 // vocab = p for inputs and targets alike; causal (every relation looks back).
 #include <algorithm>
 
@@ -25,16 +29,21 @@ class MultiRelationTask final : public SyntheticTask {
     ConfigReader read(config);
     p_ = read.integer("p", 16, 2, 1 << 20);
     seq_len_ = read.integer("seq_len", 32, 2, 1 << 16);
-    mode_ = read.choice("mode", "offsets", {"offsets", "previous-occurrence"});
-    if (mode_ == "offsets") {
-      offsets_ = read.integers("offsets", {1, 4}, 0, 1 << 16, 1, 8);
+    mode_ = read.choice("mode", "offsets",
+                        {"offsets", "previous-occurrence", "previous-occurrence-offset"});
+    if (mode_ != "previous-occurrence") {
+      const bool combined = mode_ == "previous-occurrence-offset";
+      offsets_ = read.integers(
+          "offsets", combined ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{1, 4},
+          combined ? 1 : 0, 1 << 16, 1, 8);
       for (const std::int64_t a : offsets_)
         check(a < seq_len_, ConfigReader::key("offsets"),
               concat("offsets below seq_len = ", seq_len_), nlohmann::json(offsets_).dump());
       coefficients_ =
           read.integers("coefficients",
-                        offsets_.size() == 2 ? std::vector<std::int64_t>{1, -1}
-                                             : std::vector<std::int64_t>(offsets_.size(), 1),
+                        combined               ? std::vector<std::int64_t>(offsets_.size(), -1)
+                        : offsets_.size() == 2 ? std::vector<std::int64_t>{1, -1}
+                                               : std::vector<std::int64_t>(offsets_.size(), 1),
                         -(p_ - 1), p_ - 1, 1, 8);
       check(coefficients_.size() == offsets_.size(), ConfigReader::key("coefficients"),
             concat(offsets_.size(), " coefficients (one per offset)"), coefficients_.size());
@@ -71,6 +80,12 @@ class MultiRelationTask final : public SyntheticTask {
       d["coefficients"] = coefficients_;
       d["rule"] =
           "y_t = (sum_i coefficients[i] * x[t - offsets[i]]) mod p, scored for t >= max offset";
+    } else if (mode_ == "previous-occurrence-offset") {
+      d["offsets"] = offsets_;
+      d["coefficients"] = coefficients_;
+      d["rule"] =
+          "y_t = (x[j + 1] + sum_i coefficients[i] * x[t - offsets[i]]) mod p for the last j < t "
+          "with x[j] = x[t], scored where such j exists and t >= max offset";
     } else {
       d["rule"] = "y_t = x[j + 1] for the last j < t with x[j] = x[t], scored where such j exists";
     }
@@ -94,12 +109,21 @@ class MultiRelationTask final : public SyntheticTask {
       }
     } else {
       // last[v]: the latest position holding v so far, -1 before it appears.
+      const bool combined = mode_ == "previous-occurrence-offset";
       thread_local std::vector<std::int64_t> last;
       last.assign(static_cast<std::size_t>(p_), -1);
       for (std::int64_t t = 0; t < seq_len_; ++t) {
         const std::int64_t j = last[static_cast<std::size_t>(tokens[t])];
-        targets[t] = j < 0 ? Batch::kIgnore : tokens[j + 1];
         last[static_cast<std::size_t>(tokens[t])] = t;
+        if (j < 0 || (combined && t < first_scored_)) {
+          targets[t] = Batch::kIgnore;
+          continue;
+        }
+        std::int64_t y = tokens[j + 1];
+        if (combined)
+          for (std::size_t i = 0; i < offsets_.size(); ++i)
+            y += coefficients_[i] * tokens[t - offsets_[i]];
+        targets[t] = static_cast<std::int32_t>(((y % p_) + p_) % p_);
       }
     }
   }

@@ -19,8 +19,9 @@ inline std::uint64_t mix64(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// Streams keep the training data, the validation set and other uses apart.
-enum class Stream : std::uint64_t { train = 1, validation = 2 };
+// Streams keep the training data, the validation set and other uses apart (graph: the fixed
+// graph of the esp task, drawn from its graph_seed).
+enum class Stream : std::uint64_t { train = 1, validation = 2, graph = 3 };
 
 class CounterRng {
  public:

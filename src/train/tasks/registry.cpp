@@ -13,6 +13,7 @@ const std::pair<const char*, Factory> kTasks[] = {
     {"copy", tasks::make_copy},
     {"assoc-recall", tasks::make_assoc_recall},
     {"multi-relation", tasks::make_multi_relation},
+    {"esp", tasks::make_esp},
 };
 
 }  // namespace
