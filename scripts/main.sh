@@ -12,6 +12,14 @@ for heads in 1 8; do
 done
 "$hc" layer --d-model 512 --heads 8 --seq-len 1000 --threads "$(nproc)"
 echo
+# Training on the CPU: a 2-layer model learns the copy (induction) task in about a second, then a
+# quick run of one experiment of "what the split buys" (full runs: docs/what-the-split-buys.md).
+echo "training: a small model learns to copy a sequence (exact streaming attention backward):"
+"$hc" train --preset copy --threads "$(nproc)" --quiet --json | python3 -c \
+  'import json,sys; v=json.load(sys.stdin)["validation"][-1]; print("  step %d: validation accuracy %.3f, loss %.4f" % (v["step"], v["accuracy"], v["loss"]))'
+"$hc" experiment head-sweep --quick --threads "$(nproc)" --quiet --out "$root/build/head-sweep-quick.html"
+echo "  head-sweep --quick page: $root/build/head-sweep-quick.html"
+echo
 stsb="$root/../shared/data/stsb/sts-test.tsv"
 if [[ -f "$stsb" ]]; then
   echo "all-MiniLM-L6-v2 on STS-B test, every attention layer on headcount's streaming kernel:"
