@@ -84,29 +84,7 @@ std::size_t ExperimentResult::cell_index(const std::string& id) const {
 
 train::TaskMetrics evaluate(Context& ctx, train::Model& model, const train::Task& task,
                             std::int64_t batch, std::int64_t count) {
-  const std::int64_t available = task.validation_batches(batch);
-  count = count > 0 ? std::min(count, available) : available;
-  train::TaskMetrics total;
-  double loss = 0, accuracy = 0, sequences_right = 0;
-  std::int64_t sequences = 0;
-  std::vector<float> logits;
-  for (std::int64_t i = 0; i < count; ++i) {
-    const train::Batch b = task.validation_batch(i, batch);
-    logits.resize(static_cast<std::size_t>(b.batch * b.seq_len * model.config().vocab));
-    model.forward(ctx, b, logits.data());
-    const train::TaskMetrics m = train::score_logits(b, logits.data(), model.config().vocab);
-    loss += m.loss * static_cast<double>(m.scored);
-    accuracy += m.accuracy * static_cast<double>(m.scored);
-    sequences_right += m.sequence_accuracy * static_cast<double>(b.batch);
-    sequences += b.batch;
-    total.scored += m.scored;
-  }
-  if (total.scored > 0) {
-    total.loss = loss / static_cast<double>(total.scored);
-    total.accuracy = accuracy / static_cast<double>(total.scored);
-  }
-  if (sequences > 0) total.sequence_accuracy = sequences_right / static_cast<double>(sequences);
-  return total;
+  return train::evaluate_model(ctx, model, task, batch, count);
 }
 
 ExperimentResult run_experiment(Context& ctx, const Experiment& e, const ExperimentOptions& options,

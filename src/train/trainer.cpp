@@ -4,6 +4,7 @@
 // functions of the step, so resuming needs nothing else.
 #include "headcount/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -76,21 +77,24 @@ double Trainer::train_step() {
   return result.loss;
 }
 
-TaskMetrics Trainer::evaluate() {
-  std::int64_t count = task_->validation_batches(config_.batch);
-  if (config_.eval_batches > 0) count = std::min(count, config_.eval_batches);
+TaskMetrics evaluate_model(Context& ctx, Model& model, const Task& task, std::int64_t batch, std::int64_t count,
+                           Kernel kernel, std::vector<float>* logits_buffer) {
+  const std::int64_t available = task.validation_batches(batch);
+  count = count > 0 ? std::min(count, available) : available;
+  std::vector<float> local;
+  std::vector<float>& logits = logits_buffer ? *logits_buffer : local;
   TaskMetrics total;
   double loss = 0, accuracy = 0, sequences_right = 0;
   std::int64_t sequences = 0;
   for (std::int64_t i = 0; i < count; ++i) {
-    const Batch batch = task_->validation_batch(i, config_.batch);
-    logits_.resize(static_cast<std::size_t>(batch.batch * batch.seq_len * model_.config().vocab));
-    model_.forward(ctx_, batch, logits_.data(), {.kernel = config_.kernel});
-    const TaskMetrics m = score_logits(batch, logits_.data(), model_.config().vocab);
+    const Batch b = task.validation_batch(i, batch);
+    logits.resize(static_cast<std::size_t>(b.batch * b.seq_len * model.config().vocab));
+    model.forward(ctx, b, logits.data(), {.kernel = kernel});
+    const TaskMetrics m = score_logits(b, logits.data(), model.config().vocab);
     loss += m.loss * static_cast<double>(m.scored);
     accuracy += m.accuracy * static_cast<double>(m.scored);
-    sequences_right += m.sequence_accuracy * static_cast<double>(batch.batch);
-    sequences += batch.batch;
+    sequences_right += m.sequence_accuracy * static_cast<double>(b.batch);
+    sequences += b.batch;
     total.scored += m.scored;
   }
   if (total.scored > 0) {
@@ -99,6 +103,10 @@ TaskMetrics Trainer::evaluate() {
   }
   if (sequences > 0) total.sequence_accuracy = sequences_right / static_cast<double>(sequences);
   return total;
+}
+
+TaskMetrics Trainer::evaluate() {
+  return evaluate_model(ctx_, model_, *task_, config_.batch, config_.eval_batches, config_.kernel, &logits_);
 }
 
 void Trainer::record_validation() {

@@ -104,6 +104,12 @@ class Trainer {
   std::vector<float> logits_;
 };
 
+// Mean metrics of `model` over the first `count` validation batches of `task` (0: all of them),
+// weighted by scored positions (by sequences for sequence_accuracy). `logits` (optional) is a
+// buffer reused across calls.
+TaskMetrics evaluate_model(Context& ctx, Model& model, const Task& task, std::int64_t batch, std::int64_t count,
+                           Kernel kernel = Kernel::streaming, std::vector<float>* logits = nullptr);
+
 // The stem of the checkpoint files in an output directory.
 inline constexpr const char* kCheckpointStem = "checkpoint";
 
