@@ -180,6 +180,21 @@ TensorView round_to_bf16(const TensorView& view, Tensor& storage, Tensor& copy) 
   return out;
 }
 
+Bf16Inputs round_inputs_to_bf16(AttentionInputs& in) {
+  Bf16Inputs r;
+  r.q = round_to_bf16(in.q, in.q_storage, r.q16);
+  const bool shared = in.v_storage.empty();  // fused layout: k and v share one buffer
+  r.k = round_to_bf16(in.k, in.k_storage, r.k16);
+  if (shared) {
+    r.v = in.v;
+    r.v.dtype = DType::bf16;
+    r.v.data = r.k16.data<bf16>() + (in.v.ptr<float>() - in.k_storage.data<float>());
+  } else {
+    r.v = round_to_bf16(in.v, in.v_storage, r.v16);
+  }
+  return r;
+}
+
 bool key_visible(const AttentionInputs& in, std::int64_t b, std::int64_t i, std::int64_t j) {
   return visible(in, b, i, j);
 }

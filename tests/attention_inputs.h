@@ -35,6 +35,14 @@ std::vector<double> naive_probs_f64(const AttentionInputs& in);
 // Rounds the f32 values of `storage` to bf16 in place (so float oracles see the bf16 values) and
 // returns a bf16 view of `view` (same shape and strides) into `copy`, which it fills.
 TensorView round_to_bf16(const TensorView& view, Tensor& storage, Tensor& copy);
+// q, k and v of `in` rounded to bf16 in place (the float oracles then see the bf16 values), with
+// bf16 views of the same strides for the kernels; a fused K/V layout (k and v in one buffer)
+// keeps its sharing.
+struct Bf16Inputs {
+  Tensor q16, k16, v16;
+  TensorView q, k, v;
+};
+Bf16Inputs round_inputs_to_bf16(AttentionInputs& in);
 // The masks straight from their definitions in attention.h (bias aside).
 bool key_visible(const AttentionInputs& in, std::int64_t b, std::int64_t i, std::int64_t j);
 NaiveResult naive_attention_f32(const AttentionInputs& in);  // every operation in float

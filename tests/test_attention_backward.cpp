@@ -292,18 +292,8 @@ TEST(AttentionBackward, Bf16InputsOnEveryIsa) {
         AttentionCase{.batch = 1, .heads = 2, .kv_heads = 2, .head_dim = 64, .v_head_dim = 64, .q_len = 65,
                       .kv_len = 65, .window_left = 9, .window_right = 2, .kv_layout = KvLayout::fused}}) {
     AttentionInputs in = make_inputs(c, 41);
-    Tensor q16, k16, v16;
-    const TensorView q_view = round_to_bf16(in.q, in.q_storage, q16);
-    const bool shared = in.v_storage.empty();
-    const TensorView k_view = round_to_bf16(in.k, in.k_storage, k16);
-    TensorView v_view;
-    if (shared) {
-      v_view = in.v;
-      v_view.dtype = DType::bf16;
-      v_view.data = k16.data<bf16>() + (in.v.ptr<float>() - in.k_storage.data<float>());
-    } else {
-      v_view = round_to_bf16(in.v, in.v_storage, v16);
-    }
+    const Bf16Inputs bf = round_inputs_to_bf16(in);
+    const TensorView q_view = bf.q, k_view = bf.k, v_view = bf.v;
     const Tensor d_out = random_d_out(c, 42);
     const NaiveGrads want = naive_backward_f64(in, d_out.view()), plain = naive_backward_f32(in, d_out.view());
     for (Isa isa : supported_isas()) {

@@ -170,20 +170,8 @@ TEST_P(KernelCase, Bf16InputsOnEveryIsa) {
   const AttentionCase& c = GetParam();
   if (c.batch * c.heads * c.q_len * c.kv_len > 4'000'000) GTEST_SKIP() << "covered by smaller cases";
   AttentionInputs in = make_inputs(c, 4321);
-  // Each input rounded to bf16 in place (the fp32 oracles see the bf16 values), with a bf16
-  // copy of the same strides for the kernel.
-  Tensor q16, k16, v16;
-  const TensorView q_view = round_to_bf16(in.q, in.q_storage, q16);
-  const bool shared = in.v_storage.empty();  // fused layout: k and v share one buffer
-  const TensorView k_view = round_to_bf16(in.k, in.k_storage, k16);
-  TensorView v_view;
-  if (shared) {
-    v_view = in.v;
-    v_view.dtype = DType::bf16;
-    v_view.data = k16.data<bf16>() + (in.v.ptr<float>() - in.k_storage.data<float>());
-  } else {
-    v_view = round_to_bf16(in.v, in.v_storage, v16);
-  }
+  const Bf16Inputs bf = round_inputs_to_bf16(in);
+  const TensorView q_view = bf.q, k_view = bf.k, v_view = bf.v;
   const NaiveResult exact = naive_attention_f64(in);
   const NaiveResult plain = naive_attention_f32(in);
   const double v_max = max_abs_v(in);
