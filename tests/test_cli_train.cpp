@@ -54,6 +54,8 @@ TEST(CliTrain, BadInputIsOneLineAndExitTwo) {
   expect_one_line_error("--config '" + (dir / "task.json").string() + "'", "seq_len");
   expect_one_line_error("--preset copy --threads 0", "--threads");
   expect_one_line_error("--preset copy --steps -3", "--steps");
+  expect_one_line_error("--preset copy --steps -1", "--steps");  // not "the default"
+  expect_one_line_error("--preset copy --seed -1", "--seed");
   expect_one_line_error("--resume '" + (dir / "nothing").string() + "'", "checkpoint");
   expect_one_line_error("--resume '" + dir.string() + "' --seed 3", "--seed");
   expect_one_line_error("--preset copy --steps 0 --dump-batches '" + (dir / "b").string() + "'", "--dump-batches");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -27,8 +28,11 @@ using nlohmann::json;
 
 struct TrainArgs {
   std::string preset, config, resume, out, dump_batches;
-  std::int64_t steps = -1;   // -1: the config's
-  std::int64_t seed = -1;    // -1: the config's
+  // Not given: the config's. A sentinel no user types, so that --steps -1 or --seed -1 is an
+  // error rather than "the default".
+  static constexpr std::int64_t kUnset = std::numeric_limits<std::int64_t>::min();
+  std::int64_t steps = kUnset;
+  std::int64_t seed = kUnset;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool json = false;
   bool quiet = false;
@@ -75,9 +79,9 @@ void run_train(const TrainArgs& a) {
   const int sources = !a.preset.empty() + !a.config.empty() + !a.resume.empty();
   HEADCOUNT_CHECK(sources == 1, "--preset/--config/--resume", "exactly one of them", concat(sources, " given"));
   HEADCOUNT_CHECK(a.threads >= 1 && a.threads <= 1024, "--threads", "in [1, 1024]", a.threads);
-  HEADCOUNT_CHECK(a.steps >= -1, "--steps", ">= 0", a.steps);
-  HEADCOUNT_CHECK(a.seed >= -1, "--seed", ">= 0", a.seed);
-  HEADCOUNT_CHECK(a.resume.empty() || a.seed == -1, "--seed", "no seed with --resume (the checkpoint's run has one)",
+  HEADCOUNT_CHECK(a.steps == TrainArgs::kUnset || a.steps >= 0, "--steps", ">= 0", a.steps);
+  HEADCOUNT_CHECK(a.seed == TrainArgs::kUnset || a.seed >= 0, "--seed", ">= 0", a.seed);
+  HEADCOUNT_CHECK(a.resume.empty() || a.seed == TrainArgs::kUnset, "--seed", "no seed with --resume (the checkpoint's run has one)",
                   a.seed);
   Context ctx({.threads = a.threads});
   std::unique_ptr<train::Trainer> trainer;
