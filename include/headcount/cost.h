@@ -80,6 +80,10 @@ struct CostReport {
   std::int64_t kv_cache_bytes_per_token = 0;  // one layer's K and V for one token
   std::int64_t kv_cache_bytes = 0;            // ... for batch * kv_len tokens
   std::int64_t total_parameters = 0;          // the layer's weights
+  // The four projections together (Q, K, V, O): the seeds' "4 x n x d^2" figure
+  // (d_model 512, seq_len 1000: 4 * 1,000 * 512 * 512 = 1,048,576,000 multiply-adds),
+  // whatever the head count. Score entries are 0: projections form no scores.
+  StageCost projections;
   // When config.context > 0: MHA, GQA and MQA side by side. GQA is the configured kv_heads
   // when 1 < kv_heads < heads, else the largest divisor of heads in (1, max(2, heads/4)]
   // (32 heads -> 8), absent when heads has none (heads 1, 2, 3).

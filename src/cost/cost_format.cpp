@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -78,7 +79,11 @@ std::string format_cost_table(const CostReport& report) {
   }
 
   const std::int64_t tile = tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len);
-  out << "\nparameters: " << grouped(report.total_parameters)
+  char approx[32];
+  std::snprintf(approx, sizeof approx, "%.3g", static_cast<double>(report.projections.macs));
+  out << "\nprojections (Q, K, V, O together): " << grouped(report.projections.weights) << " weights, "
+      << grouped(report.projections.macs) << " multiply-adds (~" << approx << ")\n";
+  out << "parameters: " << grouped(report.total_parameters)
       << " (weight matrices only; biases are not counted)\n"
       << "KV cache: " << grouped(report.kv_cache_bytes_per_token)
       << " bytes per token per layer = kv_heads * (head_dim + v_head_dim) * " << bytes
@@ -142,6 +147,10 @@ std::string cost_to_json(const CostReport& report, int indent) {
                                       {"kv_cache_bytes_per_token", report.kv_cache_bytes_per_token},
                                       {"kv_cache_bytes", report.kv_cache_bytes},
                                       {"total_parameters", report.total_parameters},
+                                      {"projections",
+                                       {{"weights", report.projections.weights},
+                                        {"macs", report.projections.macs},
+                                        {"activation_bytes", report.projections.activation_bytes}}},
                                       {"streaming_tile_entries", tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len)}};
   if (!report.kv_cache_layouts.empty()) {
     nlohmann::ordered_json layouts = nlohmann::ordered_json::array();

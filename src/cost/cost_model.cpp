@@ -149,6 +149,7 @@ CostReport estimate_cost(const CostConfig& config) {
       {sum("kv cache", product("kv cache", {Hkv, Dk}), product("kv cache", {Hkv, Dv})), bytes});
   report.kv_cache_bytes = product("kv cache", {report.kv_cache_bytes_per_token, B, m});
   report.total_parameters = layer.weights;
+  report.projections = total("projections", {&q, &k, &v, &o});
 
   if (c.context > 0) {
     std::int64_t gqa = c.kv_heads > 1 && c.kv_heads < H ? c.kv_heads : 0;

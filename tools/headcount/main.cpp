@@ -3,14 +3,17 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "commands.h"
 #include "headcount/error.h"
+#include "headcount/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"headcount: an exact multi-head attention engine and its cost model", "headcount"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every command");
+  app.set_version_flag("--version", std::string("headcount ") + headcount::version());
   headcount::cli::register_cost(app);
   headcount::cli::register_attention(app);
   headcount::cli::register_layer(app);
