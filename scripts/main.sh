@@ -63,7 +63,7 @@ echo
 
 # Sentence embeddings of the opening sentences of the committed public-domain novel.
 sentences="$out/main-sentences.txt"
-grep -v '^\s*$' "$root/data/pride-and-prejudice.txt" | head -n $((quick ? 16 : 256)) > "$sentences"
+awk -v n=$((quick ? 16 : 256)) 'NF && n-- > 0' "$root/data/pride-and-prejudice.txt" > "$sentences"
 "$hc" embed --format npy --out "$out/embeddings.npy" --threads "$threads" "$sentences"
 echo "embeddings: $(wc -l < "$sentences") lines of data/pride-and-prejudice.txt -> $out/embeddings.npy"
 "$hc" similarity --threads "$threads" "A girl is styling her hair." "A girl is brushing her hair."
