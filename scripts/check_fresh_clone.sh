@@ -30,7 +30,7 @@ for f in embeddings.npy head-sweep-quick.html heads-report.html; do
   [[ -s $tmp/out/$f ]] || fail "$f not written"
 done
 grep -qF "$tmp/headcount/data/pride-and-prejudice.txt" "$tmp/out/heads-report.html" || fail "the heads report did not use the committed text"
-python3 - "$tmp/out/embeddings.npy" <<'PY' || fail "embeddings.npy is not [16, 384] float32"
+/usr/bin/python3 - "$tmp/out/embeddings.npy" <<'PY' || fail "embeddings.npy is not [16, 384] float32"
 import sys, numpy as np
 e = np.load(sys.argv[1])
 assert e.shape == (16, 384) and e.dtype == np.float32 and np.all(np.isfinite(e)), (e.shape, e.dtype)
