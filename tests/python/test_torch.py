@@ -165,3 +165,14 @@ def test_gradients_flow_into_torch():
     plain, _ = oracle.backward(qa, ka, va, d_out, dtype=np.float32, causal=True)
     for t, w, p, c in zip((q, k, v), want, plain, cond):
         assert np.all(np.abs(t.grad.numpy() - w) <= 3 * np.max(np.abs(p - w)) + oracle.U32 * c)
+
+
+def test_out_may_be_a_torch_tensor():
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(1, 4, 2, 8, generator=g)
+    out = torch.full((1, 4, 2, 8), float("nan"))
+    returned = headcount.attention(q, q, q, out=out)
+    assert returned is out
+    assert np.array_equal(out.numpy(), headcount.attention(q.numpy(), q.numpy(), q.numpy()))
+    # A tensor that requires grad is read too (no gradient flows: that is headcount.torch's job).
+    assert np.array_equal(headcount.attention(q.clone().requires_grad_(), q, q), out.numpy())
