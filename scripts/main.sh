@@ -44,46 +44,46 @@ threads=$(nproc)
 report="$out/main-report.txt"
 
 steps() {
-"$hc" --version
-for heads in 1 8; do
-  "$hc" cost --d-model 512 --heads "$heads" --seq-len 1000
+  "$hc" --version
+  for heads in 1 8; do
+    "$hc" cost --d-model 512 --heads "$heads" --seq-len 1000
+    echo
+  done
+  if ((quick)); then seq_len=256; else seq_len=1000; fi
+  "$hc" layer --d-model 512 --heads 8 --seq-len "$seq_len" --threads "$threads"
   echo
-done
-if ((quick)); then seq_len=256; else seq_len=1000; fi
-"$hc" layer --d-model 512 --heads 8 --seq-len "$seq_len" --threads "$threads"
-echo
-# Training on the CPU: a 2-layer model learns the copy (induction) task in about a second, then a
-# quick run of one experiment of "what the split buys" (full runs: docs/what-the-split-buys.md).
-echo "training: a small model learns to copy a sequence (exact streaming attention backward):"
-"$hc" train --preset copy --threads "$threads" --quiet --json | python3 -c \
-  'import json,sys; v=json.load(sys.stdin)["validation"][-1]; print("  step %d: validation accuracy %.3f, loss %.4f" % (v["step"], v["accuracy"], v["loss"]))'
-"$hc" experiment head-sweep --quick --threads "$threads" --quiet --out "$out/head-sweep-quick.html"
-echo "  head-sweep --quick page: $out/head-sweep-quick.html"
-echo
-
-# Sentence embeddings of the opening sentences of the committed public-domain novel.
-sentences="$out/main-sentences.txt"
-awk -v n=$((quick ? 16 : 256)) 'NF && n-- > 0' "$root/data/pride-and-prejudice.txt" > "$sentences"
-"$hc" embed --format npy --out "$out/embeddings.npy" --threads "$threads" "$sentences"
-echo "embeddings: $(wc -l < "$sentences") lines of data/pride-and-prejudice.txt -> $out/embeddings.npy"
-"$hc" similarity --threads "$threads" "A girl is styling her hair." "A girl is brushing her hair."
-echo
-
-if [[ -f $stsb ]]; then
-  echo "all-MiniLM-L6-v2 on STS-B test ($stsb), every attention layer on headcount's streaming kernel:"
-  "$hc" sts "$stsb" --threads "$threads"
+  # Training on the CPU: a 2-layer model learns the copy (induction) task in about a second, then a
+  # quick run of one experiment of "what the split buys" (full runs: docs/what-the-split-buys.md).
+  echo "training: a small model learns to copy a sequence (exact streaming attention backward):"
+  "$hc" train --preset copy --threads "$threads" --quiet --json | python3 -c \
+    'import json,sys; v=json.load(sys.stdin)["validation"][-1]; print("  step %d: validation accuracy %.3f, loss %.4f" % (v["step"], v["accuracy"], v["loss"]))'
+  "$hc" experiment head-sweep --quick --threads "$threads" --quiet --out "$out/head-sweep-quick.html"
+  echo "  head-sweep --quick page: $out/head-sweep-quick.html"
   echo
-else
-  echo "main: no STS-B file, skipping the STS-B score: put sts-test.tsv in $(dirname "$default_stsb")/ or pass --stsb FILE (or HEADCOUNT_STSB=FILE)"
-fi
-# The heads report runs on any clone: over ../shared/data when it is beside this checkout, else
-# over the committed public-domain text data/pride-and-prejudice.txt.
-corpus=()
-if [[ ! -d $root/../shared/data/corpus ]]; then corpus=(--corpus "$root/data/pride-and-prejudice.txt"); fi
-if ((quick)); then corpus+=(--max-sentences 200); fi
-echo "what the 72 heads do (add --ablate for the STS-B importance of each head, ~7 min, needs STS-B):"
-"$hc" heads --threads "$threads" "${corpus[@]}" --out "$out/heads-report.html"
-echo "open $out/heads-report.html in a browser"
+
+  # Sentence embeddings of the opening sentences of the committed public-domain novel.
+  sentences="$out/main-sentences.txt"
+  awk -v n=$((quick ? 16 : 256)) 'NF && n-- > 0' "$root/data/pride-and-prejudice.txt" > "$sentences"
+  "$hc" embed --format npy --out "$out/embeddings.npy" --threads "$threads" "$sentences"
+  echo "embeddings: $(wc -l < "$sentences") lines of data/pride-and-prejudice.txt -> $out/embeddings.npy"
+  "$hc" similarity --threads "$threads" "A girl is styling her hair." "A girl is brushing her hair."
+  echo
+
+  if [[ -f $stsb ]]; then
+    echo "all-MiniLM-L6-v2 on STS-B test ($stsb), every attention layer on headcount's streaming kernel:"
+    "$hc" sts "$stsb" --threads "$threads"
+    echo
+  else
+    echo "main: no STS-B file, skipping the STS-B score: put sts-test.tsv in $(dirname "$default_stsb")/ or pass --stsb FILE (or HEADCOUNT_STSB=FILE)"
+  fi
+  # The heads report runs on any clone: over ../shared/data when it is beside this checkout, else
+  # over the committed public-domain text data/pride-and-prejudice.txt.
+  corpus=()
+  if [[ ! -d $root/../shared/data/corpus ]]; then corpus=(--corpus "$root/data/pride-and-prejudice.txt"); fi
+  if ((quick)); then corpus+=(--max-sentences 200); fi
+  echo "what the 72 heads do (add --ablate for the STS-B importance of each head, ~7 min, needs STS-B):"
+  "$hc" heads --threads "$threads" "${corpus[@]}" --out "$out/heads-report.html"
+  echo "open $out/heads-report.html in a browser"
 }
 # Everything printed also goes to the report file.
 steps 2>&1 | tee "$report"
