@@ -186,7 +186,14 @@ void register_attention(nb::module_& m) {
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("repeats"), nb::arg("kernel") = "streaming",
       nb::arg("context") = nb::none());
-  m.def("attention", &attention_py, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(),
+  m.def("attention", &attention_py,
+        nb::sig("def attention(q: numpy.typing.ArrayLike, k: numpy.typing.ArrayLike, v: numpy.typing.ArrayLike, *, "
+                "causal: bool = False, scale: float | None = None, window: tuple[int | None, int | None] | None = None, "
+                "key_lengths: collections.abc.Sequence[int] | None = None, bias: numpy.typing.ArrayLike | None = None, "
+                "kernel: str = 'streaming', return_lse: bool = False, out: numpy.typing.ArrayLike | None = None, "
+                "context: Context | None = None) -> numpy.typing.NDArray[numpy.float32] | "
+                "tuple[numpy.typing.NDArray[numpy.float32], numpy.typing.NDArray[numpy.float32]]"),
+        nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(),
         nb::arg("causal") = false, nb::arg("scale") = nb::none(), nb::arg("window") = nb::none(),
         nb::arg("key_lengths") = nb::none(), nb::arg("bias") = nb::none(), nb::arg("kernel") = "streaming",
         nb::arg("return_lse") = false, nb::arg("out") = nb::none(), nb::arg("context") = nb::none(),
@@ -206,7 +213,14 @@ A row that sees no key outputs zeros and lse = -inf.
 
 Returns out float32 [batch, q_len, heads, v_head_dim] (or writes `out`, float32, and
 returns it); with return_lse=True the pair (out, lse [batch, heads, q_len]).)doc");
-  m.def("attention_backward", &attention_backward_py, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out").none(),
+  m.def("attention_backward", &attention_backward_py,
+        nb::sig("def attention_backward(q: numpy.typing.ArrayLike, k: numpy.typing.ArrayLike, v: numpy.typing.ArrayLike, "
+                "out: numpy.typing.ArrayLike | None, lse: numpy.typing.ArrayLike | None, d_out: numpy.typing.ArrayLike, *, "
+                "causal: bool = False, scale: float | None = None, window: tuple[int | None, int | None] | None = None, "
+                "key_lengths: collections.abc.Sequence[int] | None = None, bias: numpy.typing.ArrayLike | None = None, "
+                "kernel: str = 'streaming', return_d_bias: bool = False, context: Context | None = None) -> "
+                "tuple[numpy.typing.NDArray[numpy.float32], ...]"),
+        nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out").none(),
         nb::arg("lse").none(), nb::arg("d_out"), nb::kw_only(), nb::arg("causal") = false, nb::arg("scale") = nb::none(),
         nb::arg("window") = nb::none(), nb::arg("key_lengths") = nb::none(), nb::arg("bias") = nb::none(),
         nb::arg("kernel") = "streaming", nb::arg("return_d_bias") = false, nb::arg("context") = nb::none(),
