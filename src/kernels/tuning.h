@@ -58,4 +58,18 @@ constexpr std::int64_t backward_key_tile() { return 512; }
 // 1, 8 kv heads → 1 chunk; batch 1, one kv head (MQA), n 4096 → 8 chunks (8 tiles of 512).
 constexpr std::int64_t backward_min_tasks() { return 8; }
 
+// ---- the packed GEMM of the encoder's projections (layers/packed_gemm.cpp) -----------------
+
+// Columns of one packed weight panel: k rows of 64 floats, contiguous. 64 is one AVX-512
+// register tile's width (4 vectors), four AVX2 tiles, eight SSE2 ones, so one layout serves
+// every ISA. Worked example: W_qkv of MiniLM, [384, 1152] → 18 panels of 384 x 64 (96 KiB each).
+constexpr std::int64_t gemm_panel_columns() { return 64; }
+
+// Rows of x one GEMM task multiplies with one panel. A task reads its panel from memory once
+// and keeps it in L2 (k = 1536: 384 KiB) while its row tiles pass over it; 96 rows (16 AVX-512
+// tiles) amortise that read, and the tasks of a batch of 32 sentences (~600 rows) x 6-24
+// panels keep 2-4 workers busy. Worked example: 15 rows (one sentence) x W_o (6 panels) → 6
+// tasks; 640 rows x W_up (24 panels) → 7 x 24 = 168 tasks. The split never changes a result.
+constexpr std::int64_t gemm_task_rows() { return 96; }
+
 }  // namespace headcount::tuning
