@@ -72,4 +72,11 @@ constexpr std::int64_t gemm_panel_columns() { return 64; }
 // tasks; 640 rows x W_up (24 panels) → 7 x 24 = 168 tasks. The split never changes a result.
 constexpr std::int64_t gemm_task_rows() { return 96; }
 
+// Depth of one pass of the packed GEMM's register tiles over a panel: 128 rows of a panel are
+// 32 KiB, which stay in a 48 KiB L1 while all the task's row tiles use them. Partial sums go
+// through y in fp32, exactly, so this changes speed, never a result. Worked example: FFN down,
+// k = 1536 → 12 depth blocks; without them a task's 384 KiB panel and its 96 x 1536 rows of x
+// (576 KiB) overflowed a 1 MiB L2 and the GEMM ran at a third of its rate at batch 32.
+constexpr std::int64_t gemm_depth_block() { return 128; }
+
 }  // namespace headcount::tuning

@@ -4,7 +4,8 @@
 // (simd/gemm.h) on the Context's pool: one task per (block of gemm_task_rows() rows, panel).
 //
 // Determinism by construction: every output element is one fp32 accumulator over d = 0..k-1
-// in order (never split over threads or k blocks), then + bias, then the epilogue, with the
+// in order (never split over threads; depth blocks of gemm_depth_block() run one after the
+// other through fp32 partial sums, which is exact), then + bias, then the epilogue, with the
 // same instructions whatever m, the row's place in its tile and the thread count. A sentence's
 // projections are therefore bitwise the same alone or in any batch, on 1 or N threads
 // (tests/test_packed_gemm.cpp). Training keeps layers::gemm (OpenBLAS, transposes).

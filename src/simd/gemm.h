@@ -6,7 +6,8 @@
 // `panel` is one packed panel of the weight matrix: k rows of gemm_panel_columns() = 64
 // floats (columns past the matrix's width are zero), contiguous, so a step along d reads 256
 // consecutive bytes. Every output element is one accumulator, started at 0 and updated by one
-// multiply-add per d in increasing d (a fused FMA where the ISA has one), whatever `rows`, the
+// multiply-add per d in increasing d (a fused FMA where the ISA has one; depth blocks pass the
+// fp32 accumulator on through y, exactly), whatever `rows`, the
 // row's position in its register tile and the tile's shape; then the bias is added (one
 // rounding) and the epilogue applied. So a row's result depends only on that row of x, the
 // weights and the ISA: not on how many rows are multiplied with it, nor on the thread that
