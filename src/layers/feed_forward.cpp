@@ -1,3 +1,5 @@
+// Linear and FeedForward on the packed GEMM: weights packed once in Linear::make, bias and
+// GELU in the GEMM epilogue (see feed_forward.h).
 #include "layers/feed_forward.h"
 
 #include "headcount/error.h"
