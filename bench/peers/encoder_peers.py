@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Peers for headcount's encoder: sentence-transformers (PyTorch) and ONNX Runtime running
-all-MiniLM-L6-v2 on the STS-B test sentences, and the reference STS-B score.
+"""Peers for headcount's encoder: sentence-transformers (PyTorch), ONNX Runtime and CTranslate2
+(fp32 and int8) running all-MiniLM-L6-v2 on the STS-B test sentences, and the reference STS-B
+score.
 
-Needs a venv with sentence-transformers, onnxruntime and onnx (never CI):
+Needs a venv with sentence-transformers, onnxruntime, onnx and ctranslate2 (never CI;
+bench/peers/setup_peers.sh makes one):
 
     HF_HUB_OFFLINE=1 .venv-torch/bin/python bench/peers/encoder_peers.py --threads 2
     HF_HUB_OFFLINE=1 .venv-torch/bin/python bench/peers/encoder_peers.py --sts ../shared/data/stsb/sts-test.tsv
@@ -11,7 +13,12 @@ Throughput: sentences per second over all 2758 sentences of the file (sentence1 
 each line), at batch 1 and 32, median of --repeats passes after one warm-up pass. Every peer
 does the whole job headcount's `embed` does: tokenisation, forward, mean pooling, L2
 normalisation. Batches are sorted by length as sentence-transformers' encode() does, for ORT too.
-Threads: torch.set_num_threads(N) and ORT intra_op_num_threads = N, inter_op 1.
+Threads: torch.set_num_threads(N), ORT intra_op_num_threads = N and inter_op 1, CTranslate2
+intra_threads = N and inter_threads 1. CTranslate2 runs the model its own converter
+(TransformersConverter, in a temporary directory) writes from the same model directory, as an
+Encoder, on the same token ids as the other peers, with the same mean pooling and L2
+normalisation in NumPy; int8 is its compute_type="int8" on those fp32 weights (weights
+quantised when loaded).
 Prints one JSON object per measurement (and a table on stderr).
 
 Note for comparisons: PyTorch spends measurable time faulting fresh pages unless glibc's malloc
@@ -95,7 +102,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--file", default=str(STS_TEST))
-    parser.add_argument("--peers", default="torch,ort")
+    parser.add_argument("--peers", default="torch,ort,ct2")
     parser.add_argument("--sts", metavar="FILE", help="only print sentence-transformers' STS-B scores for FILE")
     args = parser.parse_args()
 
@@ -112,7 +119,8 @@ def main():
     pairs = read_sts(args.file)
     sentences = [p[1] for p in pairs] + [p[2] for p in pairs]
     batches = [int(b) for b in args.batches.split(",")]
-    env = {"threads": args.threads, "torch": torch.__version__, "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", "")}
+    env = {"threads": args.threads, "torch": torch.__version__, "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""),
+           "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "")}
     results = []
 
     if "torch" in args.peers:
@@ -159,6 +167,43 @@ def main():
         got = run()[:64]
         print(f"ort vs sentence-transformers, first 64 sentences: max |diff| {np.abs(ref - got).max():.2e}",
               file=sys.stderr)
+
+    if "ct2" in args.peers:
+        import ctranslate2
+        from ctranslate2.converters import TransformersConverter
+        tok = model.tokenizer
+        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))  # as sentence-transformers
+        with tempfile.TemporaryDirectory() as tmp:
+            ct2_dir = pathlib.Path(tmp) / "ct2"
+            TransformersConverter(str(MODEL)).convert(str(ct2_dir), quantization=None)
+            for compute_type in ("float32", "int8"):
+                encoder = ctranslate2.Encoder(str(ct2_dir), device="cpu", compute_type=compute_type,
+                                              intra_threads=args.threads, inter_threads=1)
+
+                def run():
+                    out = np.empty((len(sentences), 384), dtype=np.float32)
+                    for start in range(0, len(order), batch):
+                        idx = order[start:start + batch]
+                        # Tokenisation is timed, as for the other peers.
+                        batch_ids = [tok(sentences[i], truncation=True, max_length=256)["input_ids"] for i in idx]
+                        hidden = np.array(encoder.forward_batch(batch_ids).last_hidden_state)
+                        lengths = np.array([len(x) for x in batch_ids])
+                        mask = (np.arange(hidden.shape[1])[None, :] < lengths[:, None]).astype(np.float32)
+                        pooled = (hidden * mask[:, :, None]).sum(1) / lengths[:, None]
+                        out[idx] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+                    return out
+
+                for batch in batches:
+                    median, times = time_passes(run, args.repeats)
+                    results.append({"peer": f"CTranslate2 {ctranslate2.__version__} {compute_type}", "batch": batch,
+                                    "sentences": len(sentences), "seconds": median,
+                                    "sentences_per_second": len(sentences) / median, "passes": times, **env})
+                    print(json.dumps(results[-1]), flush=True)
+                ref = model.encode(sentences[:64], batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+                batch = 32
+                got = run()[:64]
+                print(f"ct2 {compute_type} vs sentence-transformers, first 64 sentences: max |diff| "
+                      f"{np.abs(ref - got).max():.2e}", file=sys.stderr)
 
     for r in results:
         print(f"{r['peer']:<36} batch {r['batch']:>3}  {r['sentences_per_second']:9.1f} sentences/s", file=sys.stderr)

@@ -114,8 +114,10 @@ class BertEncoder {
   void pool(const TokenBatch& batch, const float* hidden, float* out, bool normalize = true) const;
 
   // Embeds texts in input order: [texts.size(), d_model]. Dynamic batching: texts are sorted by
-  // token count and batched with their neighbours, so padding costs little; results do not
-  // depend on the batch size beyond fp32 rounding.
+  // token count and batched with their neighbours, so padding costs little. A sentence's
+  // embedding is bitwise the same whatever the batch size, the padding and the thread count
+  // (on a given instruction set): the projections run on the packed GEMM (tests:
+  // test_encoder_invariance.cpp).
   Tensor embed(Context& ctx, const std::vector<std::string>& texts, const EmbedOptions& options = {}) const;
 
  private:

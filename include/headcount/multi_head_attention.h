@@ -7,7 +7,10 @@
 //   2. Attend. The kernel writes head i's output straight into columns
 //      [i*v_head_dim, (i+1)*v_head_dim) of the concat buffer [B*n, heads*v_head_dim].
 //   3. Mix. One GEMM: concat · W_o (+ b_o) → out [B, n, d_model].
-// Weights are stored [in, out] (x · W), the transpose of PyTorch's nn.Linear.
+// Weights are stored [in, out] (x · W), the transpose of PyTorch's nn.Linear. W_qkv and W_o
+// are packed once, at construction, for headcount's own GEMM (src/layers/packed_gemm.h): a
+// token's projections are bitwise the same whatever the batch, its padding and the thread
+// count (the cross-attention forward's separate Q/K/V projections still run on OpenBLAS).
 #pragma once
 
 #include <cstdint>
@@ -131,8 +134,12 @@ class MultiHeadAttention {
 
   MultiHeadAttentionConfig config_;
   MultiHeadAttentionWeights weights_;
-  Tensor w_qkv_;  // [d_model, q_width + k_width + v_width], when kv_dim == d_model
+  // Packed (layers::pack_weights) W_qkv = [W_q | W_k | W_v], [d_model, qkv_width_] when
+  // kv_dim == d_model, and W_o; b_qkv_ is [b_q | b_k | b_v].
+  std::int64_t qkv_width_ = 0;
+  Tensor packed_qkv_;
   Tensor b_qkv_;
+  Tensor packed_o_;
 };
 
 }  // namespace headcount

@@ -58,4 +58,25 @@ constexpr std::int64_t backward_key_tile() { return 512; }
 // 1, 8 kv heads → 1 chunk; batch 1, one kv head (MQA), n 4096 → 8 chunks (8 tiles of 512).
 constexpr std::int64_t backward_min_tasks() { return 8; }
 
+// ---- the packed GEMM of the encoder's projections (layers/packed_gemm.cpp) -----------------
+
+// Columns of one packed weight panel: k rows of 64 floats, contiguous. 64 is one AVX-512
+// register tile's width (4 vectors), four AVX2 tiles, eight SSE2 ones, so one layout serves
+// every ISA. Worked example: W_qkv of MiniLM, [384, 1152] → 18 panels of 384 x 64 (96 KiB each).
+constexpr std::int64_t gemm_panel_columns() { return 64; }
+
+// Rows of x one GEMM task multiplies with one panel. A task reads its panel from memory once
+// and keeps it in L2 (k = 1536: 384 KiB) while its row tiles pass over it; 96 rows (16 AVX-512
+// tiles) amortise that read, and the tasks of a batch of 32 sentences (~600 rows) x 6-24
+// panels keep 2-4 workers busy. Worked example: 15 rows (one sentence) x W_o (6 panels) → 6
+// tasks; 640 rows x W_up (24 panels) → 7 x 24 = 168 tasks. The split never changes a result.
+constexpr std::int64_t gemm_task_rows() { return 96; }
+
+// Depth of one pass of the packed GEMM's register tiles over a panel: 128 rows of a panel are
+// 32 KiB, which stay in a 48 KiB L1 while all the task's row tiles use them. Partial sums go
+// through y in fp32, exactly, so this changes speed, never a result. Worked example: FFN down,
+// k = 1536 → 12 depth blocks; without them a task's 384 KiB panel and its 96 x 1536 rows of x
+// (576 KiB) overflowed a 1 MiB L2 and the GEMM ran at a third of its rate at batch 32.
+constexpr std::int64_t gemm_depth_block() { return 128; }
+
 }  // namespace headcount::tuning

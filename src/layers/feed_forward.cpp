@@ -1,31 +1,29 @@
+// Linear and FeedForward on the packed GEMM: weights packed once in Linear::make, bias and
+// GELU in the GEMM epilogue (see feed_forward.h).
 #include "layers/feed_forward.h"
 
-#include <algorithm>
-
-#include "layers/gemm.h"
+#include "headcount/error.h"
 
 namespace headcount::layers {
 
-void gelu_erf_inplace(Context& ctx, float* x, std::int64_t n) {
-  constexpr std::int64_t kChunk = 16384;  // 64 KiB of floats per task
-  ctx.parallel_for((n + kChunk - 1) / kChunk, [&](std::int64_t task, int) {
-    const std::int64_t end = std::min(n, (task + 1) * kChunk);
-    for (std::int64_t i = task * kChunk; i < end; ++i) x[i] = gelu_erf(x[i]);
-  });
+using detail::concat;
+
+Linear Linear::make(Tensor weight, Tensor bias) {
+  HEADCOUNT_CHECK(weight.dtype() == DType::f32 && weight.rank() == 2, "linear weight", "an f32 [in, out] matrix",
+                  shape_string(weight.shape()));
+  HEADCOUNT_CHECK(bias.dtype() == DType::f32 && bias.rank() == 1 && bias.size(0) == weight.size(1), "linear bias",
+                  concat("an f32 [", weight.size(1), "] vector"), shape_string(bias.shape()));
+  Tensor packed = pack_weights(weight.data<const float>(), weight.size(0), weight.size(1), weight.size(1));
+  return Linear{.weight = std::move(weight), .bias = std::move(bias), .packed = std::move(packed)};
 }
 
-void Linear::forward(Context& ctx, const float* x, std::int64_t rows, float* y) const {
-  const std::int64_t n = out();
-  const float* b = bias.data<const float>();
-  for (std::int64_t r = 0; r < rows; ++r) std::copy_n(b, n, y + r * n);
-  gemm(ctx, {.m = rows, .n = n, .k = in(), .a = x, .lda = in(), .b = weight.data<const float>(),
-             .ldb = n, .c = y, .ldc = n, .accumulate = true});
+void Linear::forward(Context& ctx, const float* x, std::int64_t rows, float* y, GemmEpilogue epilogue) const {
+  packed_gemm(ctx, {.m = rows, .x = x, .ldx = in(), .w = &packed, .n = out(), .bias = bias.data<const float>(),
+                    .y = y, .ldy = out(), .epilogue = epilogue});
 }
 
-void FeedForward::forward(Context& ctx, const float* x, std::int64_t rows, float* hidden,
-                          float* y) const {
-  up.forward(ctx, x, rows, hidden);
-  gelu_erf_inplace(ctx, hidden, rows * up.out());
+void FeedForward::forward(Context& ctx, const float* x, std::int64_t rows, float* hidden, float* y) const {
+  up.forward(ctx, x, rows, hidden, GemmEpilogue::gelu_erf);  // bias + GELU fused into the GEMM
   down.forward(ctx, hidden, rows, y);
 }
 

@@ -1,5 +1,7 @@
 // Dense layers for the encoder: Linear (y = x·W + b, W stored [in, out]) and BERT's
-// feed-forward block, GELU(x·W1 + b1)·W2 + b2, with the exact erf GELU.
+// feed-forward block, GELU(x·W1 + b1)·W2 + b2, with the exact erf GELU. Both multiply through
+// the packed GEMM (packed_gemm.h): W is packed once by Linear::make, the bias and the GELU run
+// in the GEMM's epilogue, and every row's result is independent of the others.
 #pragma once
 
 #include <cmath>
@@ -7,23 +9,26 @@
 
 #include "headcount/context.h"
 #include "headcount/tensor.h"
+#include "layers/packed_gemm.h"
 
 namespace headcount::layers {
 
 // GELU, the erf form BERT was trained with: x · Φ(x) = 0.5 · x · (1 + erf(x / √2)).
 inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
 
-// Applies gelu_erf to n floats in place, spread over the context's workers.
-void gelu_erf_inplace(Context& ctx, float* x, std::int64_t n);
-
 struct Linear {
   Tensor weight;  // [in, out]
   Tensor bias;    // [out]
+  Tensor packed;  // pack_weights(weight)
+
+  // Checks the shapes and packs the weight.
+  static Linear make(Tensor weight, Tensor bias);
 
   std::int64_t in() const { return weight.size(0); }
   std::int64_t out() const { return weight.size(1); }
-  // y[rows, out] = x[rows, in] · weight + bias (rows contiguous).
-  void forward(Context& ctx, const float* x, std::int64_t rows, float* y) const;
+  // y[rows, out] = epilogue(x[rows, in] · weight + bias) (rows contiguous).
+  void forward(Context& ctx, const float* x, std::int64_t rows, float* y,
+               GemmEpilogue epilogue = GemmEpilogue::none) const;
 };
 
 struct FeedForward {

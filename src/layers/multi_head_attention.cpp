@@ -9,6 +9,7 @@
 #include "headcount/error.h"
 #include "layers/gemm.h"
 #include "layers/layer_checks.h"
+#include "layers/packed_gemm.h"
 
 namespace headcount {
 
@@ -53,6 +54,23 @@ void project(Context& ctx, const TensorView& x, const Tensor& w, const Tensor& b
                        .ldc = ldy,
                        .accumulate = !bias.empty()});
   }
+}
+
+// y[b] = x[b] · W (+ bias) through the packed GEMM (W packed, `out` columns), one call when the
+// rows are evenly spaced. Each row's result is independent of the others (packed_gemm.h).
+void project_packed(Context& ctx, const TensorView& x, const Tensor& packed, std::int64_t out, const Tensor& bias,
+                    float* y, std::int64_t ldy) {
+  const std::int64_t batch = x.shape[0], len = x.shape[1];
+  const bool one_gemm = x.strides[0] == len * x.strides[1];
+  for (std::int64_t b = 0; b < (one_gemm ? 1 : batch); ++b)
+    layers::packed_gemm(ctx, {.m = one_gemm ? batch * len : len,
+                              .x = x.ptr<const float>() + b * x.strides[0],
+                              .ldx = x.strides[1],
+                              .w = &packed,
+                              .n = out,
+                              .bias = bias.empty() ? nullptr : bias.data<const float>(),
+                              .y = y + b * len * ldy,
+                              .ldy = ldy});
 }
 
 // A [batch, len, heads, dim] view of columns [column, column + heads*dim) of a row-major
@@ -134,25 +152,28 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
     }
   }
 
-  // The fused projection: W_q, W_k, W_v side by side, so self-attention projects in one GEMM.
+  // The fused projection: W_q, W_k, W_v side by side, so self-attention projects in one GEMM,
+  // packed once for the packed GEMM; W_o likewise.
   if (c.kv_dim == c.d_model) {
-    const std::int64_t width = q_width() + k_width() + v_width();
-    w_qkv_ = Tensor(DType::f32, {c.d_model, width});
+    qkv_width_ = q_width() + k_width() + v_width();
+    Tensor w_qkv(DType::f32, {c.d_model, qkv_width_});
     const Tensor* parts[] = {&weights_.w_q, &weights_.w_k, &weights_.w_v};
     std::int64_t column = 0;
     for (const Tensor* part : parts) {
       for (std::int64_t r = 0; r < c.d_model; ++r)
         std::copy_n(part->data<const float>() + r * part->size(1), part->size(1),
-                    w_qkv_.data<float>() + r * width + column);
+                    w_qkv.data<float>() + r * qkv_width_ + column);
       column += part->size(1);
     }
+    packed_qkv_ = layers::pack_weights(w_qkv.data<const float>(), c.d_model, qkv_width_, qkv_width_);
     if (c.bias) {
-      b_qkv_ = Tensor(DType::f32, {width});
+      b_qkv_ = Tensor(DType::f32, {qkv_width_});
       float* dst = b_qkv_.data<float>();
       for (const Tensor* part : {&weights_.b_q, &weights_.b_k, &weights_.b_v})
         dst = std::copy_n(part->data<const float>(), part->numel(), dst);
     }
   }
+  packed_o_ = layers::pack_weights(weights_.w_o.data<const float>(), concat_width(), c.d_model, c.d_model);
 }
 
 LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x, const TensorView& out,
@@ -164,9 +185,9 @@ LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x, const 
   const std::int64_t batch = x.shape[0], len = x.shape[1];
 
   // 1. Project once: [B*n, d_model] · W_qkv → [B*n, q_width + k_width + v_width].
-  const std::int64_t width = w_qkv_.size(1);
+  const std::int64_t width = qkv_width_;
   float* qkv = static_cast<float*>(ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
-  project(ctx, x, w_qkv_, b_qkv_, qkv, width);
+  project_packed(ctx, x, packed_qkv_, width, b_qkv_, qkv, width);
 
   // 2. Heads are column ranges of the projection: views, not copies.
   AttentionParams params;
@@ -269,17 +290,15 @@ LayerStats MultiHeadAttention::attend_and_mix(Context& ctx, AttentionParams para
 
   // 3. Mix: out = concat · W_o + b_o, one GEMM when the output rows are evenly spaced.
   const bool one_gemm = out.strides[0] == q_len * out.strides[1];
-  const std::int64_t rows = one_gemm ? batch * q_len : q_len;
-  for (std::int64_t b = 0; b < (one_gemm ? 1 : batch); ++b) {
-    float* y = out.ptr<float>() + b * out.strides[0];
-    if (c.bias)
-      for (std::int64_t i = 0; i < rows; ++i)
-        std::copy_n(weights_.b_o.data<const float>(), c.d_model, y + i * out.strides[1]);
-    layers::gemm(ctx, {.m = rows, .n = c.d_model, .k = concat_width(),
-                       .a = concat_buffer + b * q_len * concat_width(), .lda = concat_width(),
-                       .b = weights_.w_o.data<const float>(), .ldb = c.d_model,
-                       .c = y, .ldc = out.strides[1], .accumulate = c.bias});
-  }
+  for (std::int64_t b = 0; b < (one_gemm ? 1 : batch); ++b)
+    layers::packed_gemm(ctx, {.m = one_gemm ? batch * q_len : q_len,
+                              .x = concat_buffer + b * q_len * concat_width(),
+                              .ldx = concat_width(),
+                              .w = &packed_o_,
+                              .n = c.d_model,
+                              .bias = c.bias ? weights_.b_o.data<const float>() : nullptr,
+                              .y = out.ptr<float>() + b * out.strides[0],
+                              .ldy = out.strides[1]});
   stats.o_macs = batch * q_len * concat_width() * c.d_model;
   return stats;
 }

@@ -18,7 +18,7 @@
 #include "headcount/decode.h"
 #include "headcount/error.h"
 #include "headcount/multi_head_attention.h"
-#include "layers/gemm.h"
+#include "layers/packed_gemm.h"
 #include "layers/layer_checks.h"
 
 namespace headcount {
@@ -61,16 +61,14 @@ void MultiHeadAttention::check_cache(const KvCache& cache, i64 layer) const {
 
 float* MultiHeadAttention::project_qkv(Context& ctx, const TensorView& x) const {
   const i64 batch = x.shape[0], len = x.shape[1];
-  const i64 width = w_qkv_.size(1);
+  const i64 width = qkv_width_;
   float* y = static_cast<float*>(ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
-  if (!b_qkv_.empty())
-    for (i64 r = 0; r < batch * len; ++r) std::copy_n(b_qkv_.data<const float>(), width, y + r * width);
   const bool one_gemm = x.strides[0] == len * x.strides[1];
   for (i64 b = 0; b < (one_gemm ? 1 : batch); ++b)
-    layers::gemm(ctx, {.m = one_gemm ? batch * len : len, .n = width, .k = config_.d_model,
-                       .a = x.ptr<const float>() + b * x.strides[0], .lda = x.strides[1],
-                       .b = w_qkv_.data<const float>(), .ldb = width,
-                       .c = y + b * len * width, .ldc = width, .accumulate = !b_qkv_.empty()});
+    layers::packed_gemm(ctx, {.m = one_gemm ? batch * len : len, .x = x.ptr<const float>() + b * x.strides[0],
+                              .ldx = x.strides[1], .w = &packed_qkv_, .n = width,
+                              .bias = b_qkv_.empty() ? nullptr : b_qkv_.data<const float>(),
+                              .y = y + b * len * width, .ldy = width});
   return y;
 }
 
@@ -94,7 +92,7 @@ LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCach
   check_out(out, batch, len, c.d_model);
 
   // 1-2. Project once; the k and v column ranges go into the cache.
-  const i64 width = w_qkv_.size(1);
+  const i64 width = qkv_width_;
   float* qkv = project_qkv(ctx, x);
   AttentionParams params;
   params.q = head_view(qkv, width, 0, batch, len, c.heads, c.head_dim);
@@ -124,7 +122,7 @@ LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new
   check_out(out, batch, len, c.d_model);
 
   // 1-2. Project the new tokens; append their keys and values.
-  const i64 width = w_qkv_.size(1);
+  const i64 width = qkv_width_;
   float* qkv = project_qkv(ctx, x_new);
   cache.append(layer, head_view(qkv, width, q_width(), batch, len, c.kv_heads, c.head_dim),
                head_view(qkv, width, q_width() + k_width(), batch, len, c.kv_heads, c.v_head_dim));
@@ -141,15 +139,11 @@ LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new
 
   // 4. Mix: out = concat · W_o + b_o.
   const bool one_gemm = out.strides[0] == len * out.strides[1];
-  const i64 rows = one_gemm ? batch * len : len;
-  for (i64 b = 0; b < (one_gemm ? 1 : batch); ++b) {
-    float* y = out.ptr<float>() + b * out.strides[0];
-    if (c.bias)
-      for (i64 i = 0; i < rows; ++i) std::copy_n(weights_.b_o.data<const float>(), c.d_model, y + i * out.strides[1]);
-    layers::gemm(ctx, {.m = rows, .n = c.d_model, .k = concat_width(), .a = concat_buffer + b * len * concat_width(),
-                       .lda = concat_width(), .b = weights_.w_o.data<const float>(), .ldb = c.d_model, .c = y,
-                       .ldc = out.strides[1], .accumulate = c.bias});
-  }
+  for (i64 b = 0; b < (one_gemm ? 1 : batch); ++b)
+    layers::packed_gemm(ctx, {.m = one_gemm ? batch * len : len, .x = concat_buffer + b * len * concat_width(),
+                              .ldx = concat_width(), .w = &packed_o_, .n = c.d_model,
+                              .bias = c.bias ? weights_.b_o.data<const float>() : nullptr,
+                              .y = out.ptr<float>() + b * out.strides[0], .ldy = out.strides[1]});
   stats.q_macs = batch * len * c.d_model * q_width();
   stats.k_macs = batch * len * c.d_model * k_width();
   stats.v_macs = batch * len * c.d_model * v_width();

@@ -94,8 +94,8 @@ BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, W
     w.b_v = take(p + "attention.self.value.bias");
     w.b_o = take(p + "attention.output.dense.bias");
     layers::FeedForward ffn{
-        .up = {transposed(take(p + "intermediate.dense.weight")), take(p + "intermediate.dense.bias")},
-        .down = {transposed(take(p + "output.dense.weight")), take(p + "output.dense.bias")}};
+        .up = layers::Linear::make(transposed(take(p + "intermediate.dense.weight")), take(p + "intermediate.dense.bias")),
+        .down = layers::Linear::make(transposed(take(p + "output.dense.weight")), take(p + "output.dense.bias"))};
     impl_->layers.push_back(EncoderLayer{
         .attention = MultiHeadAttention(attention_config, std::move(w)),
         .attention_norm = {take(p + "attention.output.LayerNorm.weight"),

@@ -2,14 +2,80 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <random>
 #include <vector>
 
 #include "headcount/encoder.h"
 #include "headcount/error.h"
 #include "headcount/sts.h"
+#include "layers/gemm.h"
+#include "layers/packed_gemm.h"
 
 namespace headcount::cli::bench {
+namespace {
+
+// The encoder's four projections (x · W + b) at one sentence (14 tokens, STS-B's median with
+// [CLS] and [SEP]) and at a batch of 32 such sentences, on the packed GEMM and on layers::gemm
+// (OpenBLAS as configured: bias copied, then C += A·B), alternated call by call in this run;
+// medians of `repeats` rounds of calls lasting ~20 ms each.
+nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
+  struct Shape {
+    const char* name;
+    std::int64_t k, n;
+  };
+  const Shape shapes[] = {{"qkv", 384, 1152}, {"o", 384, 384}, {"ffn up+gelu", 384, 1536}, {"ffn down", 1536, 384}};
+  nlohmann::json rows = nlohmann::json::array();
+  if (print) std::printf("%-12s %5s %5s %5s %14s %14s %7s\n", "projection", "m", "k", "n", "packed GF/s", "OpenBLAS GF/s", "ratio");
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (std::int64_t m : {14, 448}) {
+    for (const Shape& s : shapes) {
+      std::vector<float> x(static_cast<std::size_t>(m * s.k)), w(static_cast<std::size_t>(s.k * s.n)),
+          bias(static_cast<std::size_t>(s.n)), y(static_cast<std::size_t>(m * s.n));
+      for (float& v : x) v = dist(rng);
+      for (float& v : w) v = dist(rng);
+      for (float& v : bias) v = dist(rng);
+      const Tensor packed = layers::pack_weights(w.data(), s.k, s.n, s.n);
+      const layers::GemmEpilogue epilogue = s.n == 1536 ? layers::GemmEpilogue::gelu_erf : layers::GemmEpilogue::none;
+      auto run_packed = [&] {
+        layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = s.k, .w = &packed, .n = s.n, .bias = bias.data(),
+                                  .y = y.data(), .ldy = s.n, .epilogue = epilogue});
+      };
+      auto run_blas = [&] {
+        for (std::int64_t r = 0; r < m; ++r) std::copy(bias.begin(), bias.end(), y.begin() + r * s.n);
+        layers::gemm(ctx, {.m = m, .n = s.n, .k = s.k, .a = x.data(), .lda = s.k, .b = w.data(), .ldb = s.n,
+                           .c = y.data(), .ldc = s.n, .accumulate = true});
+      };
+      const double flops = 2.0 * static_cast<double>(m * s.k * s.n);
+      const int calls = std::max(1, static_cast<int>(0.02 / (flops / 50e9)));
+      auto rate = [&](auto& fn) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int c = 0; c < calls; ++c) fn();
+        return flops * calls / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
+      };
+      run_packed();
+      run_blas();
+      std::vector<double> packed_rates, blas_rates;
+      for (int r = 0; r < std::max(3, repeats); ++r) {
+        packed_rates.push_back(rate(run_packed));
+        blas_rates.push_back(rate(run_blas));
+      }
+      std::sort(packed_rates.begin(), packed_rates.end());
+      std::sort(blas_rates.begin(), blas_rates.end());
+      const double p = packed_rates[packed_rates.size() / 2], b = blas_rates[blas_rates.size() / 2];
+      rows.push_back({{"projection", s.name}, {"m", m}, {"k", s.k}, {"n", s.n}, {"packed_gflops", p},
+                      {"openblas_gflops", b}, {"ratio", p / b}});
+      if (print) std::printf("%-12s %5lld %5lld %5lld %14.1f %14.1f %6.2fx\n", s.name, static_cast<long long>(m),
+                             static_cast<long long>(s.k), static_cast<long long>(s.n), p, b, p / b);
+    }
+  }
+  return rows;
+}
+
+}  // namespace
 
 void run_encoder_suite(const EncoderSuiteOptions& o) {
   check(o.repeats >= 1, "--repeats", ">= 1", o.repeats);
@@ -24,6 +90,7 @@ void run_encoder_suite(const EncoderSuiteOptions& o) {
   if (o.quick && texts.size() > 64) texts.resize(64);
 
   Context ctx({.threads = o.threads});
+  const nlohmann::json projections = time_projections(ctx, o.repeats, !o.json);
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json)
     std::printf("encoder suite: all-MiniLM-L6-v2, %zu sentences of %s, %d thread%s, median of %d passes\n%6s %12s %14s %12s\n",
@@ -41,7 +108,7 @@ void run_encoder_suite(const EncoderSuiteOptions& o) {
       std::printf("%6lld %12.3f %14.1f %12.0f\n", static_cast<long long>(batch), t.median_seconds,
                   t.sentences_per_second, tokens_per_second);
   }
-  if (o.json) std::printf("%s\n", nlohmann::json{{"suite", "encoder"}, {"rows", rows}}.dump(2).c_str());
+  if (o.json) std::printf("%s\n", nlohmann::json{{"suite", "encoder"}, {"rows", rows}, {"projections", projections}}.dump(2).c_str());
 }
 
 }  // namespace headcount::cli::bench

@@ -1,0 +1,41 @@
+// The encoder's projections: y[m, n] = epilogue(x[m, k] · W[k, n] + bias), with W packed once
+// (when the model loads) into panels of gemm_panel_columns() = 64 columns x k rows, contiguous
+// and zero-padded past n (tuning.h), and multiplied by headcount's own micro-kernels
+// (simd/gemm.h) on the Context's pool: one task per (block of gemm_task_rows() rows, panel).
+//
+// Determinism by construction: every output element is one fp32 accumulator over d = 0..k-1
+// in order (never split over threads; depth blocks of gemm_depth_block() run one after the
+// other through fp32 partial sums, which is exact), then + bias, then the epilogue, with the
+// same instructions whatever m, the row's place in its tile and the thread count. A sentence's
+// projections are therefore bitwise the same alone or in any batch, on 1 or N threads
+// (tests/test_packed_gemm.cpp). Training keeps layers::gemm (OpenBLAS, transposes).
+#pragma once
+
+#include <cstdint>
+
+#include "headcount/context.h"
+#include "headcount/tensor.h"
+#include "simd/gemm.h"
+
+namespace headcount::layers {
+
+using simd::GemmEpilogue;
+
+// W [k, n] row-major (row stride ldw) → f32 [panels, k, 64], panels = ceil(n / 64).
+Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw);
+
+struct PackedGemmArgs {
+  std::int64_t m = 0;
+  const float* x = nullptr;  // [m, k], row stride ldx
+  std::int64_t ldx = 0;
+  const Tensor* w = nullptr;  // pack_weights(...) of a [k, n] matrix
+  std::int64_t n = 0;
+  const float* bias = nullptr;  // [n] or null
+  float* y = nullptr;           // [m, n], row stride ldy; must not overlap x
+  std::int64_t ldy = 0;
+  GemmEpilogue epilogue = GemmEpilogue::none;
+};
+
+void packed_gemm(Context& ctx, const PackedGemmArgs& args);
+
+}  // namespace headcount::layers

@@ -1,0 +1,29 @@
+// The one dispatch point of the packed GEMM's micro-kernels: an Isa to its table.
+#include "simd/gemm.h"
+
+#include "headcount/error.h"
+
+namespace headcount::simd {
+
+#define HC_DECLARE(ns)              \
+  namespace ns {                    \
+  const GemmKernels& gemm_table();  \
+  }
+HC_DECLARE(generic)
+HC_DECLARE(avx2)
+HC_DECLARE(avx512)
+#undef HC_DECLARE
+
+const GemmKernels& gemm_kernels(Isa isa) {
+  check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
+        isa_name(isa));
+  switch (isa) {
+    case Isa::amx_bf16:     // fp32 weights: the AVX-512 FMA kernel serves every AVX-512 target
+    case Isa::avx512_bf16:
+    case Isa::avx512: return avx512::gemm_table();
+    case Isa::avx2: return avx2::gemm_table();
+    default: return generic::gemm_table();
+  }
+}
+
+}  // namespace headcount::simd

@@ -1,0 +1,184 @@
+// The packed GEMM's micro-kernels (see gemm.h), written once with GCC/Clang vector extensions
+// and compiled once per instruction set (gemm_<isa>.cpp define the macros and include this
+// file with their own -m flags), like the attention tiles (tiles_impl.h):
+//
+//   HC_ISA_NS, HC_ISA, HC_VEC_FLOATS (W)   as in tiles_impl.h
+//   HC_TILE_ACC    accumulator registers of the register tile
+//   HC_TILE_VECS   vectors per row of the register tile (a column block of NV·W floats)
+//
+// Register tile: R rows x NV vectors, R = HC_TILE_ACC / NV (AVX-512: 6 x 64 columns, a whole
+// panel; AVX2: 6 x 16; generic SSE2: 6 x 8). Per step of d it loads NV vectors of the panel
+// (consecutive: the panel's row d is 64 contiguous floats) and broadcasts one x value per row,
+// so it issues R·NV multiply-adds for NV + R loads. Fewer rows (the last rows of a call) take
+// the same template with a smaller R: the per-element arithmetic is the same line of code, so
+// the results are too, bitwise (tests/test_packed_gemm.cpp checks every R).
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kernels/tuning.h"
+#include "simd/gemm.h"
+#include "simd/vec_math.h"
+
+namespace headcount::simd::HC_ISA_NS {
+namespace {
+
+constexpr int W = HC_VEC_FLOATS;
+using vec::load;
+using vec::splat;
+using vec::store;
+using vec::vf;
+using vec::vi;
+using i64 = std::int64_t;
+constexpr int kPanel = static_cast<int>(tuning::gemm_panel_columns());
+constexpr int kVecs = HC_TILE_VECS;
+constexpr int kRows = HC_TILE_ACC / kVecs;
+constexpr int kBlock = kVecs * W;  // columns of one register tile
+static_assert(kPanel % kBlock == 0, "a panel must split into whole register tiles");
+
+// erf(x) as x·P(x²)/Q(x²) on x clamped to [-4, 4] (beyond, erf is ±1 in fp32): the rational
+// approximation of Eigen's generic_fast_erf_float (degree 13 over degree 8). Measured against
+// std::erf in double on a grid of step 2^-12 over [-6, 6] (test_packed_gemm.cpp): at most
+// 3.22e-7 absolute and relative with FMA (AVX2, AVX-512), 3.52e-7 on SSE2 (no FMA); the test
+// asserts 4e-7 for both.
+inline vf erf_v(vf a) {
+  const vf lo = splat(-4.0f), hi = splat(4.0f);
+  vf x = a < lo ? lo : a;
+  x = x > hi ? hi : x;
+  const vf x2 = x * x;
+  vf p = x2 * splat(-2.72614225801306e-10f) + splat(2.77068142495902e-08f);
+  p = x2 * p + splat(-2.10102402082508e-06f);
+  p = x2 * p + splat(-5.69250639462346e-05f);
+  p = x2 * p + splat(-7.34990630326855e-04f);
+  p = x2 * p + splat(-2.95459980854025e-03f);
+  p = x2 * p + splat(-1.60960333262415e-02f);
+  p = x * p;
+  vf q = x2 * splat(-1.45660718464996e-05f) + splat(-2.13374055278905e-04f);
+  q = x2 * q + splat(-1.68282697438203e-03f);
+  q = x2 * q + splat(-7.37332916720468e-03f);
+  q = x2 * q + splat(-1.42647390514189e-02f);
+  return p / q;
+}
+
+// GELU, BERT's erf form: 0.5·x·(1 + erf(x/√2)).
+inline vf gelu_v(vf x) { return splat(0.5f) * x * (splat(1.0f) + erf_v(x * splat(0.70710678118654752f))); }
+
+inline vf finish(vf acc, vf bias, GemmEpilogue epilogue) {
+  const vf v = acc + bias;
+  return epilogue == GemmEpilogue::gelu_erf ? gelu_v(v) : v;
+}
+
+// Loads `cols` floats of a row into a vector (lanes past cols: 0).
+inline vf load_part(const float* p, i64 cols) {
+  float tmp[W] = {};
+  std::copy_n(p, std::max<i64>(0, std::min<i64>(W, cols)), tmp);
+  return load(tmp);
+}
+
+// Depths [d0, d1) of y[R rows, cols] of one register tile: panel points at the tile's first
+// column (row stride kPanel), bias at its first column's bias (or null), cols <= kBlock valid
+// columns. The first depth block starts the accumulators at 0, later ones reload the fp32
+// partial sums the previous block stored in y (exact: the accumulator is fp32), so splitting
+// the depth changes no rounding; the last block adds the bias and applies the epilogue.
+template <int R>
+void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const float* bias, float* y, i64 ldy,
+          i64 cols, GemmEpilogue epilogue, bool first, bool last) {
+  vf acc[R][kVecs] = {};
+  if (!first) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < kVecs; ++j)
+        acc[r][j] = (j + 1) * W <= cols ? load(y + r * ldy + j * W) : load_part(y + r * ldy + j * W, cols - j * W);
+  }
+  const float* xr[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) xr[r] = x + r * ldx;
+  for (i64 d = d0; d < d1; ++d) {
+    vf b[kVecs];
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) b[j] = load(panel + d * kPanel + j * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const vf a = splat(xr[r][d]);
+#pragma GCC unroll 16
+      for (int j = 0; j < kVecs; ++j) acc[r][j] += a * b[j];
+    }
+  }
+  // Whole vectors straight to y; a last partial vector through a small buffer, with the same
+  // vector arithmetic, so a column's result does not depend on the matrix's width.
+  vf bv[kVecs];
+#pragma GCC unroll 16
+  for (int j = 0; j < kVecs; ++j)
+    bv[j] = bias == nullptr ? splat(0.0f) : (j + 1) * W <= cols ? load(bias + j * W) : load_part(bias + j * W, cols - j * W);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) {
+      const vf v = last ? finish(acc[r][j], bv[j], epilogue) : acc[r][j];
+      if ((j + 1) * W <= cols) {
+        store(y + r * ldy + j * W, v);
+      } else if (j * W < cols) {
+        float tmp[W];
+        store(tmp, v);
+        std::copy_n(tmp, cols - j * W, y + r * ldy + j * W);
+      }
+    }
+}
+
+using Tile = decltype(&tile<1>);
+template <int... R>
+constexpr std::array<Tile, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
+  return {&tile<R + 1>...};
+}
+constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kRows>{});
+
+void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, const float* bias,
+                  float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
+  // Depth blocks outside, then column blocks, rows inside: one block of the panel
+  // (gemm_depth_block() x kBlock floats) stays in L1 while every row tile passes over it.
+  // The blocks depend on k alone, never on rows or threads. (Measured with `headcount bench
+  // --suite encoder`, 2 threads, 448 rows, on a shared host: FFN down, k = 1536, ran at 37
+  // GFLOP/s against 108 for W_qkv before the depth blocks, 72 with them.)
+  const i64 kc = tuning::gemm_depth_block();
+  for (i64 d0 = 0; d0 < k; d0 += kc) {
+    const i64 d1 = std::min(k, d0 + kc);
+    for (i64 c0 = 0; c0 < cols; c0 += kBlock) {
+      const i64 block_cols = std::min<i64>(kBlock, cols - c0);
+      for (i64 r0 = 0; r0 < rows; r0 += kRows) {
+        const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+        kTiles[nr - 1](x + r0 * ldx, ldx, panel + c0, d0, d1, bias == nullptr ? nullptr : bias + c0,
+                       y + r0 * ldy + c0, ldy, block_cols, epilogue, d0 == 0, d1 == k);
+      }
+    }
+  }
+}
+
+void gelu_array(float* x, i64 n) {
+  i64 i = 0;
+  for (; i + W <= n; i += W) store(x + i, gelu_v(load(x + i)));
+  if (i < n) {
+    float tmp[W] = {};
+    std::copy_n(x + i, n - i, tmp);
+    store(tmp, gelu_v(load(tmp)));
+    std::copy_n(tmp, n - i, x + i);
+  }
+}
+
+void erf_array(const float* x, float* y, i64 n) {
+  for (i64 i = 0; i < n; i += W) store(y + i, erf_v(load(x + i)));
+}
+
+}  // namespace
+
+const GemmKernels& gemm_table() {
+  static const GemmKernels kernels{.isa = HC_ISA,
+                                   .vector_floats = W,
+                                   .panel = &panel_kernel,
+                                   .gelu_erf = &gelu_array,
+                                   .erf = &erf_array};
+  return kernels;
+}
+
+}  // namespace headcount::simd::HC_ISA_NS

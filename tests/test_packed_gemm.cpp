@@ -1,0 +1,197 @@
+// The packed GEMM of the encoder's projections (layers/packed_gemm.h): against a float64
+// reference within a bound derived from k, its vectorised erf/GELU against std::erf, and the
+// property it exists for: a row's result is bitwise the same alone or inside any m, at any
+// position, on 1 or 2 threads, for every instruction set this CPU runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "expect_error.h"
+#include "headcount/context.h"
+#include "layers/feed_forward.h"
+#include "layers/packed_gemm.h"
+
+namespace headcount::testing {
+namespace {
+
+using layers::GemmEpilogue;
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+std::vector<float> uniform(std::size_t count, std::uint64_t seed, float bound = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-bound, bound);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> run(Context& ctx, const std::vector<float>& x, std::int64_t m, std::int64_t k, const Tensor& packed,
+                       std::int64_t n, const float* bias, GemmEpilogue epilogue = GemmEpilogue::none) {
+  std::vector<float> y(static_cast<std::size_t>(m * n), -7.0f);
+  layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = k, .w = &packed, .n = n, .bias = bias, .y = y.data(),
+                            .ldy = n, .epilogue = epilogue});
+  return y;
+}
+
+constexpr double kU = 0x1p-24;  // unit roundoff of fp32
+double gamma(std::int64_t j) { return static_cast<double>(j) * kU / (1.0 - static_cast<double>(j) * kU); }
+
+// Max |gelu'(v)| = Φ(√2) + √2·φ(√2) = 1.1289: how far GELU moves an error in its input.
+constexpr double kGeluLipschitz = 1.129;
+// The vectorised erf's error bound stated in gemm_impl.h (measured by ErfWithinStatedBound:
+// max 3.22e-7 absolute and relative with FMA, 3.52e-7 on generic SSE2; 6 ulp of 1 at most).
+constexpr double kErfAbs = 4e-7;
+
+double gelu64(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
+
+// Bound, per element, for y = fl(fl(sum_d x_d·w_d) + b): the kernel accumulates the k products
+// one after another into one fp32 accumulator, one rounding per step with FMA (two without, on
+// the generic ISA), so |ŝ - s| <= γ(k+1)·Σ|x_d·w_d| (Higham, recursive summation; γ(j) =
+// j·u/(1 - j·u), u = 2^-24); adding the bias rounds once more, so
+//   |ŷ - y| <= γ(k+2)·(Σ|x_d·w_d| + |b|).
+// The float64 reference errs by ~k·2^-53 of the same sum, 2^-29 of the bound: negligible.
+// With the GELU epilogue the linear error is scaled by at most max|gelu'| = 1.129, and the
+// vectorised GELU adds 0.5·|v|·kErfAbs (the erf's error, times 0.5·v) plus 4 roundings of
+// terms no larger than |v| (x/√2, 1 + erf, 0.5·x, the product): 4u·|v|.
+TEST(PackedGemm, MatchesFloat64WithinDerivedBound) {
+  for (Isa isa : isas()) {
+    Context ctx({.threads = 2, .isa = isa});
+    for (std::int64_t k : {1, 7, 129, 385})
+      for (std::int64_t n : {1, 17, 64, 65, 130}) {
+        const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 10 + k * n);
+        const std::vector<float> bias = uniform(static_cast<std::size_t>(n), 20 + n, 0.5f);
+        const Tensor packed = layers::pack_weights(w.data(), k, n, n);
+        for (std::int64_t m : {1, 2, 5, 6, 7, 13, 70, 97}) {
+          const std::vector<float> x = uniform(static_cast<std::size_t>(m * k), 30 + m);
+          for (GemmEpilogue e : {GemmEpilogue::none, GemmEpilogue::gelu_erf}) {
+            const std::vector<float> y = run(ctx, x, m, k, packed, n, bias.data(), e);
+            double worst = 0;  // largest error as a fraction of its bound
+            for (std::int64_t r = 0; r < m; ++r)
+              for (std::int64_t c = 0; c < n; ++c) {
+                double s = 0, magnitude = 0;
+                for (std::int64_t d = 0; d < k; ++d) {
+                  const double p = static_cast<double>(x[r * k + d]) * w[d * n + c];
+                  s += p;
+                  magnitude += std::fabs(p);
+                }
+                const double v = s + bias[c];
+                double bound = gamma(k + 2) * (magnitude + std::fabs(bias[c]));
+                double exact = v;
+                if (e == GemmEpilogue::gelu_erf) {
+                  exact = gelu64(v);
+                  bound = kGeluLipschitz * bound + std::fabs(v) * (0.5 * kErfAbs + 4 * kU);
+                }
+                worst = std::max(worst, std::fabs(y[r * n + c] - exact) / bound);
+              }
+            EXPECT_LE(worst, 1.0) << isa_name(isa) << " m " << m << " n " << n << " k " << k << " epilogue "
+                                  << static_cast<int>(e);
+          }
+        }
+      }
+  }
+}
+
+// A row alone (m = 1) against the same row inside every m = 1..70 (and 97, 200: several
+// row blocks), at the end and in the middle of the matrix, on 1 and 2 threads: bitwise equal.
+// Every m exercises a different register tile for the last rows, so every tile shape of
+// every ISA is compared with the single-row one.
+TEST(PackedGemm, RowResultDoesNotDependOnMPositionOrThreads) {
+  const std::int64_t k = 129, n = 130;  // k odd, n not a multiple of the panel width
+  const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 1);
+  const std::vector<float> bias = uniform(static_cast<std::size_t>(n), 2);
+  const Tensor packed = layers::pack_weights(w.data(), k, n, n);
+  const std::vector<float> probe = uniform(static_cast<std::size_t>(k), 3);
+  for (Isa isa : isas()) {
+    Context one({.threads = 1, .isa = isa}), two({.threads = 2, .isa = isa});
+    for (GemmEpilogue e : {GemmEpilogue::none, GemmEpilogue::gelu_erf}) {
+      const std::vector<float> alone = run(one, probe, 1, k, packed, n, bias.data(), e);
+      std::vector<std::int64_t> ms;
+      for (std::int64_t m = 1; m <= 70; ++m) ms.push_back(m);
+      ms.push_back(97);
+      ms.push_back(200);
+      for (std::int64_t m : ms) {
+        std::vector<float> x = uniform(static_cast<std::size_t>(m * k), 100 + m);
+        for (std::int64_t pos : {m - 1, m / 2}) {
+          std::copy(probe.begin(), probe.end(), x.begin() + pos * k);
+          for (Context* ctx : {&one, &two}) {
+            const std::vector<float> y = run(*ctx, x, m, k, packed, n, bias.data(), e);
+            for (std::int64_t c = 0; c < n; ++c)
+              ASSERT_EQ(y[pos * n + c], alone[c]) << isa_name(isa) << " m " << m << " row " << pos << " column " << c
+                                                  << " threads " << ctx->threads();
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedGemm, WritesOnlyItsColumnsAndTakesNoBias) {
+  const std::int64_t m = 3, k = 5, n = 17, ldy = 20;
+  const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 4), x = uniform(static_cast<std::size_t>(m * k), 5);
+  const Tensor packed = layers::pack_weights(w.data(), k, n, n);
+  Context ctx;
+  std::vector<float> y(static_cast<std::size_t>(m * ldy), 42.0f);
+  layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = k, .w = &packed, .n = n, .y = y.data(), .ldy = ldy});
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < ldy; ++c) {
+      if (c >= n) {
+        EXPECT_EQ(y[r * ldy + c], 42.0f);
+        continue;
+      }
+      double s = 0;
+      for (std::int64_t d = 0; d < k; ++d) s += static_cast<double>(x[r * k + d]) * w[d * n + c];
+      EXPECT_NEAR(y[r * ldy + c], s, 1e-5);
+    }
+}
+
+TEST(PackedGemm, BadArgumentsAreErrors) {
+  const std::vector<float> w(12, 1.0f), x(8, 1.0f);
+  std::vector<float> y(100);
+  const Tensor packed = layers::pack_weights(w.data(), 4, 3, 3);
+  Context ctx;
+  expect_error([&] { layers::pack_weights(w.data(), 0, 3, 3); }, {"weights", "k >= 1"});
+  expect_error([&] { layers::packed_gemm(ctx, {.m = 2, .x = x.data(), .ldx = 4, .w = &packed, .n = 65, .y = y.data(), .ldy = 65}); },
+               {"n", "packed into 1 panels"});
+  expect_error([&] { layers::packed_gemm(ctx, {.m = 2, .x = x.data(), .ldx = 3, .w = &packed, .n = 3, .y = y.data(), .ldy = 3}); },
+               {"ldx >= k = 4"});
+}
+
+// The epilogue's erf against std::erf in double on every 2^-12 step of [-6, 6] (beyond ±4 it
+// returns ±1 exactly, within 1.6e-8 of erf there), and GELU against its float64 form.
+TEST(PackedGemm, ErfWithinStatedBound) {
+  std::vector<float> x;
+  for (int i = -6 * 4096; i <= 6 * 4096; ++i) x.push_back(static_cast<float>(i) / 4096.0f);
+  while (x.size() % 16) x.push_back(0.0f);
+  std::vector<float> y(x.size());
+  for (Isa isa : isas()) {
+    const simd::GemmKernels& kernels = simd::gemm_kernels(isa);
+    kernels.erf(x.data(), y.data(), static_cast<std::int64_t>(x.size()));
+    double worst_abs = 0, worst_rel = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double exact = std::erf(static_cast<double>(x[i]));
+      worst_abs = std::max(worst_abs, std::fabs(y[i] - exact));
+      if (exact != 0) worst_rel = std::max(worst_rel, std::fabs(y[i] - exact) / std::fabs(exact));
+    }
+    std::printf("[ erf      ] %s: max abs error %.3g, max rel error %.3g\n", isa_name(isa), worst_abs, worst_rel);
+    EXPECT_LE(worst_abs, kErfAbs) << isa_name(isa);
+    EXPECT_LE(worst_rel, kErfAbs) << isa_name(isa);
+    std::vector<float> g(x);
+    kernels.gelu_erf(g.data(), static_cast<std::int64_t>(g.size()) - 3);  // a partial last vector too
+    for (std::size_t i = 0; i + 3 < x.size(); ++i) {
+      const double v = x[i];
+      EXPECT_NEAR(g[i], gelu64(v), std::fabs(v) * (0.5 * kErfAbs + 4 * kU) + 1e-30) << isa_name(isa) << " x " << v;
+    }
+    for (std::size_t i = x.size() - 3; i < x.size(); ++i) EXPECT_EQ(g[i], x[i]);
+  }
+}
+
+}  // namespace
+}  // namespace headcount::testing
