@@ -120,7 +120,8 @@ std::vector<std::size_t> most_important_first(const HeadAblation& ranking);
 // `order` has fewer removable heads or count > layers * (heads - 1).
 std::vector<float> removal_mask(const EncoderConfig& config, const std::vector<std::size_t>& order, std::int64_t count);
 
-// STS Spearman x100 on `pairs` under each head mask (the sentences tokenised and batched once).
+// STS Spearman x100 on `pairs` under each head mask (the sentences tokenised and batched once;
+// equal masks evaluated once).
 std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
                                            const std::vector<std::vector<float>>& masks,
                                            const HeadAblationOptions& options = {});

@@ -176,8 +176,11 @@ std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& enco
                                            const std::vector<std::vector<float>>& masks, const HeadAblationOptions& options) {
   const StsEvaluator evaluator(encoder, pairs, options.batch_size);
   std::vector<double> out;
+  std::map<std::vector<float>, double> seen;  // equal masks (e.g. every order's 0%) are scored once
   for (std::size_t i = 0; i < masks.size(); ++i) {
-    out.push_back(evaluator.spearman_with(ctx, masks[i]));
+    auto it = seen.find(masks[i]);
+    if (it == seen.end()) it = seen.emplace(masks[i], evaluator.spearman_with(ctx, masks[i])).first;
+    out.push_back(it->second);
     if (options.progress) options.progress(static_cast<std::int64_t>(i) + 1, static_cast<std::int64_t>(masks.size()));
   }
   return out;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "compress_report.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
 #include "headcount/error.h"
@@ -21,7 +22,7 @@ namespace {
 using detail::concat;
 
 struct PruneArgs {
-  std::string model, out, heads, importance = "ablation", rank_sts = default_sts_file("sts-dev.tsv");
+  std::string model, out, heads, importance = "ablation", rank_sts = default_sts_file("sts-dev.tsv"), order_from;
   double fraction = -1;
   std::int64_t keep = -1, max_pairs = 0, batch = 32;
   bool iterative = false;
@@ -53,16 +54,27 @@ void run_prune(const PruneArgs& a) {
     const std::int64_t count = a.fraction >= 0 ? std::llround(a.fraction * static_cast<double>(total)) : total - a.keep;
     check(count >= 0 && count <= most, a.fraction >= 0 ? "--fraction" : "--keep",
           concat("a count of removed heads in [0, ", most, "] (one head stays per layer)"), count);
-    std::vector<StsPair> pairs = read_sts(a.rank_sts);
-    if (a.max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > a.max_pairs) pairs.resize(static_cast<std::size_t>(a.max_pairs));
-    const BertEncoder encoder = BertEncoder::load(model_dir);
-    Context ctx({.threads = resolve_threads(a.threads)});
-    const HeadAblationOptions options{.batch_size = a.batch, .progress = progress_reporter("rank")};
     std::vector<std::size_t> order;
-    if (a.iterative) {
-      order = iterative_removal_order(ctx, encoder, pairs, iterative_counts(total, count), options);
-    } else {
-      order = least_important_first(ablate_heads(ctx, encoder, pairs, options));
+    if (!a.order_from.empty()) {
+      // A ranking prune-curve measured (on dev): its ablation or iterative removal order.
+      const nlohmann::json curve = read_json_file(a.order_from);
+      const char* key = a.iterative ? "iterative_order" : "ablation_order";
+      check(curve.contains(key) && curve[key].is_array(), a.order_from, concat("a prune-curve result with \"", key, "\""), "none");
+      for (const nlohmann::json& h : curve[key]) {
+        const std::int64_t l = h.at("layer").get<std::int64_t>(), k = h.at("head").get<std::int64_t>();
+        check(l >= 0 && l < c.layers && k >= 0 && k < c.heads, a.order_from, "heads of this model", h.dump());
+        order.push_back(static_cast<std::size_t>(l * c.heads + k));
+      }
+      check(!order.empty(), a.order_from, concat("a non-empty \"", key, "\""), "an empty one");
+    }
+    if (order.empty()) {  // measure the ranking on the STS file
+      std::vector<StsPair> pairs = read_sts(a.rank_sts);
+      if (a.max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > a.max_pairs) pairs.resize(static_cast<std::size_t>(a.max_pairs));
+      const BertEncoder encoder = BertEncoder::load(model_dir);
+      Context ctx({.threads = resolve_threads(a.threads)});
+      const HeadAblationOptions options{.batch_size = a.batch, .progress = progress_reporter("rank")};
+      order = a.iterative ? iterative_removal_order(ctx, encoder, pairs, iterative_counts(total, count), options)
+                          : least_important_first(ablate_heads(ctx, encoder, pairs, options));
     }
     const std::vector<float> mask = removal_mask(c, order, count);
     remove.assign(static_cast<std::size_t>(c.layers), {});
@@ -91,6 +103,8 @@ void register_prune(CLI::App& app) {
   cmd->add_option("--importance", a->importance, "Ranking for --fraction / --keep: ablation (STS dev)")->capture_default_str();
   cmd->add_flag("--iterative", a->iterative, "Re-rank the remaining heads after each 10% of heads removed");
   cmd->add_option("--rank-sts", a->rank_sts, "STS file the ranking is measured on")->capture_default_str();
+  cmd->add_option("--order-from", a->order_from,
+                  "Take the ranking from a `headcount prune-curve --json-out` result (its iterative order with --iterative)");
   cmd->add_option("--max-pairs", a->max_pairs, "Rank on the first N pairs (0: all)")->capture_default_str();
   cmd->add_option("--out", a->out, "The pruned model directory (must not exist yet)")->required();
   cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "commands.h"
+#include "compress_report.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
 #include "headcount/error.h"
@@ -21,7 +22,6 @@
 #include "io/atomic_file.h"
 #include "prune_cli.h"
 #include "report/html.h"
-#include "report/svg_chart.h"
 
 namespace headcount::cli {
 namespace {
@@ -79,43 +79,9 @@ HeadAblation read_ablation(const std::string& path, const EncoderConfig& c) {
 }
 
 std::string render_page(const json& r) {
-  report::LineChart chart{.id = "prune-curve", .title = "STS-B test Spearman vs heads removed",
-                          .x_label = "fraction of heads removed", .y_label = "Spearman x100"};
-  auto series = [&](const std::string& name, const char* key, const char* err = nullptr) {
-    report::Series s{.name = name};
-    for (const json& p : r.at("points")) {
-      s.x.push_back(p.at("fraction").get<double>());
-      s.y.push_back(p.at(key).get<double>());
-      if (err) s.error.push_back(p.at(err).get<double>());
-    }
-    chart.series.push_back(s);
-  };
-  series("ablation ranking", "ablation");
-  if (r.at("points")[0].contains("iterative")) series("iterative re-ranking", "iterative");
-  if (r.at("points")[0].contains("random_mean")) series("random orders (mean +- std)", "random_mean", "random_std");
-  const double base = r.at("points")[0].at("ablation").get<double>();
-  chart.series.push_back({.name = "Michel et al. 2019: 40% of BERT's heads without noticeable loss (claim)",
-                          .x = {0.0, 0.4}, .y = {base, base}, .dashed = true});
-  std::string body = concat("<h1>Pruning heads of ", report::escape(r.at("model").get<std::string>()), "</h1>\n",
-                            "<p>Rankings on ", report::escape(r.at("rank_file").get<std::string>()), "; scores on held-out ",
-                            report::escape(r.at("test_file").get<std::string>()), ". One head always stays per layer.</p>\n",
-                            report::line_chart_svg(chart), "\n<table><tr><th>removed</th><th>heads</th><th>ablation</th>");
-  const json& pts = r.at("points");
-  const bool it = pts[0].contains("iterative"), rnd = pts[0].contains("random_mean"), phys = pts[0].contains("physical");
-  if (phys) body += "<th>ablation, physically pruned</th>";
-  if (it) body += "<th>iterative</th>";
-  if (rnd) body += "<th>random (mean +- std)</th>";
-  body += "</tr>\n";
-  for (const json& p : pts) {
-    body += concat("<tr><td>", report::fixed(100 * p.at("fraction").get<double>(), 0), "%</td><td>", p.at("heads_removed").get<std::int64_t>(),
-                   "</td><td>", report::fixed(p.at("ablation").get<double>(), 2), "</td>");
-    if (phys) body += concat("<td>", report::fixed(p.at("physical").get<double>(), 2), "</td>");
-    if (it) body += concat("<td>", report::fixed(p.at("iterative").get<double>(), 2), "</td>");
-    if (rnd) body += concat("<td>", report::fixed(p.at("random_mean").get<double>(), 2), " +- ", report::fixed(p.at("random_std").get<double>(), 2), "</td>");
-    body += "</tr>\n";
-  }
-  body += "</table>\n";
-  return report::page("headcount prune-curve", "", body);
+  return report::page("headcount prune-curve", "",
+                      concat("<h1>Pruning the heads of ", report::escape(r.at("model").get<std::string>()), "</h1>\n",
+                             prune_curve_section(r)));
 }
 
 void run_curve(const CurveArgs& a) {
