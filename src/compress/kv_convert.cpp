@@ -15,9 +15,11 @@
 
 #include "headcount/compress.h"
 #include "headcount/error.h"
+#include "compress/tensor_copy.h"
 
 namespace headcount {
 
+using compress::clone;
 using detail::concat;
 
 namespace {
@@ -244,12 +246,6 @@ Tensor pool_row_blocks(const Tensor& t, std::int64_t groups, std::int64_t per_gr
       for (std::int64_t k = 0; k < per_group; ++k) sum += t.data<const float>()[(g * per_group + k) * hd * cols + i];
       out.data<float>()[g * hd * cols + i] = static_cast<float>(sum / static_cast<double>(per_group));
     }
-  return out;
-}
-
-Tensor clone(const Tensor& t) {
-  Tensor out(t.dtype(), t.shape());
-  if (t.bytes() > 0) std::memcpy(out.data<void>(), t.data<const void>(), t.bytes());
   return out;
 }
 

@@ -11,18 +11,14 @@
 
 #include "headcount/compress.h"
 #include "headcount/error.h"
+#include "compress/tensor_copy.h"
 
 namespace headcount {
 
+using compress::clone;
 using detail::concat;
 
 namespace {
-
-Tensor clone(const Tensor& t) {
-  Tensor out(t.dtype(), t.shape());
-  if (t.bytes() > 0) std::memcpy(out.data<void>(), t.data<const void>(), t.bytes());
-  return out;
-}
 
 // Row blocks `blocks` (each `block` rows) of a [rows, cols] (or [rows]) tensor, in order.
 Tensor take_row_blocks(const Tensor& t, const std::vector<std::int64_t>& blocks, std::int64_t block) {
