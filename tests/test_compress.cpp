@@ -328,3 +328,49 @@ TEST(CompressMiniLM, PrunedEqualsMaskedAndGqaEqualsRepeated) {
 
 }  // namespace
 }  // namespace headcount::testing
+
+namespace headcount::testing {
+namespace {
+
+// prune-curve, prune --order-from and prune-speed end to end on the tiny model and a tiny STS
+// file: the JSON's shape, every series equal at 0% removed, and a ranking reused by prune.
+TEST_F(Compress, CurveAndSpeedCommandsRunOnATinyModel) {
+  const fs::path sts = root_ / "sts.tsv";
+  {
+    std::ofstream out(sts);
+    const char* s[] = {"the cat sat", "a cat sat on the mat", "the mat", "a mat", "the cats sat on a mat .", "on the cat"};
+    for (int i = 0; i < 6; ++i)
+      for (int j = i + 1; j < 6; ++j) out << "g\tf\ty\t" << i << j << '\t' << (i * 7 + j * 3) % 6 << '\t' << s[i] << '\t' << s[j] << '\n';
+  }
+  const std::string tiny = (root_ / "tiny").string(), json_path = (root_ / "curve.json").string();
+  const CliResult r = run_cli("prune-curve --model '" + tiny + "' --dev '" + sts.string() + "' --test '" + sts.string() +
+                              "' --random-orders 2 --threads 1 --json-out '" + json_path + "' --out '" + (root_ / "c.html").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(json_path);
+  const nlohmann::json curve = nlohmann::json::parse(in);
+  const auto& points = curve.at("points");
+  // 8 heads, at most 2 x 3 removable: 0..80% (round(0.8 x 8) = 6); 90% (7) cannot be taken.
+  ASSERT_EQ(points.size(), 9u);
+  EXPECT_EQ(points[8].at("heads_removed"), 6);
+  for (const char* key : {"iterative", "physical", "random_mean"})
+    EXPECT_DOUBLE_EQ(points[0].at(key).get<double>(), points[0].at("ablation").get<double>()) << key;
+  // The physically pruned models score what the masked ones do (Spearman of rank-identical cosines).
+  for (const auto& p : points) EXPECT_NEAR(p.at("physical").get<double>(), p.at("ablation").get<double>(), 1e-6);
+  EXPECT_EQ(curve.at("ablation_order").size(), 8u);
+
+  const CliResult pruned = run_cli("prune --model '" + tiny + "' --fraction 0.5 --order-from '" + json_path + "' --out '" +
+                                   (root_ / "half").string() + "'");
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
+  EXPECT_EQ(BertEncoder::load((root_ / "half").string()).config().total_heads(), 4);
+
+  const CliResult speed = run_cli("prune-speed --model '" + tiny + "' --fractions 0,0.5 --batches 1,3 --repeats 1 --sentences '" +
+                                  (root_ / "tiny" / "vocab.txt").string() + "' --json-out '" + (root_ / "speed.json").string() + "'");
+  ASSERT_EQ(speed.exit_code, 0) << speed.err;
+  std::ifstream speed_in(root_ / "speed.json");
+  const nlohmann::json rows = nlohmann::json::parse(speed_in).at("rows");
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_LT(rows[1].at("macs_per_pass").get<std::int64_t>(), rows[0].at("macs_per_pass").get<std::int64_t>());
+}
+
+}  // namespace
+}  // namespace headcount::testing

@@ -96,7 +96,10 @@ void run_curve(const CurveArgs& a) {
   check(!c.is_grouped(), "--model", "a multi-head model", "a grouped one");
   Context ctx({.threads = resolve_threads(a.threads)});
   const std::int64_t total = c.layers * c.heads;
-  const std::vector<std::int64_t> counts = curve_counts(total);
+  // The 10% steps a model can take (one head stays per layer: at most layers * (heads - 1)).
+  std::vector<std::int64_t> counts;
+  for (std::int64_t k : curve_counts(total))
+    if (k <= c.layers * (c.heads - 1)) counts.push_back(k);
   const HeadAblationOptions quiet{.batch_size = a.batch};
   auto log = [](const char* what, double seconds) { std::fprintf(stderr, "prune-curve: %s (%.0f s)\n", what, seconds); };
 
@@ -163,7 +166,8 @@ void run_curve(const CurveArgs& a) {
   json points = json::array();
   const std::size_t n = counts.size();
   for (std::size_t i = 0; i < n; ++i) {
-    json p = {{"fraction", static_cast<double>(i) / 10.0}, {"heads_removed", counts[i]}, {"ablation", scores[i]}};
+    json p = {{"fraction", static_cast<double>(i) / 10.0}, {"heads_removed", counts[i]},
+              {"removed_share", static_cast<double>(counts[i]) / static_cast<double>(total)}, {"ablation", scores[i]}};
     std::size_t next = n;
     if (a.iterative) p["iterative"] = scores[next + i], next += n;
     if (a.physical) p["physical"] = physical[i];
