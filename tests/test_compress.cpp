@@ -357,6 +357,27 @@ TEST_F(Compress, CurveAndSpeedCommandsRunOnATinyModel) {
   // The physically pruned models score what the masked ones do (Spearman of rank-identical cosines).
   for (const auto& p : points) EXPECT_NEAR(p.at("physical").get<double>(), p.at("ablation").get<double>(), 1e-6);
   EXPECT_EQ(curve.at("ablation_order").size(), 8u);
+  // Ranked and scored on the same pairs, the first re-ranking step is the plain ablation's.
+  EXPECT_DOUBLE_EQ(points[1].at("iterative").get<double>(), points[1].at("ablation").get<double>());
+
+  // The conversion table, and both results drawn into the heads report.
+  const std::string sweep_path = (root_ / "sweep.json").string(), report = (root_ / "heads.html").string();
+  const CliResult sweep = run_cli("convert-sweep --model '" + tiny + "' --test '" + sts.string() + "' --kv-heads 4,2,1 --threads 1 --json-out '" +
+                                  sweep_path + "'");
+  ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
+  std::ifstream sweep_in(sweep_path);
+  const nlohmann::json sweep_rows = nlohmann::json::parse(sweep_in).at("rows");
+  ASSERT_EQ(sweep_rows.size(), 9u);
+  EXPECT_EQ(sweep_rows[0].at("kv_cache_bytes_per_token"), 2 * 2 * 4 * 4 * 4);
+  EXPECT_EQ(sweep_rows[8].at("kv_cache_bytes_per_token"), 2 * 2 * 1 * 4 * 4);
+  const CliResult heads = run_cli("heads --model '" + tiny + "' --corpus '" + sts.string() + "' --text 'the cat sat' --threads 1 --prune-curve '" +
+                                  json_path + "' --convert-sweep '" + sweep_path + "' --out '" + report + "'");
+  ASSERT_EQ(heads.exit_code, 0) << heads.err;
+  std::ifstream html_in(report);
+  const std::string html((std::istreambuf_iterator<char>(html_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("id=\"prune-curve\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"convert-sweep\""), std::string::npos);
+  EXPECT_NE(html.find("Michel et al. 2019"), std::string::npos);
 
   const CliResult pruned = run_cli("prune --model '" + tiny + "' --fraction 0.5 --order-from '" + json_path + "' --out '" +
                                    (root_ / "half").string() + "'");
