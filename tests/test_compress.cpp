@@ -166,6 +166,20 @@ TEST_F(Compress, PrunedModelEqualsMaskedModel) {
   EXPECT_GT(max_abs_difference(ours, unpruned), 100 * kTinyTolerance);  // the heads mattered
 }
 
+// A grouped model loses a K/V head only with its whole group: pruning heads 0 and 1 of layer 0
+// (group 0 of 2) removes K/V head 0 and equals masking those two heads.
+TEST_F(Compress, PruningAWholeGroupRemovesItsKvHead) {
+  const EncoderWeights gqa = convert_kv_heads(read_encoder_weights((root_ / "tiny").string()), 2, KvConvertMethod::mean);
+  const EncoderWeights pruned = prune_heads(gqa, {{0, 1}, {}});
+  EXPECT_EQ(pruned.config.kv_heads, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.self.key.weight").shape(), (std::vector<std::int64_t>{4, 16}));
+  const BertEncoder grouped = encoder_from_weights(gqa);
+  const std::vector<float> mask = {0, 0, 1, 1, 1, 1, 1, 1};
+  const Tensor ours = embed(encoder_from_weights(pruned));
+  EXPECT_LE(max_abs_difference(ours, embed(grouped, mask)), kTinyTolerance);
+  EXPECT_GT(max_abs_difference(ours, embed(grouped)), 100 * kTinyTolerance);
+}
+
 TEST_F(Compress, GqaModelEqualsItsRepeatedExport) {
   const EncoderWeights w = read_encoder_weights((root_ / "tiny").string());
   for (std::int64_t g : {1, 2}) {
