@@ -31,14 +31,35 @@ struct EncoderConfig {
   std::int64_t vocab_size = 0;
   std::int64_t hidden_size = 0;        // d_model
   std::int64_t layers = 0;
-  std::int64_t heads = 0;
+  std::int64_t heads = 0;              // num_attention_heads: per layer before pruning
   std::int64_t intermediate_size = 0;  // d_ff
   std::int64_t max_position_embeddings = 0;
   std::int64_t type_vocab_size = 0;
   float layer_norm_eps = 1e-12f;
   bool normalize = true;               // L2-normalise the pooled embedding
   TokenizerOptions tokenizer;          // max_length = sentence-transformers' max_seq_length
+  // Hugging Face's head pruning convention (config.json "pruned_heads": {"layer": [heads]}):
+  // per layer, the original indices (0 .. heads-1) of the heads removed, ascending. Empty, or
+  // one empty list per layer: nothing pruned. head_dim stays hidden_size / heads.
+  std::vector<std::vector<std::int64_t>> pruned_heads;
+  // Ours (config.json "headcount_kv_heads": one integer, or one per layer): K/V heads per layer
+  // for grouped-query attention; each must divide the layer's query heads. Empty: MHA.
+  std::vector<std::int64_t> kv_heads;
+
+  std::int64_t head_dim() const { return hidden_size / heads; }
+  std::int64_t layer_heads(std::int64_t layer) const;     // query heads left in `layer`
+  std::int64_t layer_kv_heads(std::int64_t layer) const;  // K/V heads of `layer`
+  std::int64_t total_heads() const;                       // sum of layer_heads: a head mask's size
+  std::int64_t head_offset(std::int64_t layer) const;     // first index of `layer` in a head mask
+  // The original index of the `head`-th remaining head of `layer`.
+  std::int64_t original_head(std::int64_t layer, std::int64_t head) const;
+  bool is_pruned() const;   // some head removed
+  bool is_grouped() const;  // some layer with fewer K/V heads than query heads
 };
+
+// Checks pruned_heads and kv_heads against the rest of the config (sizes, ranges, order, at least
+// one head left per layer, kv_heads dividing each layer's heads); Error names the field.
+void validate_head_layout(const EncoderConfig& config, const std::string& where);
 
 // The compiled-in default model directory (<repo>/models/all-MiniLM-L6-v2, which
 // scripts/setup.sh fills).
@@ -52,7 +73,8 @@ void check_model_dir(const std::string& dir);
 EncoderConfig read_encoder_config(const std::string& model_dir);
 
 // The encoder's weights as data: every tensor name with its expected shape (PyTorch layout,
-// [out, in] for linear weights), derived from the config. A checkpoint must have each of them
+// [out, in] for linear weights), derived from the config: a layer with h query heads and g K/V
+// heads has query [h*head_dim, d], key and value [g*head_dim, d], output.dense [d, h*head_dim]. A checkpoint must have each of them
 // (extra tensors, such as position_ids or the pooler, are ignored).
 struct WeightSpec {
   std::string name;
@@ -62,8 +84,9 @@ std::vector<WeightSpec> bert_weight_table(const EncoderConfig& config);
 
 struct EncoderForwardOptions {
   Kernel kernel = Kernel::streaming;
-  // [layers * heads] factors on each head's output before its layer's W_O (layer-major; 0
-  // removes the head, 1 keeps it). Empty: every head kept.
+  // [config.total_heads()] factors on each head's output before its layer's W_O (layer-major,
+  // layer l's heads from config.head_offset(l); 0 removes the head, 1 keeps it). Empty: every
+  // head kept.
   std::span<const float> head_mask;
   // Called after each layer's attention kernel with (layer, the kernel's params). params.lse
   // is filled; q, k, v are views of the layer's projection, valid only during the call.

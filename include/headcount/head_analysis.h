@@ -19,6 +19,10 @@
 
 namespace headcount {
 
+// The analyses index heads as layer * heads + head, so they take unpruned models only (a
+// converted GQA model is fine): Error("model: expected every layer with all N heads ...") else.
+void check_unpruned(const EncoderConfig& config);
+
 // Relative positions whose attention is measured: -3..+3 (-1 previous token, 0 self, +1 next).
 inline constexpr std::array<std::int64_t, 7> kHeadOffsets = {-3, -2, -1, 0, 1, 2, 3};
 inline constexpr std::size_t kOffsetIndex0 = 3;  // index of offset 0 in kHeadOffsets
@@ -110,6 +114,25 @@ std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder&
 // Head indices (layer * heads + head) by importance; ties keep index order.
 std::vector<std::size_t> least_important_first(const HeadAblation& ranking);
 std::vector<std::size_t> most_important_first(const HeadAblation& ranking);
+
+// The head mask that removes the first `count` heads of `order` (layer * heads + head), skipping
+// any that would remove its layer's last head (a pruned layer keeps at least one head). Error if
+// `order` has fewer removable heads or count > layers * (heads - 1).
+std::vector<float> removal_mask(const EncoderConfig& config, const std::vector<std::size_t>& order, std::int64_t count);
+
+// STS Spearman x100 on `pairs` under each head mask (the sentences tokenised and batched once;
+// equal masks evaluated once).
+std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
+                                           const std::vector<std::vector<float>>& masks,
+                                           const HeadAblationOptions& options = {});
+
+// Iterative re-ranking: for each count in `counts` (ascending), every head still kept is
+// ablated on top of the heads removed so far, and the least important are removed until
+// `count` heads are gone (never a layer's last head). Returns the removal order; its first
+// counts[i] entries are the heads removed at step i. Costs one ablation pass per step.
+std::vector<std::size_t> iterative_removal_order(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
+                                                 const std::vector<std::int64_t>& counts,
+                                                 const HeadAblationOptions& options = {});
 
 struct AttentionMaps {
   std::vector<std::string> tokens;  // [CLS] ... [SEP]

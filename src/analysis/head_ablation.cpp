@@ -39,9 +39,9 @@ class StsEvaluator {
     texts_ = static_cast<std::int64_t>(texts.size());
   }
 
-  // Per batch: the input of layer `layer` with every head kept (layer 0: nothing to keep, the
-  // embeddings are recomputed), from the inputs of layer - 1.
-  void advance_cache(Context& ctx, std::int64_t layer) {
+  // Per batch: the input of layer `layer` under `mask` (empty: every head kept; layer 0:
+  // nothing to keep, the embeddings are recomputed), from the inputs of layer - 1.
+  void advance_cache(Context& ctx, std::int64_t layer, std::span<const float> mask = {}) {
     const std::int64_t d = encoder_.dim();
     cache_.resize(batches_.size());
     for (std::size_t i = 0; i < batches_.size(); ++i) {
@@ -49,13 +49,14 @@ class StsEvaluator {
       std::vector<float>& hidden = cache_[i];
       hidden.resize(static_cast<std::size_t>(b.batch * b.seq_len * d));
       encoder_.forward(ctx, b, TensorView::contiguous(hidden.data(), DType::f32, {b.batch, b.seq_len, d}),
-                       EncoderForwardOptions{.first_layer = layer == 0 ? 0 : layer - 1, .end_layer = layer});
+                       EncoderForwardOptions{.head_mask = mask, .first_layer = layer == 0 ? 0 : layer - 1, .end_layer = layer});
     }
     cached_layer_ = layer;
   }
 
   // Spearman with `mask`, starting from the cached inputs of the cached layer (or from the
-  // embeddings when nothing is cached). The mask must keep every head before that layer.
+  // embeddings when nothing is cached). The mask must agree before that layer with the one
+  // the cache was advanced with.
   double spearman_with(Context& ctx, std::span<const float> mask) const {
     const std::int64_t d = encoder_.dim();
     std::vector<float> embeddings(static_cast<std::size_t>(texts_ * d)), hidden, pooled;
@@ -94,6 +95,7 @@ class StsEvaluator {
 HeadAblation ablate_heads(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
                           const HeadAblationOptions& options) {
   const EncoderConfig& c = encoder.config();
+  check_unpruned(c);
   const std::int64_t total_heads = c.layers * c.heads;
   StsEvaluator evaluator(encoder, pairs, options.batch_size);
   HeadAblation result{.pairs = static_cast<std::int64_t>(pairs.size())};
@@ -132,6 +134,7 @@ std::vector<std::size_t> most_important_first(const HeadAblation& ranking) { ret
 std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder& encoder, const HeadAblation& ranking,
                                                 const std::vector<StsPair>& pairs, const std::vector<std::int64_t>& counts,
                                                 const HeadAblationOptions& options) {
+  check_unpruned(encoder.config());
   const std::int64_t total_heads = encoder.config().layers * encoder.config().heads;
   check(static_cast<std::int64_t>(ranking.spearman.size()) == total_heads, "ranking",
         detail::concat(total_heads, " heads (an ablation of this model)"), ranking.spearman.size());
@@ -146,6 +149,83 @@ std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder&
     if (options.progress) options.progress(static_cast<std::int64_t>(i) + 1, static_cast<std::int64_t>(counts.size()));
   }
   return points;
+}
+
+std::vector<float> removal_mask(const EncoderConfig& c, const std::vector<std::size_t>& order, std::int64_t count) {
+  check_unpruned(c);
+  const std::int64_t total = c.layers * c.heads;
+  check(count >= 0 && count <= c.layers * (c.heads - 1), "heads to remove",
+        detail::concat("in [0, ", c.layers * (c.heads - 1), "] (one head stays in each layer)"), count);
+  std::vector<float> mask(static_cast<std::size_t>(total), 1.0f);
+  std::vector<std::int64_t> left(static_cast<std::size_t>(c.layers), c.heads);
+  std::int64_t removed = 0;
+  for (std::size_t k = 0; k < order.size() && removed < count; ++k) {
+    const std::size_t head = order[k];
+    check(head < mask.size(), "order", detail::concat("head indices in [0, ", total, ")"), head);
+    std::int64_t& in_layer = left[head / static_cast<std::size_t>(c.heads)];
+    if (mask[head] == 0.0f || in_layer == 1) continue;
+    mask[head] = 0.0f;
+    --in_layer;
+    ++removed;
+  }
+  check(removed == count, "order", detail::concat("at least ", count, " removable heads"), removed);
+  return mask;
+}
+
+std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
+                                           const std::vector<std::vector<float>>& masks, const HeadAblationOptions& options) {
+  const StsEvaluator evaluator(encoder, pairs, options.batch_size);
+  std::vector<double> out;
+  std::map<std::vector<float>, double> seen;  // equal masks (e.g. every order's 0%) are scored once
+  for (std::size_t i = 0; i < masks.size(); ++i) {
+    auto it = seen.find(masks[i]);
+    if (it == seen.end()) it = seen.emplace(masks[i], evaluator.spearman_with(ctx, masks[i])).first;
+    out.push_back(it->second);
+    if (options.progress) options.progress(static_cast<std::int64_t>(i) + 1, static_cast<std::int64_t>(masks.size()));
+  }
+  return out;
+}
+
+std::vector<std::size_t> iterative_removal_order(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
+                                                 const std::vector<std::int64_t>& counts, const HeadAblationOptions& options) {
+  const EncoderConfig& c = encoder.config();
+  check_unpruned(c);
+  const std::int64_t total = c.layers * c.heads;
+  StsEvaluator evaluator(encoder, pairs, options.batch_size);
+  std::vector<float> mask(static_cast<std::size_t>(total), 1.0f);
+  std::vector<std::int64_t> left(static_cast<std::size_t>(c.layers), c.heads);
+  std::vector<std::size_t> order;
+  std::int64_t done = 0;
+  for (std::size_t step = 0; step < counts.size(); ++step) {
+    const std::int64_t target = counts[step];
+    check(target >= static_cast<std::int64_t>(order.size()) && target <= c.layers * (c.heads - 1), "prune counts",
+          detail::concat("ascending, in [0, ", c.layers * (c.heads - 1), "]"), target);
+    if (target == static_cast<std::int64_t>(order.size())) continue;
+    // Re-rank: each head still kept (and not its layer's last) removed alone on top of `mask`.
+    std::vector<std::pair<double, std::size_t>> scores;
+    for (std::int64_t layer = 0; layer < c.layers; ++layer) {
+      if (left[static_cast<std::size_t>(layer)] == 1) continue;
+      evaluator.advance_cache(ctx, layer, mask);
+      for (std::int64_t h = 0; h < c.heads; ++h) {
+        const std::size_t head = static_cast<std::size_t>(layer * c.heads + h);
+        if (mask[head] == 0.0f) continue;
+        mask[head] = 0.0f;
+        scores.emplace_back(-evaluator.spearman_with(ctx, mask), head);  // least loss first
+        mask[head] = 1.0f;
+      }
+    }
+    std::stable_sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [score, head] : scores) {
+      if (static_cast<std::int64_t>(order.size()) == target) break;
+      std::int64_t& in_layer = left[head / static_cast<std::size_t>(c.heads)];
+      if (in_layer == 1) continue;
+      mask[head] = 0.0f;
+      --in_layer;
+      order.push_back(head);
+    }
+    if (options.progress) options.progress(++done, static_cast<std::int64_t>(counts.size()));
+  }
+  return order;
 }
 
 }  // namespace headcount

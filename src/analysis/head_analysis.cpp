@@ -59,6 +59,7 @@ HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::
   check(!sentences.empty(), "sentences", "at least one sentence", "none");
   check(options.batch_size >= 1, "batch size", ">= 1", options.batch_size);
   const EncoderConfig& c = encoder.config();
+  check_unpruned(c);
   const WordPieceTokenizer& tokenizer = encoder.tokenizer();
   const std::int64_t layers = c.layers, heads = c.heads, d = c.hidden_size;
 
@@ -206,8 +207,14 @@ const char* role_rule(HeadRole role) {
   return "";
 }
 
+void check_unpruned(const EncoderConfig& c) {
+  check(!c.is_pruned(), "model", detail::concat("every layer with all ", c.heads, " heads (the analyses index heads as layer x heads)"),
+        "a pruned model");
+}
+
 AttentionMaps attention_maps(Context& ctx, const BertEncoder& encoder, const std::string& text) {
   const EncoderConfig& c = encoder.config();
+  check_unpruned(c);
   const WordPieceTokenizer& tokenizer = encoder.tokenizer();
   const std::vector<std::int32_t> ids = tokenizer.encode(text);
   const TokenBatch batch = pad_batch({ids}, tokenizer.pad_id());

@@ -80,9 +80,10 @@ BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, W
   impl_->embedding_norm = {take("embeddings.LayerNorm.weight"), take("embeddings.LayerNorm.bias")};
 
   // 3. Layers: linear weights transposed to [in, out].
-  const MultiHeadAttentionConfig attention_config =
-      resolve(MultiHeadAttentionConfig{.d_model = c.hidden_size, .heads = c.heads});
   for (std::int64_t l = 0; l < c.layers; ++l) {
+    // Per layer: the heads left after pruning, their K/V heads (GQA), head_dim unchanged.
+    const MultiHeadAttentionConfig attention_config = resolve(MultiHeadAttentionConfig{
+        .d_model = c.hidden_size, .heads = c.layer_heads(l), .kv_heads = c.layer_kv_heads(l), .head_dim = c.head_dim()});
     const std::string p = concat("encoder.layer.", l, ".");
     MultiHeadAttentionWeights w;
     w.w_q = transposed(take(p + "attention.self.query.weight"));
@@ -142,14 +143,14 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
   check(!hidden.empty() && hidden.dtype == DType::f32 && hidden.rank == 3 && hidden.is_contiguous() &&
             hidden.shape[0] == B && hidden.shape[1] == n && hidden.shape[2] == d,
         "hidden", concat("a contiguous f32 tensor [", B, ", ", n, ", ", d, "]"), hidden.shape_string());
-  check(options.head_mask.empty() || static_cast<std::int64_t>(options.head_mask.size()) == c.layers * c.heads,
-        "head_mask", concat(c.layers * c.heads, " factors (layers x heads = ", c.layers, " x ", c.heads, ") or none"),
+  check(options.head_mask.empty() || static_cast<std::int64_t>(options.head_mask.size()) == c.total_heads(),
+        "head_mask", concat(c.total_heads(), " factors (one per head of every layer) or none"),
         options.head_mask.size());
-  for (std::size_t i = 0; i < options.head_mask.size(); ++i)
-    if (!std::isfinite(options.head_mask[i]))
-      fail(concat("head_mask[", i, "] (layer ", static_cast<std::int64_t>(i) / c.heads, ", head ",
-                  static_cast<std::int64_t>(i) % c.heads, ")"),
-           concat("expected a finite factor, got ", options.head_mask[i]));
+  for (std::int64_t l = 0; l < c.layers && !options.head_mask.empty(); ++l)
+    for (std::int64_t h = 0; h < c.layer_heads(l); ++h)
+      if (const float f = options.head_mask[static_cast<std::size_t>(c.head_offset(l) + h)]; !std::isfinite(f))
+        fail(concat("head_mask[", c.head_offset(l) + h, "] (layer ", l, ", head ", h, ")"),
+             concat("expected a finite factor, got ", f));
 
   float* x = hidden.ptr<float>();  // [B, n, d]: the residual stream
   const std::int64_t rows = B * n;
@@ -183,14 +184,15 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
   const TensorView x_view = TensorView::contiguous(x, DType::f32, {B, n, d});
   const TensorView sublayer_view = TensorView::contiguous(sublayer, DType::f32, {B, n, d});
   AttentionOptions attention_options{.kernel = options.kernel, .key_lengths = batch.lengths};
-  if (options.observe_attention)
-    attention_options.lse = TensorView::contiguous(
-        ctx.workspace(kSlotLse, static_cast<std::size_t>(B * c.heads * n) * sizeof(float)), DType::f32, {B, c.heads, n});
   for (std::int64_t l = options.first_layer; l < end_layer; ++l) {
     const EncoderLayer& layer = impl_->layers[static_cast<std::size_t>(l)];
+    const std::int64_t heads = c.layer_heads(l);
+    if (options.observe_attention)
+      attention_options.lse = TensorView::contiguous(
+          ctx.workspace(kSlotLse, static_cast<std::size_t>(B * heads * n) * sizeof(float)), DType::f32, {B, heads, n});
     if (!options.head_mask.empty())
-      attention_options.head_mask = options.head_mask.subspan(static_cast<std::size_t>(l * c.heads),
-                                                              static_cast<std::size_t>(c.heads));
+      attention_options.head_mask = options.head_mask.subspan(static_cast<std::size_t>(c.head_offset(l)),
+                                                              static_cast<std::size_t>(heads));
     if (options.observe_attention)
       attention_options.observe = [&options, l](const AttentionParams& params) { options.observe_attention(l, params); };
     layer.attention.forward(ctx, x_view, sublayer_view, attention_options);

@@ -1,4 +1,5 @@
 // The model directory: where it is, what it must hold, and what its JSON files say.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -65,7 +66,107 @@ bool optional_bool(const json& config, const std::string& file, const char* key,
   return it->get<bool>();
 }
 
+// "pruned_heads": {"<layer>": [head, ...]} (Hugging Face writes the keys as strings) and
+// "headcount_kv_heads": n or [n per layer]. Hugging Face accepts the heads of a layer in any
+// order and repeated; they are sorted and deduplicated here, as its pruning does with a set.
+void read_head_layout(const json& config, const std::string& file, EncoderConfig& c) {
+  if (const auto it = config.find("pruned_heads"); it != config.end() && !it->is_null()) {
+    const std::string where = file + ": pruned_heads";
+    check(it->is_object(), where, "an object {\"layer\": [head indices]}", it->dump());
+    c.pruned_heads.assign(static_cast<std::size_t>(c.layers), {});
+    for (const auto& [key, heads] : it->items()) {
+      std::int64_t layer = -1;
+      try {
+        std::size_t used = 0;
+        layer = std::stoll(key, &used);
+        if (used != key.size()) layer = -1;
+      } catch (const std::exception&) {
+        layer = -1;
+      }
+      check(layer >= 0 && layer < c.layers, where + " key", concat("a layer index in [0, ", c.layers, ")"),
+            concat("\"", key, "\""));
+      check(heads.is_array(), concat(where, "[", key, "]"), "an array of head indices", heads.dump());
+      std::vector<std::int64_t>& list = c.pruned_heads[static_cast<std::size_t>(layer)];
+      for (const json& h : heads) {
+        check(h.is_number_integer() && h.get<std::int64_t>() >= 0 && h.get<std::int64_t>() < c.heads,
+              concat(where, "[", key, "]"), concat("head indices in [0, ", c.heads, ")"), h.dump());
+        list.push_back(h.get<std::int64_t>());
+      }
+      std::sort(list.begin(), list.end());
+      list.erase(std::unique(list.begin(), list.end()), list.end());
+    }
+  }
+  if (const auto it = config.find("headcount_kv_heads"); it != config.end() && !it->is_null()) {
+    const std::string where = file + ": headcount_kv_heads";
+    auto value = [&](const json& v) {
+      check(v.is_number_integer() && v.get<std::int64_t>() >= 1, where, "positive integers", v.dump());
+      return v.get<std::int64_t>();
+    };
+    if (it->is_array()) {
+      check(static_cast<std::int64_t>(it->size()) == c.layers, where, concat(c.layers, " entries (one per layer)"),
+            it->size());
+      for (const json& v : *it) c.kv_heads.push_back(value(v));
+    } else {
+      c.kv_heads.assign(static_cast<std::size_t>(c.layers), value(*it));
+    }
+  }
+  validate_head_layout(c, file);
+}
+
 }  // namespace
+
+std::int64_t EncoderConfig::layer_heads(std::int64_t layer) const {
+  return pruned_heads.empty() ? heads : heads - static_cast<std::int64_t>(pruned_heads[static_cast<std::size_t>(layer)].size());
+}
+std::int64_t EncoderConfig::layer_kv_heads(std::int64_t layer) const {
+  return kv_heads.empty() ? layer_heads(layer) : kv_heads[static_cast<std::size_t>(layer)];
+}
+std::int64_t EncoderConfig::head_offset(std::int64_t layer) const {
+  std::int64_t offset = 0;
+  for (std::int64_t l = 0; l < layer; ++l) offset += layer_heads(l);
+  return offset;
+}
+std::int64_t EncoderConfig::total_heads() const { return head_offset(layers); }
+std::int64_t EncoderConfig::original_head(std::int64_t layer, std::int64_t head) const {
+  if (pruned_heads.empty()) return head;
+  // The head-th index of 0..heads-1 that is not in the layer's (sorted) pruned list.
+  std::int64_t original = head;
+  for (std::int64_t removed : pruned_heads[static_cast<std::size_t>(layer)])
+    if (removed <= original) ++original;
+  return original;
+}
+bool EncoderConfig::is_pruned() const {
+  for (const auto& list : pruned_heads)
+    if (!list.empty()) return true;
+  return false;
+}
+bool EncoderConfig::is_grouped() const {
+  for (std::int64_t l = 0; l < layers; ++l)
+    if (layer_kv_heads(l) != layer_heads(l)) return true;
+  return false;
+}
+
+void validate_head_layout(const EncoderConfig& c, const std::string& where) {
+  check(c.pruned_heads.empty() || static_cast<std::int64_t>(c.pruned_heads.size()) == c.layers,
+        where + ": pruned_heads", concat("one list per layer (", c.layers, ")"), c.pruned_heads.size());
+  for (std::size_t l = 0; l < c.pruned_heads.size(); ++l) {
+    const auto& list = c.pruned_heads[l];
+    for (std::size_t i = 0; i < list.size(); ++i)
+      check(list[i] >= 0 && list[i] < c.heads && (i == 0 || list[i] > list[i - 1]),
+            concat(where, ": pruned_heads[", l, "]"), concat("ascending distinct heads in [0, ", c.heads, ")"), list[i]);
+    // A layer without heads would need zero-width projections, which neither headcount's
+    // layer nor the safetensors format (no empty tensors written here) carries.
+    check(static_cast<std::int64_t>(list.size()) < c.heads, concat(where, ": pruned_heads[", l, "]"),
+          concat("at most ", c.heads - 1, " heads (one must stay)"), list.size());
+  }
+  check(c.kv_heads.empty() || static_cast<std::int64_t>(c.kv_heads.size()) == c.layers, where + ": kv_heads",
+        concat("one count per layer (", c.layers, ")"), c.kv_heads.size());
+  for (std::int64_t l = 0; l < static_cast<std::int64_t>(c.kv_heads.size()); ++l) {
+    const std::int64_t h = c.layer_heads(l), g = c.kv_heads[static_cast<std::size_t>(l)];
+    check(g >= 1 && h % g == 0, concat(where, ": kv_heads[", l, "]"),
+          concat("a divisor of the layer's ", h, " query heads"), g);
+  }
+}
 
 EncoderConfig read_encoder_config(const std::string& model_dir) {
   check_model_dir(model_dir);
@@ -95,6 +196,7 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
     check(*type == "bert", config_path + ": model_type", "\"bert\"", type->dump());
   if (const auto pos = config.find("position_embedding_type"); pos != config.end())
     check(*pos == "absolute", config_path + ": position_embedding_type", "\"absolute\"", pos->dump());
+  read_head_layout(config, config_path, c);
 
   // tokenizer_config.json: casing and accents (BERT uncased when absent).
   if (fs::exists(dir / "tokenizer_config.json")) {
@@ -161,11 +263,12 @@ std::vector<WeightSpec> bert_weight_table(const EncoderConfig& c) {
   };
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string p = concat("encoder.layer.", l, ".");
+    const std::int64_t q = c.layer_heads(l) * c.head_dim(), kv = c.layer_kv_heads(l) * c.head_dim();
     const std::vector<WeightSpec> layer = {
-        {p + "attention.self.query.weight", {d, d}},   {p + "attention.self.query.bias", {d}},
-        {p + "attention.self.key.weight", {d, d}},     {p + "attention.self.key.bias", {d}},
-        {p + "attention.self.value.weight", {d, d}},   {p + "attention.self.value.bias", {d}},
-        {p + "attention.output.dense.weight", {d, d}}, {p + "attention.output.dense.bias", {d}},
+        {p + "attention.self.query.weight", {q, d}},   {p + "attention.self.query.bias", {q}},
+        {p + "attention.self.key.weight", {kv, d}},    {p + "attention.self.key.bias", {kv}},
+        {p + "attention.self.value.weight", {kv, d}},  {p + "attention.self.value.bias", {kv}},
+        {p + "attention.output.dense.weight", {d, q}}, {p + "attention.output.dense.bias", {d}},
         {p + "attention.output.LayerNorm.weight", {d}}, {p + "attention.output.LayerNorm.bias", {d}},
         {p + "intermediate.dense.weight", {ff, d}},    {p + "intermediate.dense.bias", {ff}},
         {p + "output.dense.weight", {d, ff}},          {p + "output.dense.bias", {d}},

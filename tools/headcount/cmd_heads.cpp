@@ -14,6 +14,7 @@
 #include <string>
 
 #include "commands.h"
+#include "compress_report.h"
 #include "encoder_cli.h"
 #include "headcount/cost.h"
 #include "headcount/error.h"
@@ -37,6 +38,7 @@ struct HeadsArgs {
   std::string sts = kDataDir + "/stsb/sts-dev.tsv";
   std::string prune_sts = kDataDir + "/stsb/sts-test.tsv";
   std::string stats_kernel = "streaming";
+  std::string prune_curve, convert_sweep;  // saved results drawn into the report
   std::int64_t max_sentences = 0, max_pairs = 0, batch = 32;
   bool ablate = false, json = false;
   int threads = 0;
@@ -133,6 +135,8 @@ void run_heads(const HeadsArgs& a) {
     if (a.max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > a.max_pairs) pairs.resize(static_cast<std::size_t>(a.max_pairs));
     report.sts_file = a.sts;
   }
+  if (!a.prune_curve.empty()) report.prune_curve = read_json_file(a.prune_curve);
+  if (!a.convert_sweep.empty()) report.convert_sweep = read_json_file(a.convert_sweep);
   report.model_dir = resolve_model_dir(a.model);
   const BertEncoder encoder = BertEncoder::load(report.model_dir);
   check(!a.text.empty(), "--text", "a sentence", "an empty string");
@@ -213,6 +217,8 @@ void register_heads(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--prune-curve", a->prune_curve, "Draw a saved `headcount prune-curve --json-out` result in the report");
+  cmd->add_option("--convert-sweep", a->convert_sweep, "Draw a saved `headcount convert-sweep --json-out` result in the report");
   cmd->callback([a] { run_heads(*a); });
 }
 

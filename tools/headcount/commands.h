@@ -17,5 +17,9 @@ void register_sts(CLI::App& app);
 void register_heads(CLI::App& app);
 void register_train(CLI::App& app);
 void register_experiment(CLI::App& app);
+void register_prune(CLI::App& app);
+void register_prune_curve(CLI::App& app);
+void register_prune_speed(CLI::App& app);
+void register_convert(CLI::App& app);
 
 }  // namespace headcount::cli

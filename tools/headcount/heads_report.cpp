@@ -4,6 +4,8 @@
 // statistics table. Every picture is inline SVG built here.
 #include "heads_report.h"
 
+#include "compress_report.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -283,6 +285,12 @@ std::string render_heads_html(const HeadsReport& r) {
   } else {
     s += "<p>Not measured: run <code>headcount heads --ablate</code> to remove each head in turn and measure STS-B "
          "Spearman.</p>\n";
+  }
+
+  if (!r.prune_curve.is_null() || !r.convert_sweep.is_null()) {
+    s += "<h2>Making the model smaller</h2>\n";
+    if (!r.prune_curve.is_null()) s += prune_curve_section(r.prune_curve);
+    if (!r.convert_sweep.is_null()) s += convert_sweep_section(r.convert_sweep);
   }
 
   s += concat("<h2>Cost of one layer at the sentence's length (", r.maps.n, " tokens)</h2>\n<p>The seeds' table: split into ", r.analysis.heads,

@@ -25,6 +25,8 @@ struct HeadsReport {
   std::string cost_table;           // format_cost_table for the model at the sentence's length
   Kernel stats_kernel = Kernel::streaming;
   double stats_seconds = 0, ablation_seconds = 0;
+  nlohmann::json prune_curve;    // a saved `headcount prune-curve` result; null: none
+  nlohmann::json convert_sweep;  // a saved `headcount convert-sweep` result; null: none
 };
 
 std::string render_heads_html(const HeadsReport& report);

@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
   headcount::cli::register_heads(app);
   headcount::cli::register_train(app);
   headcount::cli::register_experiment(app);
+  headcount::cli::register_prune(app);
+  headcount::cli::register_prune_curve(app);
+  headcount::cli::register_prune_speed(app);
+  headcount::cli::register_convert(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

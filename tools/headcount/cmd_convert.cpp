@@ -1,0 +1,111 @@
+// `headcount convert`: MHA -> GQA (K/V heads pooled: mean, aligned, clustered) written as a model
+// directory that headcount runs in its GQA path; --repeat-kv writes the same model with every
+// K/V head repeated for its group (plain MHA, which transformers' BertModel loads).
+// `headcount convert-sweep`: STS-B test Spearman and KV-cache bytes per token for each K/V
+// head count and method, as a table and JSON.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "encoder_cli.h"
+#include "headcount/compress.h"
+#include "headcount/error.h"
+#include "headcount/sts.h"
+#include "io/atomic_file.h"
+#include "prune_cli.h"
+
+namespace headcount::cli {
+namespace {
+
+using detail::concat;
+using nlohmann::json;
+
+struct ConvertArgs {
+  std::string model, method = "mean", out;
+  std::int64_t kv_heads = 0;
+  bool repeat_kv = false;
+};
+
+void run_convert(const ConvertArgs& a) {
+  const KvConvertMethod method = parse_kv_convert_method(a.method);
+  check(!std::filesystem::exists(a.out) || std::filesystem::is_empty(a.out), "--out",
+        "a directory that does not exist yet (or is empty)", a.out);
+  const EncoderWeights weights = read_encoder_weights(resolve_model_dir(a.model));
+  EncoderWeights converted = convert_kv_heads(weights, a.kv_heads, method);
+  if (a.repeat_kv) converted = repeat_kv_heads(converted);
+  write_encoder_dir(converted, a.out);
+  std::fprintf(stderr, "convert: %lld K/V heads per layer (%s%s), KV cache %lld bytes/token; wrote %s\n",
+               static_cast<long long>(a.kv_heads), a.method.c_str(), a.repeat_kv ? ", repeated to MHA" : "",
+               static_cast<long long>(kv_cache_bytes_per_token(converted.config)), a.out.c_str());
+}
+
+struct SweepArgs {
+  std::string model, test = default_sts_file("sts-test.tsv"), json_out;
+  std::vector<std::int64_t> kv_heads = {12, 6, 4, 3, 2, 1};
+  std::vector<std::string> methods = {"mean", "aligned", "clustered"};
+  std::int64_t max_pairs = 0, batch = 32;
+  int threads = 0;
+};
+
+void run_sweep(const SweepArgs& a) {
+  std::vector<KvConvertMethod> methods;
+  for (const std::string& m : a.methods) methods.push_back(parse_kv_convert_method(m));
+  std::vector<StsPair> test = read_sts(a.test);
+  if (a.max_pairs > 0 && static_cast<std::int64_t>(test.size()) > a.max_pairs) test.resize(static_cast<std::size_t>(a.max_pairs));
+  const std::string model_dir = resolve_model_dir(a.model);
+  const EncoderWeights weights = read_encoder_weights(model_dir);
+  for (std::int64_t g : a.kv_heads)  // every value checked before the first evaluation
+    for (std::int64_t l = 0; l < weights.config.layers; ++l)
+      check(g >= 1 && weights.config.layer_heads(l) % g == 0, "--kv-heads", "divisors of every layer's head count", g);
+  Context ctx({.threads = resolve_threads(a.threads)});
+  json rows = json::array();
+  std::fprintf(stderr, "%9s %10s %10s %12s\n", "kv heads", "method", "Spearman", "KV B/token");
+  for (std::int64_t g : a.kv_heads)
+    for (KvConvertMethod m : methods) {
+      const auto start = std::chrono::steady_clock::now();
+      const EncoderWeights converted = convert_kv_heads(weights, g, m);
+      const BertEncoder encoder = encoder_from_weights(converted);
+      const StsResult r = evaluate_sts(ctx, encoder, test, {.batch_size = a.batch});
+      const std::int64_t bytes = kv_cache_bytes_per_token(converted.config);
+      std::fprintf(stderr, "%9lld %10s %10.2f %12lld\n", static_cast<long long>(g), kv_convert_method_name(m), r.spearman,
+                   static_cast<long long>(bytes));
+      rows.push_back({{"kv_heads", g}, {"method", kv_convert_method_name(m)}, {"spearman", r.spearman}, {"pearson", r.pearson},
+                      {"kv_cache_bytes_per_token", bytes},
+                      {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}});
+    }
+  if (!a.json_out.empty()) {
+    const json r = {{"command", "convert-sweep"}, {"model", model_dir}, {"test_file", a.test}, {"test_pairs", test.size()},
+                    {"threads", ctx.threads()}, {"rows", rows}};
+    io::write_file_atomically(a.json_out, r.dump(2) + "\n");
+  }
+}
+
+}  // namespace
+
+void register_convert(CLI::App& app) {
+  auto a = std::make_shared<ConvertArgs>();
+  CLI::App* cmd = app.add_subcommand("convert", "MHA -> GQA: pool each layer's K/V heads and write the model directory");
+  cmd->add_option("--model", a->model, model_option_help());
+  cmd->add_option("--kv-heads", a->kv_heads, "K/V heads per layer (a divisor of the heads)")->required();
+  cmd->add_option("--method", a->method, "mean | aligned (Procrustes-rotated, then mean) | clustered (groups by key similarity)")
+      ->capture_default_str();
+  cmd->add_flag("--repeat-kv", a->repeat_kv, "Write the GQA model as MHA with each K/V head repeated (for transformers)");
+  cmd->add_option("--out", a->out, "The converted model directory (must not exist yet)")->required();
+  cmd->callback([a] { run_convert(*a); });
+
+  auto s = std::make_shared<SweepArgs>();
+  CLI::App* sweep = app.add_subcommand("convert-sweep", "STS-B test and KV-cache bytes per token for each K/V head count and method");
+  sweep->add_option("--model", s->model, model_option_help());
+  sweep->add_option("--test", s->test, "STS file")->capture_default_str();
+  sweep->add_option("--kv-heads", s->kv_heads, "K/V head counts")->delimiter(',')->capture_default_str();
+  sweep->add_option("--methods", s->methods, "Methods")->delimiter(',')->capture_default_str();
+  sweep->add_option("--max-pairs", s->max_pairs, "Use the first N pairs (0: all)")->capture_default_str();
+  sweep->add_option("--json-out", s->json_out, "Write the rows as JSON here");
+  sweep->add_option("--batch", s->batch, "Sentences per forward pass")->capture_default_str();
+  sweep->add_option("--threads", s->threads, "Worker threads (0: all cores)")->capture_default_str();
+  sweep->callback([s] { run_sweep(*s); });
+}
+
+}  // namespace headcount::cli
