@@ -15,6 +15,7 @@ packages=(
   python3-pip unzip      # fetching the model package from PyPI
   chromium               # headless browser: the heads report's rendering test
   python3-venv python3-dev python3-pytest git  # the Python package: venv, headers, tests; the fresh-clone test
+  clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, scripts/fuzz.sh)
 )
 
 missing=()

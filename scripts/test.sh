@@ -22,3 +22,19 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 "$root/scripts/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADCOUNT_SANITIZE=ON
 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs"
+
+# Hardening (issue 15): the threads under ThreadSanitizer, the kernels with the instruction set
+# forced down, and each fuzz target for a minute (two at a time).
+echo "== ThreadSanitizer: thread pool, kernel, decode and encoder tests"
+HEADCOUNT_TARGET=headcount_tsan_tests "$root/scripts/build.sh" "$root/build-tsan" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADCOUNT_TSAN=ON -DHEADCOUNT_BUILD_TESTS=OFF
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$root/build-tsan/headcount_tsan_tests"
+
+echo "== Kernel tests with the instruction set forced down (HEADCOUNT_ISA)"
+kernel_tests='CaseTable/KernelCase.*:TileKernels.*:VectorExp.*:Cases/DecodeKernel.*:AttentionBackward.*:Table/BackwardCases.*:IsaSwitch.*'
+for isa in avx2 generic; do
+  HEADCOUNT_ISA=$isa "$root/build/headcount_tests" --gtest_filter="$kernel_tests" --gtest_brief=1
+done
+
+echo "== Fuzz targets, 60 s each"
+"$root/scripts/fuzz.sh" 60

@@ -55,7 +55,9 @@ class Context {
   Isa isa() const { return isa_; }
 
   // Calls fn(task, worker) for every task in [0, count), spread over the workers, and
-  // returns when all are done. `worker` is in [0, threads()) and indexes scratch().
+  // returns when all are done. `worker` is in [0, min(threads(), count)) and indexes
+  // scratch(), so reserving scratch for that many workers beforehand means nothing grows
+  // inside the region.
   // Which worker runs a task never changes what the task computes.
   void parallel_for(std::int64_t count, FunctionRef<void(std::int64_t, int)> fn);
 

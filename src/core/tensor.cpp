@@ -1,6 +1,9 @@
 #include "headcount/tensor.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <sstream>
 
@@ -107,9 +110,30 @@ Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape)
   check(!shape_.empty() && shape_.size() <= static_cast<std::size_t>(kMaxRank), "tensor rank",
         "1 to 4 dimensions", shape_.size());
   numel_ = 1;
+  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 8;  // bytes fit too
+  bool empty = false;
   for (std::int64_t extent : shape_) {
     check(extent >= 0, "tensor shape", "non-negative sizes", shape_string(shape_));
+    empty = empty || extent == 0;
+  }
+  for (std::int64_t extent : shape_) {
+    if (empty) {
+      numel_ = 0;
+      break;
+    }
+    check(numel_ <= limit / extent, "tensor shape", "a size that fits in 64 bits", shape_string(shape_));
     numel_ *= extent;
+  }
+  // The buffer is zeroed, so under overcommit an allocation above physical memory "succeeds" and
+  // the memset summons the OOM killer: refuse it here instead, as one Error before allocating.
+  // (Only large requests pay for asking: the kernel's count of pages is a system call.)
+  constexpr std::size_t kAskAbove = std::size_t{1} << 30;
+  if (this->bytes() > kAskAbove) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const auto memory = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+    check(pages <= 0 || page <= 0 || this->bytes() <= memory, "tensor shape",
+          detail::concat("at most ", memory, " bytes (this machine's memory)"),
+          detail::concat(shape_string(shape_), " ", dtype_name(dtype_), " = ", this->bytes(), " bytes"));
   }
   constexpr std::size_t kAlign = 64;  // one cache line, and one AVX-512 register
   std::size_t bytes = (this->bytes() + kAlign - 1) / kAlign * kAlign;

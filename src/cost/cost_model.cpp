@@ -158,7 +158,9 @@ CostReport estimate_cost(const CostConfig& config) {
     std::vector<std::pair<const char*, std::int64_t>> layouts = {{"MHA", H}};
     if (gqa > 0) layouts.push_back({"GQA", gqa});
     if (H > 1) layouts.push_back({"MQA", 1});
-    for (const auto& [name, kv_heads] : layouts) {
+    for (const auto& [name, kv_heads_binding] : layouts) {
+      // A copy: clang before 16 cannot capture a structured binding in a lambda.
+      const std::int64_t kv_heads = kv_heads_binding;
       auto bytes = [&](CacheDType dtype) {
         return product("kv cache", {c.layers, B, c.context, cache_token_bytes(dtype, kv_heads, Dk, Dv)});
       };

@@ -8,13 +8,8 @@
 // as one line.
 #include "headcount/npy.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <bit>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +19,7 @@
 #include <vector>
 
 #include "headcount/error.h"
+#include "io/atomic_file.h"
 
 namespace headcount {
 namespace {
@@ -215,17 +211,6 @@ std::string make_header(const TensorView& view) {
   return dict;
 }
 
-// Deletes the temporary file unless the write was committed.
-struct TempFile {
-  std::string name;
-  std::FILE* file = nullptr;
-  bool committed = false;
-  ~TempFile() {
-    if (file) std::fclose(file);
-    if (!committed && !name.empty()) std::remove(name.c_str());
-  }
-};
-
 std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
@@ -321,22 +306,8 @@ void write_npy(const std::string& path, const TensorView& view) {
   if (view.empty() && view.numel() > 0)
     file_error(path, "data", "expected a view with data, got a null pointer");
 
-  // A name no other writer (thread or process) picks: pid + per-process counter.
-  static std::atomic<std::uint64_t> counter{0};
-  TempFile temp;
-  temp.name = detail::concat(path, ".tmp.", ::getpid(), ".", counter++);
-  int fd = ::open(temp.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    std::string why = errno_text();
-    temp.name.clear();  // we did not create it, so we must not remove it
-    file_error(path, "file", detail::concat("cannot create a temporary file: ", why));
-  }
-  temp.file = ::fdopen(fd, "wb");
-  if (!temp.file) {
-    ::close(fd);
-    file_error(path, "file", detail::concat("cannot open a temporary file: ", errno_text()));
-  }
-
+  // Whole or not at all: io::AtomicFile writes `<path>.partial`, fsyncs, renames.
+  io::AtomicFile file(path);
   const std::string header = make_header(view);
   unsigned char preamble[kPreambleV1] = {0x93,
                                          'N',
@@ -348,41 +319,42 @@ void write_npy(const std::string& path, const TensorView& view) {
                                          0,
                                          static_cast<unsigned char>(header.size() & 0xff),
                                          static_cast<unsigned char>(header.size() >> 8)};
-  bool ok = std::fwrite(preamble, 1, sizeof preamble, temp.file) == sizeof preamble &&
-            std::fwrite(header.data(), 1, header.size(), temp.file) == header.size();
+  file.write(preamble, sizeof preamble);
+  file.write(header.data(), header.size());
 
   // Walk the outer dimensions through their strides; copy one innermost row at a time.
   const std::size_t item = dtype_size(view.dtype);
   const int inner = view.rank - 1;
   const std::int64_t row = view.shape[inner];
   std::vector<char> buffer(static_cast<std::size_t>(row) * item);
+  // Rows are gathered into ~1 MiB chunks: one write() per row would be a system call per
+  // 4-element row of a [n, 4] array.
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  std::vector<char> chunk;
+  chunk.reserve(kChunk + buffer.size());
   std::int64_t rows = 1;
   for (int d = 0; d < inner; ++d) rows *= view.shape[d];
   if (row == 0) rows = 0;
   std::array<std::int64_t, kMaxRank> index{};
-  for (std::int64_t r = 0; ok && r < rows; ++r) {
+  for (std::int64_t r = 0; r < rows; ++r) {
     std::int64_t base = 0;
     for (int d = 0; d < inner; ++d) base += index[d] * view.strides[d];
     const char* src = static_cast<const char*>(view.data);
     for (std::int64_t j = 0; j < row; ++j)
       std::memcpy(buffer.data() + j * item,
                   src + (base + j * view.strides[inner]) * static_cast<std::int64_t>(item), item);
-    ok = std::fwrite(buffer.data(), 1, buffer.size(), temp.file) == buffer.size();
+    chunk.insert(chunk.end(), buffer.begin(), buffer.end());
+    if (chunk.size() >= kChunk) {
+      file.write(chunk.data(), chunk.size());
+      chunk.clear();
+    }
     for (int d = inner - 1; d >= 0; --d) {  // odometer increment
       if (++index[d] < view.shape[d]) break;
       index[d] = 0;
     }
   }
-  ok = ok && std::fflush(temp.file) == 0 && ::fsync(::fileno(temp.file)) == 0;
-  const std::string why = ok ? std::string() : errno_text();
-  const bool closed = std::fclose(temp.file) == 0;
-  temp.file = nullptr;
-  if (!ok || !closed)
-    file_error(path, "file", detail::concat("write failed: ", ok ? errno_text() : why));
-  if (std::rename(temp.name.c_str(), path.c_str()) != 0)
-    file_error(path, "file",
-               detail::concat("cannot rename the temporary file into place: ", errno_text()));
-  temp.committed = true;
+  file.write(chunk.data(), chunk.size());
+  file.commit();
 }
 
 }  // namespace headcount

@@ -22,10 +22,15 @@ struct MaskSpec {
   std::int64_t window_left = -1, window_right = -1;
   std::int64_t diagonal_offset = 0;  // kv_len - q_len: bottom-right alignment
 
+  // A window wider than q_len + kv_len sees every key, as an unbounded one does: it is clamped
+  // there, so keys_for's diagonal +- window cannot overflow (a window of 2^63 - 1, which the CLI
+  // accepts, did: fuzz/, tests/testdata/fuzz-regressions/attention_options-window-overflow).
   static MaskSpec from(const AttentionParams& params, const AttentionShape& shape) {
+    const std::int64_t widest = shape.q_len + shape.kv_len;
+    auto clamp = [widest](std::int64_t window) { return window < 0 ? window : std::min(window, widest); };
     return MaskSpec{.causal = params.causal,
-                    .window_left = params.window_left,
-                    .window_right = params.window_right,
+                    .window_left = clamp(params.window_left),
+                    .window_right = clamp(params.window_right),
                     .diagonal_offset = shape.kv_len - shape.q_len};
   }
 

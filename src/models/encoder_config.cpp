@@ -179,6 +179,10 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
   c.vocab_size = positive_int(config, config_path, "vocab_size");
   c.hidden_size = positive_int(config, config_path, "hidden_size");
   c.layers = positive_int(config, config_path, "num_hidden_layers");
+  // The weight table holds 16 named entries per layer: 2^24 layers would be 2^28 of them,
+  // gigabytes before the checkpoint could refute the count (fuzz/fuzz_encoder_config trips on it).
+  constexpr std::int64_t kMaxLayers = 1024;
+  check(c.layers <= kMaxLayers, config_path + ": num_hidden_layers", concat("1 to ", kMaxLayers), c.layers);
   c.heads = positive_int(config, config_path, "num_attention_heads");
   c.intermediate_size = positive_int(config, config_path, "intermediate_size");
   c.max_position_embeddings = positive_int(config, config_path, "max_position_embeddings");
@@ -189,6 +193,10 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
   check(eps != config.end() && eps->is_number() && eps->get<double>() > 0 && eps->get<double>() < 1,
         config_path + ": layer_norm_eps", "a number in (0, 1)", eps == config.end() ? "nothing" : eps->dump());
   c.layer_norm_eps = eps->get<float>();
+  // 1e-300 is in (0, 1) as a double but 0 as a float, and an eps of 0 divides by zero on a
+  // constant row (fuzz/fuzz_encoder_config trips on it).
+  check(c.layer_norm_eps > 0, config_path + ": layer_norm_eps", "a number in (0, 1) that is not 0 as a float",
+        eps->dump());
   const auto act = config.find("hidden_act");
   check(act != config.end() && *act == "gelu", config_path + ": hidden_act",
         "\"gelu\" (the exact erf form)", act == config.end() ? "nothing" : act->dump());

@@ -96,7 +96,10 @@ void Context::worker_loop(int worker) {
     wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
     if (stopping_) return;
     seen = generation_;
-    while (next_task_ < job_count_) {
+    // Only workers below the task count take tasks: callers reserve scratch for
+    // min(threads, count) workers before the region, and a worker above that would
+    // otherwise grow its scratch (allocate, count) inside it, racing the others.
+    while (worker < job_count_ && next_task_ < job_count_) {
       std::int64_t task = next_task_++;
       const auto* job = job_;
       lock.unlock();

@@ -77,13 +77,26 @@ template <int S, bool Hi, std::size_t... L>
 constexpr vi tree_mask(std::index_sequence<L...>) {
   return vi{tree_lane(S, Hi, static_cast<int>(L))...};
 }
+// clang (the fuzz and TSan builds) has no __builtin_shuffle; its __builtin_shufflevector takes
+// the same lanes as constant arguments.
+template <int S, bool Hi, std::size_t... L>
+inline vf tree_shuffle(vf a, vf b, std::index_sequence<L...> lanes) {
+#if defined(__clang__)
+  (void)lanes;
+  return __builtin_shufflevector(a, b, tree_lane(S, Hi, static_cast<int>(L))...);
+#else
+  constexpr vi mask = tree_mask<S, Hi>(std::index_sequence<L...>{});
+  (void)lanes;
+  return __builtin_shuffle(a, b, mask);
+#endif
+}
 template <int S>
 inline void tree_level(vf* v, int n) {
-  constexpr vi lo = tree_mask<S, false>(std::make_index_sequence<W>{});
-  constexpr vi hi = tree_mask<S, true>(std::make_index_sequence<W>{});
+  constexpr auto lanes = std::make_index_sequence<W>{};
 #pragma GCC unroll 16
   for (int i = 0; i < n / 2; ++i)
-    v[i] = __builtin_shuffle(v[2 * i], v[2 * i + 1], lo) + __builtin_shuffle(v[2 * i], v[2 * i + 1], hi);
+    v[i] = tree_shuffle<S, false>(v[2 * i], v[2 * i + 1], lanes) +
+           tree_shuffle<S, true>(v[2 * i], v[2 * i + 1], lanes);
   if constexpr (S > 1) tree_level<S / 2>(v, n / 2);
 }
 constexpr int bit_reverse(int x) {
@@ -105,10 +118,18 @@ template <int S, std::size_t... L>
 constexpr vi rotate_mask(std::index_sequence<L...>) {
   return vi{static_cast<std::int32_t>((L + S) % W)...};
 }
+template <int S, std::size_t... L>
+inline vf rotate_lanes(vf x, std::index_sequence<L...>) {
+#if defined(__clang__)
+  return __builtin_shufflevector(x, x, static_cast<int>((L + S) % W)...);
+#else
+  constexpr vi mask = rotate_mask<S>(std::index_sequence<L...>{});
+  return __builtin_shuffle(x, mask);
+#endif
+}
 template <int S>
 inline vf rotate(vf x) {
-  constexpr vi mask = rotate_mask<S>(std::make_index_sequence<W>{});
-  return __builtin_shuffle(x, mask);
+  return rotate_lanes<S>(x, std::make_index_sequence<W>{});
 }
 template <int S = W / 2>
 inline vf all_max(vf x) {

@@ -12,7 +12,6 @@
 // outputs are committed together, so a failure leaves no output file behind.
 #include <unistd.h>
 
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_options.h"
 #include "commands.h"
 #include "headcount/attention.h"
 #include "headcount/attention_backward.h"
@@ -43,33 +43,6 @@ struct AttentionCliOptions {
   int threads = 1;
   std::int64_t window_left = -1, window_right = -1;
 };
-
-std::optional<float> parse_scale(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  double value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const bool parsed = ec == std::errc() && end == text.data() + text.size();
-  check(parsed && std::isfinite(value) && std::isfinite(static_cast<float>(value)), "--scale",
-        "a finite number", text);
-  return static_cast<float>(value);
-}
-
-std::vector<std::int64_t> parse_key_lengths(const std::string& text) {
-  std::vector<std::int64_t> lengths;
-  if (text.empty()) return lengths;
-  const char* p = text.data();
-  const char* end = p + text.size();
-  while (true) {
-    std::int64_t value = 0;
-    auto [next, ec] = std::from_chars(p, end, value);
-    check(ec == std::errc() && next != p, "--key-lengths", "comma-separated integers", text);
-    lengths.push_back(value);
-    if (next == end) break;
-    check(*next == ',', "--key-lengths", "comma-separated integers", text);
-    p = next + 1;
-  }
-  return lengths;
-}
 
 std::string index_string(std::int64_t flat, const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> index(shape.size());

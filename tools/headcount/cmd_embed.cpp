@@ -13,6 +13,7 @@
 #include "encoder_cli.h"
 #include "headcount/error.h"
 #include "headcount/npy.h"
+#include "io/atomic_file.h"
 
 namespace headcount::cli {
 namespace {
@@ -50,12 +51,10 @@ void run_embed(const EmbedArgs& a) {
     write_npy(a.out, embeddings.view());
     return;
   }
-  std::ofstream file;
-  if (!a.out.empty()) {
-    file.open(a.out, std::ios::binary | std::ios::trunc);
-    if (!file) fail(a.out, "cannot open the output file");
-  }
-  std::ostream& out = a.out.empty() ? std::cout : file;
+  // A file goes through io::AtomicFile (a kill mid-write leaves the previous file intact);
+  // stdout is streamed.
+  std::unique_ptr<io::AtomicFile> file;
+  if (!a.out.empty()) file = std::make_unique<io::AtomicFile>(a.out);
   const std::int64_t d = encoder.dim();
   std::string line;
   for (std::size_t i = 0; i < sentences.size(); ++i) {
@@ -78,10 +77,17 @@ void run_embed(const EmbedArgs& a) {
       }
       line += '\n';
     }
-    out << line;
+    if (file)
+      file->write(line.data(), line.size());
+    else
+      std::cout << line;
   }
-  out.flush();
-  if (!out) fail(a.out.empty() ? "stdout" : a.out, "write failed");
+  if (file) {
+    file->commit();
+    return;
+  }
+  std::cout.flush();
+  if (!std::cout) fail("stdout", "write failed");
 }
 
 }  // namespace

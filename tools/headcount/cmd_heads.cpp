@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "compress_report.h"
 #include "encoder_cli.h"
+#include "io/atomic_file.h"
 #include "headcount/cost.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
@@ -72,32 +73,19 @@ void add_sentences(const std::string& path, std::vector<std::string>& out, std::
   }
 }
 
-// The report is written under a temporary name opened before any work, and renamed into place
-// when complete: a bad path fails in the first second, and no half-written report is left.
+// The report goes through io::AtomicFile, opened before any work (a bad path fails in the first
+// second) and committed when complete: no half-written report under the final name, even after
+// a kill.
 class PendingOutput {
  public:
-  explicit PendingOutput(std::string path) : path_(std::move(path)), temp_(concat(path_, ".partial.", ::getpid())) {
-    file_.open(temp_, std::ios::binary | std::ios::trunc);
-    if (!file_) fail(path_, "cannot open the output file for writing");
-  }
-  ~PendingOutput() {
-    if (!done_) {
-      file_.close();
-      std::remove(temp_.c_str());
-    }
-  }
+  explicit PendingOutput(std::string path) : file_(std::move(path)) {}
   void commit(const std::string& content) {
-    file_ << content;
-    file_.close();
-    if (!file_) fail(path_, "cannot write the output file");
-    if (std::rename(temp_.c_str(), path_.c_str()) != 0) fail(path_, "cannot move the finished output into place");
-    done_ = true;
+    file_.write(content.data(), content.size());
+    file_.commit();
   }
 
  private:
-  std::string path_, temp_;
-  std::ofstream file_;
-  bool done_ = false;
+  io::AtomicFile file_;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
