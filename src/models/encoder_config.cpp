@@ -44,7 +44,7 @@ json read_json(const fs::path& path) {
   json value;
   try {
     value = json::parse(text.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e4002
     fail(path.string(), concat("malformed JSON (", e.what(), ")"));
   }
   check(value.is_object(), path.string(), "a JSON object", value.type_name());
@@ -249,7 +249,7 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
     json modules;
     try {
       modules = json::parse(in);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e4002
       fail(path, concat("malformed JSON (", e.what(), ")"));
     }
     check(modules.is_array(), path, "a JSON array of modules", modules.type_name());
