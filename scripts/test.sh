@@ -27,7 +27,7 @@ ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrac
 # forced down. The fuzz targets' seeds and every input that once crashed replay in headcount_tests
 # above; running the fuzzers themselves (scripts/fuzz.sh: a clang + ASan build of the library, about
 # 7 minutes on 2 cores with 30 s per target) is left out of this script, which already takes about
-# 48 minutes on 2 cores.
+# 42 minutes on 2 cores.
 echo "== ThreadSanitizer: thread pool, kernel, decode and encoder tests"
 HEADCOUNT_TARGET=headcount_tsan_tests "$root/scripts/build.sh" "$root/build-tsan" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADCOUNT_TSAN=ON -DHEADCOUNT_BUILD_TESTS=OFF
