@@ -18,16 +18,20 @@ echo "== Python package (pytest), the installed CMake package, main.sh on a fres
 rc=0; "$root/scripts/check_fresh_clone.sh" "$root/build/headcount" || rc=$?
 ((rc == 0 || rc == 77)) || exit "$rc"
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
-"$root/scripts/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADCOUNT_SANITIZE=ON
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests, then the fuzz targets"
+# One clang tree serves both: the library carries ASan + UBSan and libFuzzer's coverage hooks, so
+# the same objects link the test suite and the six fuzz targets (fuzz/). clang compiles this about
+# 1.8x faster than GCC does with the same sanitizers (their .ninja_log on 2 cores: 747 s against
+# 1346 s for the library), which pays for running each fuzzer 60 s.
+clang=$(command -v clang++-14 || command -v clang++)
+"$root/scripts/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$clang" \
+  -DHEADCOUNT_SANITIZE=ON -DHEADCOUNT_FUZZ=ON
 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs"
+FUZZ_BUILD="$root/build-asan" "$root/scripts/fuzz.sh" 60
 
 # Hardening (issue 15): the threads under ThreadSanitizer and the kernels with the instruction set
-# forced down. The fuzz targets' seeds and every input that once crashed replay in headcount_tests
-# above; running the fuzzers themselves (scripts/fuzz.sh: a clang + ASan build of the library, about
-# 7 minutes on 2 cores with 30 s per target) is left out of this script, which already takes about
-# 42 minutes on 2 cores.
+# forced down.
 echo "== ThreadSanitizer: thread pool, kernel, decode and encoder tests"
 HEADCOUNT_TARGET=headcount_tsan_tests "$root/scripts/build.sh" "$root/build-tsan" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADCOUNT_TSAN=ON -DHEADCOUNT_BUILD_TESTS=OFF

@@ -2,8 +2,12 @@
 // "expected X, got Y" (one test per error), never a crash, an abort or a NaN.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "headcount/attention.h"
@@ -201,6 +205,38 @@ TEST(Context, RejectsBadThreadCountsAndRunsEveryTaskOnce) {
     hits[static_cast<std::size_t>(task)] += 1;
   });
   for (int h : hits) ASSERT_EQ(h, 1);
+}
+
+// A task's exception reaches the caller of parallel_for whichever thread threw it, instead of
+// ending the process (a pool thread) or unwinding the task while others still run it (the
+// caller); the pool keeps working afterwards.
+TEST(Context, TaskExceptionsReachTheCallerFromAnyWorker) {
+  for (const int thrower : {0, 1}) {
+    Context ctx({.threads = 2});
+    std::atomic<int> started{0};
+    std::atomic<int> finished{0};
+    const auto region = [&](std::int64_t task, int worker) {
+      if (task < 2) {
+        // Tasks 0 and 1 wait for each other, so each worker holds one when the thrower throws.
+        started.fetch_add(1);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        if (worker == thrower) throw Error("task " + std::to_string(task) + " on worker " + std::to_string(worker));
+      }
+      finished.fetch_add(1);
+    };
+    try {
+      ctx.parallel_for(1000, region);
+      FAIL() << "no exception reached the caller";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("on worker " + std::to_string(thrower)), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(started.load(), 2) << "thrower " << thrower;
+    EXPECT_LT(finished.load(), 1000);
+    std::vector<int> hits(100, 0);
+    ctx.parallel_for(100, [&](std::int64_t task, int) { hits[static_cast<std::size_t>(task)] += 1; });
+    for (int h : hits) ASSERT_EQ(h, 1);
+  }
 }
 
 TEST(Tensor, Bf16RoundsToNearestEven) {

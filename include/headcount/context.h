@@ -6,9 +6,11 @@
 // allocating per call.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -59,6 +61,9 @@ class Context {
   // scratch(), so reserving scratch for that many workers beforehand means nothing grows
   // inside the region.
   // Which worker runs a task never changes what the task computes.
+  // An exception thrown by a task (an Error, std::bad_alloc from growing scratch) stops the
+  // handing out of further tasks; parallel_for waits for the tasks already running, then
+  // rethrows the first exception on the calling thread. The pool stays usable.
   void parallel_for(std::int64_t count, FunctionRef<void(std::int64_t, int)> fn);
 
   // Worker-private scratch of at least `bytes`, 64-byte aligned. Grows, never shrinks;
@@ -72,7 +77,7 @@ class Context {
   // Bytes currently reserved by scratch and workspace buffers.
   std::size_t reserved_bytes() const;
   // How many times scratch or workspace memory was (re)allocated: constant once warm.
-  std::int64_t allocations() const { return allocations_; }
+  std::int64_t allocations() const { return allocations_.load(std::memory_order_relaxed); }
 
  private:
   struct Buffer {
@@ -81,10 +86,11 @@ class Context {
   };
   void* grow(Buffer& buffer, std::size_t bytes);
   void worker_loop(int worker);
+  void run_task(const FunctionRef<void(std::int64_t, int)>& fn, std::int64_t task, int worker);
 
   int threads_ = 1;
   Isa isa_ = Isa::generic;
-  std::int64_t allocations_ = 0;
+  std::atomic<std::int64_t> allocations_{0};  // workers may grow their own scratch at once
   std::vector<Buffer> scratch_;
   std::vector<Buffer> workspace_;
   std::vector<std::thread> pool_;
@@ -97,6 +103,7 @@ class Context {
   std::int64_t next_task_ = 0;
   int busy_workers_ = 0;
   std::uint64_t generation_ = 0;
+  std::exception_ptr error_;  // the region's first exception, under mutex_
   bool stopping_ = false;
 };
 

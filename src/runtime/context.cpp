@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "headcount/error.h"
 
@@ -36,7 +37,7 @@ void* Context::grow(Buffer& buffer, std::size_t bytes) {
   if (rounded == 0) rounded = kAlign;
   void* p = std::aligned_alloc(kAlign, rounded);
   if (!p) throw std::bad_alloc();
-  ++allocations_;
+  allocations_.fetch_add(1, std::memory_order_relaxed);
   std::free(buffer.data);
   buffer.data = static_cast<std::byte*>(p);
   buffer.bytes = rounded;
@@ -82,11 +83,27 @@ void Context::parallel_for(std::int64_t count, FunctionRef<void(std::int64_t, in
       if (next_task_ >= job_count_) break;
       task = next_task_++;
     }
-    fn(task, 0);
+    run_task(fn, task, 0);
   }
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [this] { return busy_workers_ == 0; });
   job_ = nullptr;
+  if (error_) {
+    std::exception_ptr error = std::exchange(error_, nullptr);
+    std::rethrow_exception(error);
+  }
+}
+
+void Context::run_task(const FunctionRef<void(std::int64_t, int)>& fn, std::int64_t task, int worker) {
+  // Caught here, not let through: on a pool thread an exception would end the process
+  // (std::terminate), and on the caller it would unwind `fn` while the others still run it.
+  try {
+    fn(task, worker);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+    next_task_ = job_count_;
+  }
 }
 
 void Context::worker_loop(int worker) {
@@ -103,7 +120,7 @@ void Context::worker_loop(int worker) {
       std::int64_t task = next_task_++;
       const auto* job = job_;
       lock.unlock();
-      (*job)(task, worker);
+      run_task(*job, task, worker);
       lock.lock();
     }
     if (--busy_workers_ == 0) done_.notify_all();

@@ -103,7 +103,7 @@ void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const flo
     for (int r = 0; r < R; ++r) {
       const vf a = splat(xr[r][d]);
 #pragma GCC unroll 16
-      for (int j = 0; j < kVecs; ++j) acc[r][j] += a * b[j];
+      for (int j = 0; j < kVecs; ++j) acc[r][j] = vec::madd(a, b[j], acc[r][j]);
     }
   }
   // Whole vectors straight to y; a last partial vector through a small buffer, with the same

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__FMA__)
 #include <immintrin.h>
 #endif
 
@@ -31,6 +31,21 @@ inline V splat_impl(T x, std::index_sequence<I...>) {
   return V{((void)I, x)...};
 }
 inline vf splat(float x) { return splat_impl<vf>(x, std::make_index_sequence<W>{}); }
+
+// a·b + c, fused where the instruction set has FMA. Kernels that promise bitwise equal results
+// across code paths (the packed GEMM's tile heights) call this instead of writing a * b + c:
+// -ffp-contract=fast only *permits* the fusion, and clang under ASan left some of those products
+// unfused (its checks split the basic blocks the contraction works in), so one row's sums
+// rounded differently as the 6-row tile or a shorter one.
+inline vf madd(vf a, vf b, vf c) {
+#if defined(__AVX512F__) && HC_VEC_FLOATS == 16
+  return _mm512_fmadd_ps(a, b, c);
+#elif defined(__FMA__) && HC_VEC_FLOATS == 8
+  return _mm256_fmadd_ps(a, b, c);
+#else
+  return a * b + c;  // the generic (SSE2) build has no FMA to fuse into
+#endif
+}
 
 // exp(x), Cephes' expf: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so n·ln2 is
 // exact), exp(r) by a degree-7 polynomial, times 2^n. Relative error <= 2 ulp over
