@@ -1,5 +1,5 @@
 // The pieces issue 11's experiments add to training: the multi-relation variant that combines a
-// content-addressed relation with a fixed offset, the esp task (its graphs and rows checked by
+// content-addressed relation with a fixed offset, the multi-retrieval task (blur's tuple targets), the esp task (its graphs and rows checked by
 // independent code), the per-head probe (on P built by hand and on a model whose weights make
 // one head look at offset 1), and the MHA -> GQA mean-pool conversion.
 #include <gtest/gtest.h>
@@ -69,6 +69,69 @@ TEST(ExperimentTasks, PreviousOccurrenceOffsetCombinesBothRelations) {
             {{"name", "multi-relation"}, {"mode", "previous-occurrence-offset"}, {"offsets", {0}}});
       },
       {"task.offsets", "[1,"});
+}
+
+// multi-retrieval (blur's second design): every target recomputed from the tokens by a literal
+// reading of the definition, for the three modes; the validation rows too.
+TEST(ExperimentTasks, MultiRetrievalTargetsAreTheFetchedTuples) {
+  struct Case {
+    json config;
+    std::int64_t p, keys, vocab;
+  };
+  const std::vector<Case> cases = {
+      {{{"name", "multi-retrieval"}, {"p", 8}, {"seq_len", 20}}, 8, 1, 64},
+      {{{"name", "multi-retrieval"}, {"mode", "unordered"}, {"p", 5}, {"seq_len", 20}}, 5, 1, 25},
+      {{{"name", "multi-retrieval"}, {"p", 4}, {"offsets", {1, 3, 6}}, {"seq_len", 24}}, 4, 1, 64},
+      {{{"name", "multi-retrieval"}, {"mode", "key-value"}, {"p", 4}, {"keys", 6},
+        {"offsets", {2}}, {"seq_len", 24}},
+       4, 6, 24}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.config.dump());
+    const auto task = make_task(c.config);
+    EXPECT_EQ(task->vocab_size(), c.vocab);
+    const std::string mode = c.config.value("mode", "ordered");
+    const auto offsets =
+        c.config.value("offsets", mode == "key-value" ? std::vector<std::int64_t>{1}
+                                                      : std::vector<std::int64_t>{1, 4});
+    const std::int64_t T = c.config.at("seq_len"), first = *std::max_element(offsets.begin(), offsets.end());
+    for (const Batch& b : {task->train_batch(5, 2, 16), task->validation_batch(0, 16)}) {
+      std::int64_t scored = 0;
+      for (std::int64_t r = 0; r < b.batch; ++r) {
+        const std::int32_t* x = b.tokens.data() + r * T;
+        const std::int32_t* y = b.targets.data() + r * T;
+        for (std::int64_t t = 0; t < T; ++t) {
+          ASSERT_TRUE(x[t] >= 0 && x[t] < c.p * c.keys);
+          std::int64_t expected = Batch::kIgnore;
+          if (t >= first && mode == "key-value") {
+            for (std::int64_t j = t - 1; j >= 0; --j)
+              if (x[j] / c.p == x[t] / c.p) {
+                expected = (x[j] % c.p) * c.p + x[t - offsets[0]] % c.p;
+                break;
+              }
+          } else if (t >= first) {
+            std::vector<std::int64_t> v;
+            for (const std::int64_t a : offsets) v.push_back(x[t - a]);
+            if (mode == "unordered") std::sort(v.begin(), v.end());
+            expected = 0;
+            for (const std::int64_t d : v) expected = expected * c.p + d;
+          }
+          EXPECT_EQ(y[t], expected) << "row " << r << " t " << t;
+          scored += expected != Batch::kIgnore;
+        }
+      }
+      EXPECT_GT(scored, b.batch * (T - first) / 2);
+    }
+    EXPECT_EQ(task->describe().at("mode"), mode);
+  }
+  expect_error([] { make_task({{"name", "multi-retrieval"}, {"offsets", {2, 2}}}); },
+               {"task.offsets", "distinct"});
+  expect_error([] { make_task({{"name", "multi-retrieval"}, {"offsets", {1, 32}}}); },
+               {"task.offsets", "below seq_len = 32"});
+  expect_error([] { make_task({{"name", "multi-retrieval"}, {"p", 20}, {"offsets", {1, 2, 3}}}); },
+               {"task.p", "4096 classes", "20"});
+  expect_error([] { make_task({{"name", "multi-retrieval"}, {"mode", "key-value"}, {"offsets", {1, 2}}}); },
+               {"task.offsets"});
+  expect_error([] { make_task({{"name", "multi-retrieval"}, {"keys", 4}}); }, {"task.keys"});
 }
 
 // Kahn's algorithm: whether the arcs leave no cycle.

@@ -329,6 +329,23 @@ TEST(ExperimentRunner, DeterministicAtFixedSeedAndThreads) {
   EXPECT_GT(init.at("logit_std").get<double>(), 0.0);
 }
 
+// The runner trains min(threads, runs) runs at a time, each on one thread: the numbers do not
+// depend on --threads at all (only settings.threads and the timing differ).
+TEST(ExperimentRunner, SameNumbersAtEveryThreadCount) {
+  auto once = [](int threads) {
+    const ex::ExperimentOptions options{.seeds = 2, .steps = 4, .quick = true, .threads = threads};
+    const ex::Experiment e = ex::make_scale(options);
+    Context ctx({.threads = threads});
+    json j = ex::without_timing(ex::result_json(ex::run_experiment(ctx, e, options, false)));
+    EXPECT_EQ(j.at("settings").at("threads"), threads);
+    j.at("settings").erase("threads");
+    return j.dump();
+  };
+  const std::string one = once(1);
+  EXPECT_EQ(once(2), one);
+  EXPECT_EQ(once(3), one);
+}
+
 void expect_one_line_error(const std::string& args, const std::string& part,
                            const fs::path& must_not_exist) {
   const CliResult r = run_cli("experiment " + args);

@@ -37,7 +37,7 @@ void expect_verdict(const json& v) {
 TEST(ExperimentBlur, QuickRunIsWhole) {
   const json r = quick_result(ex::make_blur);
   EXPECT_EQ(r.at("experiment").at("name"), "blur");
-  ASSERT_EQ(r.at("cells").size(), 3u * 4 + 2u * 3 * 2);
+  ASSERT_EQ(r.at("cells").size(), 4u * 4 + 2u * 3 * 2);
   ASSERT_EQ(r.at("runs").size(), r.at("cells").size());
   for (const json& run : r.at("runs")) {
     const json& probe = run.at("measures").at("final").at("probe");
@@ -56,7 +56,7 @@ TEST(ExperimentBlur, QuickRunIsWhole) {
   for (const json& v : r.at("verdicts")) expect_verdict(v);
   const json& numbers = r.at("verdicts")[0].at("numbers");
   EXPECT_EQ(numbers.at("steps_to_99").size(), r.at("cells").size());
-  for (const char* variant : {"control", "three", "content"})
+  for (const char* variant : {"control", "pair", "three", "content"})
     EXPECT_TRUE(numbers.contains(variant)) << variant;
   EXPECT_EQ(r.at("verdicts")[1].at("comparisons").size(), 6u);  // 3 widths x (cyclic, acyclic)
 }

@@ -428,7 +428,8 @@ TEST(TrainTasks, BadConfigsAreErrorsNamingTheField) {
   expect_error([&] { task->train_batch(1, -1, 4); }, {"train_batch step", "-1"});
   fs::remove_all(dir);
   EXPECT_EQ(train::task_names(),
-            (std::vector<std::string>{"char-lm", "copy", "assoc-recall", "multi-relation", "esp"}));
+            (std::vector<std::string>{"char-lm", "copy", "assoc-recall", "multi-relation", "esp",
+                                      "multi-retrieval"}));
 }
 
 TEST(TrainTasks, ScoreLogitsOnHandMadeLogits) {

@@ -1,5 +1,6 @@
-// The runner: every cell × seed of an Experiment trained in order with train::Trainer, and what
-// each run leaves behind (RunRecord); then the per-cell statistics and the verdicts.
+// The runner: every cell × seed of an Experiment trained with train::Trainer, min(threads, runs)
+// runs at a time on one thread each (so a run's numbers do not depend on --threads), and what
+// each run leaves behind (RunRecord, in grid order); then the per-cell statistics and verdicts.
 //
 // One run (cell c, seed s):
 //   config = c.config with seed s, log_every 0;  Trainer(ctx, config)

@@ -14,6 +14,7 @@ const std::pair<const char*, Factory> kTasks[] = {
     {"assoc-recall", tasks::make_assoc_recall},
     {"multi-relation", tasks::make_multi_relation},
     {"esp", tasks::make_esp},
+    {"multi-retrieval", tasks::make_retrieval},
 };
 
 }  // namespace
