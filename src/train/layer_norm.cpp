@@ -11,7 +11,7 @@ constexpr std::int64_t kColumnsPerTask = 64;
 }  // namespace
 
 void layer_norm_forward(Context& ctx, const float* x, std::int64_t rows, std::int64_t width,
-                        const float* gamma, const float* beta, float* y, float* mean, float* rstd) {
+                        const float* gamma, const float* beta, float* y, float* mean, float* rstd, float eps) {
   ctx.parallel_for((rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
     for (std::int64_t r = task * kRowsPerTask; r < end; ++r) {
@@ -21,7 +21,7 @@ void layer_norm_forward(Context& ctx, const float* x, std::int64_t rows, std::in
       const double mu = sum / static_cast<double>(width);
       double squares = 0;
       for (std::int64_t c = 0; c < width; ++c) squares += (in[c] - mu) * (in[c] - mu);
-      const double inv = 1.0 / std::sqrt(squares / static_cast<double>(width) + kLayerNormEps);
+      const double inv = 1.0 / std::sqrt(squares / static_cast<double>(width) + eps);
       mean[r] = static_cast<float>(mu);
       rstd[r] = static_cast<float>(inv);
       // x̂ from the saved float statistics, exactly as the backward recomputes it.

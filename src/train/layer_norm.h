@@ -16,7 +16,8 @@ inline constexpr float kLayerNormEps = 1e-5f;  // PyTorch's nn.LayerNorm default
 
 // y may not alias x; mean and rstd receive one float per row.
 void layer_norm_forward(Context& ctx, const float* x, std::int64_t rows, std::int64_t width,
-                        const float* gamma, const float* beta, float* y, float* mean, float* rstd);
+                        const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                        float eps = kLayerNormEps);
 
 struct LayerNormBackward {
   const float* x = nullptr;   // [rows, width], the forward's input

@@ -69,6 +69,8 @@ struct Model::Impl {
   Tensor d_x, d_a, d_b, d_qkv, d_concat, d_split, d_u, attn_out;
   std::vector<float> gates;             // [layers * heads]
   std::vector<std::vector<double>> gate_grads;
+  bool hidden_ready = false;            // forward_hidden ran and nothing has used the buffers since
+  Kernel hidden_kernel = Kernel::streaming;
 };
 
 namespace {
@@ -266,16 +268,13 @@ void add(Context& ctx, const float* a, const float* b, float* out, std::int64_t 
   });
 }
 
-// The forward pass over a checked batch; returns the loss (dlogits into m.logits if asked).
-CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, const ForwardOptions& options,
-                               bool gradient) {
+// The blocks' forward from m.layer[0].x to m.x_final.
+void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, const ForwardOptions& options) {
   const ModelConfig& c = r.c;
   Model::Impl& m = r.m;
-  const std::int64_t B = batch.batch, T = batch.seq_len, N = B * T, D = c.d_model, F = c.d_ff;
+  const std::int64_t N = B * T, D = c.d_model, F = c.d_ff;
   const bool pre = c.norm == NormPlacement::pre;
   const AttentionBlockShape shape = attention_shape(c, B, T, options.kernel);
-  embedding_forward(ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
-                    batch.tokens.data(), r.value(m.tok_emb), r.value(m.pos_emb), m.layer[0].x.data<float>());
   for (std::int64_t l = 0; l < c.layers; ++l) {
     BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
     const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
@@ -289,7 +288,7 @@ CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, c
     if (pre) {
       float* h1 = buf.ln1_in_or_h1.data<float>();
       layer_norm_forward(ctx, x, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), h1, buf.ln1_mean.data<float>(),
-                         buf.ln1_rstd.data<float>());
+                         buf.ln1_rstd.data<float>(), c.ln_eps);
       attention_block_forward(ctx, shape, attention_weights(r, bi), h1, gates, attention_saved(buf, gated), a, probs);
       add(ctx, x, a, mid, N * D);
     } else {
@@ -297,7 +296,7 @@ CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, c
       attention_block_forward(ctx, shape, attention_weights(r, bi), x, gates, attention_saved(buf, gated), a, probs);
       add(ctx, x, a, s1, N * D);
       layer_norm_forward(ctx, s1, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), mid, buf.ln1_mean.data<float>(),
-                         buf.ln1_rstd.data<float>());
+                         buf.ln1_rstd.data<float>(), c.ln_eps);
     }
     if (c.attention_only) continue;
     float* u = buf.u.data<float>();
@@ -305,7 +304,7 @@ CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, c
     if (pre) {
       float* h2 = buf.ln2_in_or_h2.data<float>();
       layer_norm_forward(ctx, mid, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), h2, buf.ln2_mean.data<float>(),
-                         buf.ln2_rstd.data<float>());
+                         buf.ln2_rstd.data<float>(), c.ln_eps);
       linear_forward(ctx, h2, N, D, F, r.value(bi.w_up), r.value(bi.b_up), u);
       gelu_forward(ctx, u, g, N * F);
       linear_forward(ctx, g, N, F, D, r.value(bi.w_down), r.value(bi.b_down), a);
@@ -317,13 +316,25 @@ CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, c
       linear_forward(ctx, g, N, F, D, r.value(bi.w_down), r.value(bi.b_down), a);
       add(ctx, mid, a, s2, N * D);
       layer_norm_forward(ctx, s2, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), next, buf.ln2_mean.data<float>(),
-                         buf.ln2_rstd.data<float>());
+                         buf.ln2_rstd.data<float>(), c.ln_eps);
     }
   }
+}
+
+// The forward pass over a checked batch; returns the loss (dlogits into m.logits if asked).
+CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, const ForwardOptions& options,
+                               bool gradient) {
+  const ModelConfig& c = r.c;
+  Model::Impl& m = r.m;
+  const std::int64_t B = batch.batch, T = batch.seq_len, N = B * T, D = c.d_model;
+  const bool pre = c.norm == NormPlacement::pre;
+  embedding_forward(ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
+                    batch.tokens.data(), r.value(m.tok_emb), r.value(m.pos_emb), m.layer[0].x.data<float>());
+  run_blocks(ctx, r, B, T, options);
   const float* top = m.x_final.data<const float>();
   if (pre) {
     layer_norm_forward(ctx, top, N, D, r.value(m.lnf_w), r.value(m.lnf_b), m.lnf_out.data<float>(),
-                       m.lnf_mean.data<float>(), m.lnf_rstd.data<float>());
+                       m.lnf_mean.data<float>(), m.lnf_rstd.data<float>(), c.ln_eps);
     top = m.lnf_out.data<const float>();
   }
   linear_forward(ctx, top, N, D, c.vocab, r.value(m.head_w), r.value(m.head_b), m.logits.data<float>());
@@ -331,15 +342,15 @@ CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, c
                        gradient ? m.logits.data<float>() : nullptr);
 }
 
+void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, Kernel kernel);
+
 void run_backward(Context& ctx, const Run& r, const Batch& batch, const ForwardOptions& options) {
   const ModelConfig& c = r.c;
   Model::Impl& m = r.m;
-  const std::int64_t B = batch.batch, T = batch.seq_len, N = B * T, D = c.d_model, F = c.d_ff;
+  const std::int64_t B = batch.batch, T = batch.seq_len, N = B * T, D = c.d_model;
   const bool pre = c.norm == NormPlacement::pre;
-  const AttentionBlockShape shape = attention_shape(c, B, T, options.kernel);
   float* d_x = m.d_x.data<float>();  // dL/d(residual stream) at the current point
   float* d_a = m.d_a.data<float>();
-  float* d_b = m.d_b.data<float>();
   const float* dlogits = m.logits.data<const float>();
 
   // Head and final LayerNorm.
@@ -354,6 +365,21 @@ void run_backward(Context& ctx, const Run& r, const Batch& batch, const ForwardO
                           .in = D, .out = c.vocab, .dw = r.grad(m.head_w), .db = r.grad(m.head_b), .dx = d_x});
   }
 
+  run_blocks_backward(ctx, r, B, T, options.kernel);
+  embedding_backward(ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
+                     batch.tokens.data(), d_x, r.grad(m.tok_emb), r.grad(m.pos_emb));
+}
+
+// The blocks' backward from m.d_x = dL/d(x_final) down to m.d_x = dL/d(layer 0's input).
+void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, Kernel kernel) {
+  const ModelConfig& c = r.c;
+  Model::Impl& m = r.m;
+  const std::int64_t N = B * T, D = c.d_model, F = c.d_ff;
+  const bool pre = c.norm == NormPlacement::pre;
+  const AttentionBlockShape shape = attention_shape(c, B, T, kernel);
+  float* d_x = m.d_x.data<float>();
+  float* d_a = m.d_a.data<float>();
+  float* d_b = m.d_b.data<float>();
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
     BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
     const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
@@ -419,8 +445,6 @@ void run_backward(Context& ctx, const Run& r, const Batch& batch, const ForwardO
       add(ctx, d_x, d_s1, d_x, N * D);
     }
   }
-  embedding_backward(ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
-                     batch.tokens.data(), d_x, r.grad(m.tok_emb), r.grad(m.pos_emb));
 }
 
 }  // namespace
@@ -430,6 +454,7 @@ double Model::forward(Context& ctx, const Batch& batch, float* logits, const For
   set_gates(config_, *impl_, options);
   size_buffers(config_, *impl_, batch.batch, batch.seq_len, options.keep_probs);
   const Run run{config_, params_, *impl_};
+  impl_->hidden_ready = false;
   const CrossEntropyResult ce = run_forward(ctx, run, batch, options, false);
   if (logits != nullptr) std::copy_n(impl_->logits.data<const float>(), impl_->logits.numel(), logits);
   return ce.loss;
@@ -440,9 +465,48 @@ StepResult Model::forward_backward(Context& ctx, const Batch& batch, const Forwa
   set_gates(config_, *impl_, options);
   size_buffers(config_, *impl_, batch.batch, batch.seq_len, options.keep_probs);
   const Run run{config_, params_, *impl_};
+  impl_->hidden_ready = false;
   const CrossEntropyResult ce = run_forward(ctx, run, batch, options, true);
   run_backward(ctx, run, batch, options);
   return {.loss = ce.loss, .scored = ce.scored, .gate_grads = impl_->gate_grads};
+}
+
+void Model::forward_hidden(Context& ctx, std::int64_t batch, std::int64_t seq_len, const float* x_in, float* hidden,
+                           const ForwardOptions& options) {
+  HEADCOUNT_CHECK(batch >= 1, "batch", ">= 1", batch);
+  HEADCOUNT_CHECK(seq_len >= 1 && seq_len <= config_.context, "seq_len", concat("in [1, context = ", config_.context, "]"),
+                  seq_len);
+  HEADCOUNT_CHECK(x_in != nullptr && hidden != nullptr, "x_in / hidden", "two buffers", "a null pointer");
+  HEADCOUNT_CHECK(!options.keep_probs, "options.keep_probs", "false in forward_hidden", "true");
+  set_gates(config_, *impl_, options);
+  size_buffers(config_, *impl_, batch, seq_len, false);
+  const std::int64_t n = batch * seq_len * config_.d_model;
+  for (std::int64_t i = 0; i < n; ++i)
+    HEADCOUNT_CHECK(std::isfinite(x_in[i]), "x_in", "finite values", concat(x_in[i], " at index ", i));
+  std::copy_n(x_in, n, impl_->layer[0].x.data<float>());
+  const Run run{config_, params_, *impl_};
+  run_blocks(ctx, run, batch, seq_len, options);
+  std::copy_n(impl_->x_final.data<const float>(), n, hidden);
+  impl_->hidden_kernel = options.kernel;
+  impl_->hidden_ready = true;
+}
+
+std::vector<std::vector<double>> Model::backward_hidden(Context& ctx, const float* d_hidden, float* d_x_in) {
+  Impl& m = *impl_;
+  HEADCOUNT_CHECK(m.hidden_ready, "backward_hidden", "a forward_hidden call before it", "none");
+  HEADCOUNT_CHECK(d_hidden != nullptr, "d_hidden", "a buffer", "a null pointer");
+  m.hidden_ready = false;  // the buffers may be reused by any other call from here on
+  const std::int64_t n = m.batch * m.seq_len * config_.d_model;
+  std::copy_n(d_hidden, n, m.d_x.data<float>());
+  const Run run{config_, params_, m};
+  run_blocks_backward(ctx, run, m.batch, m.seq_len, m.hidden_kernel);
+  for (int i : {m.tok_emb, m.pos_emb, m.lnf_w, m.lnf_b, m.head_w, m.head_b})
+    if (i >= 0) {
+      Tensor& g = params_[static_cast<std::size_t>(i)].grad;
+      std::fill_n(g.data<float>(), g.numel(), 0.0f);
+    }
+  if (d_x_in != nullptr) std::copy_n(m.d_x.data<const float>(), n, d_x_in);
+  return m.gate_grads;
 }
 
 }  // namespace headcount::train

@@ -33,6 +33,7 @@ ModelConfig resolve(const ModelConfig& config) {
   if (!c.scale) c.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   HEADCOUNT_CHECK(std::isfinite(*c.scale) && *c.scale > 0, "model.scale", "a finite value > 0", *c.scale);
   HEADCOUNT_CHECK(std::isfinite(c.init_std) && c.init_std > 0, "model.init_std", "a finite value > 0", c.init_std);
+  HEADCOUNT_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0, "model.ln_eps", "a finite value > 0", c.ln_eps);
   // Sizes stay far inside what the GEMM's BLAS integers and the tensors can index.
   constexpr std::int64_t kMaxWidth = 1 << 20;
   for (auto [name, value] : {std::pair{"model.vocab", c.vocab}, {"model.context", c.context},
@@ -49,7 +50,8 @@ json to_json(const ModelConfig& c) {
          {"d_model", c.d_model},   {"heads", c.heads},       {"kv_heads", c.kv_heads},
          {"head_dim", c.head_dim}, {"d_ff", c.d_ff},
          {"norm", c.norm == NormPlacement::pre ? "pre" : "post"},
-         {"causal", c.causal},     {"attention_only", c.attention_only}, {"init_std", c.init_std}};
+         {"causal", c.causal},     {"attention_only", c.attention_only}, {"init_std", c.init_std},
+         {"ln_eps", c.ln_eps}};
   j["scale"] = c.scale ? json(*c.scale) : json(nullptr);
   return j;
 }
@@ -69,10 +71,10 @@ ModelConfig model_config_from_json(const json& j) {
   HEADCOUNT_CHECK(j.is_object(), "model", "a JSON object", j.dump());
   static const std::set<std::string> known = {"vocab", "context", "layers", "d_model", "heads",
                                               "kv_heads", "head_dim", "d_ff", "scale", "norm",
-                                              "causal", "attention_only", "init_std"};
+                                              "causal", "attention_only", "init_std", "ln_eps"};
   for (const auto& item : j.items())
     HEADCOUNT_CHECK(known.count(item.key()) == 1, "model", "known fields (vocab, context, layers, d_model, "
-                    "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std)",
+                    "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std, ln_eps)",
                     concat("\"", item.key(), "\""));
   ModelConfig c;
   c.vocab = integer(j, "vocab", c.vocab);
@@ -100,6 +102,10 @@ ModelConfig model_config_from_json(const json& j) {
   if (j.contains("init_std")) {
     HEADCOUNT_CHECK(j.at("init_std").is_number(), "model.init_std", "a number", j.at("init_std").dump());
     c.init_std = j.at("init_std").get<float>();
+  }
+  if (j.contains("ln_eps")) {  // absent in checkpoints written before it existed: the default
+    HEADCOUNT_CHECK(j.at("ln_eps").is_number(), "model.ln_eps", "a number", j.at("ln_eps").dump());
+    c.ln_eps = j.at("ln_eps").get<float>();
   }
   return c;
 }

@@ -1,9 +1,14 @@
 // `headcount convert`: MHA -> GQA (K/V heads pooled: mean, aligned, clustered) written as a model
 // directory that headcount runs in its GQA path; --repeat-kv writes the same model with every
-// K/V head repeated for its group (plain MHA, which transformers' BertModel loads).
+// K/V head repeated for its group (plain MHA, which transformers' BertModel loads);
+// --uptrain-minutes / --uptrain-steps then train the converted model by distillation from the
+// MHA model (its final hidden states on sentences of --uptrain-corpus; encoder_training.h).
 // `headcount convert-sweep`: STS-B test Spearman and KV-cache bytes per token for each K/V
 // head count and method, as a table and JSON.
 #include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -11,6 +16,7 @@
 #include "commands.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
+#include "headcount/encoder_training.h"
 #include "headcount/error.h"
 #include "headcount/sts.h"
 #include "io/atomic_file.h"
@@ -22,18 +28,54 @@ namespace {
 using detail::concat;
 using nlohmann::json;
 
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("--uptrain-corpus", concat("expected a readable text file, got ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 struct ConvertArgs {
   std::string model, method = "mean", out;
   std::int64_t kv_heads = 0;
   bool repeat_kv = false;
+  double uptrain_minutes = 0, lr = 1e-4;
+  std::int64_t uptrain_steps = 0, batch = 16, seed = 0;
+  std::string corpus = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt";
+  int threads = 0;
 };
 
 void run_convert(const ConvertArgs& a) {
   const KvConvertMethod method = parse_kv_convert_method(a.method);
   check(!std::filesystem::exists(a.out) || std::filesystem::is_empty(a.out), "--out",
         "a directory that does not exist yet (or is empty)", a.out);
-  const EncoderWeights weights = read_encoder_weights(resolve_model_dir(a.model));
+  check(a.uptrain_minutes >= 0 && std::isfinite(a.uptrain_minutes), "--uptrain-minutes", "a number >= 0", a.uptrain_minutes);
+  check(a.uptrain_steps >= 0, "--uptrain-steps", ">= 0", a.uptrain_steps);
+  check(!(a.uptrain_minutes > 0 && a.uptrain_steps > 0), "--uptrain-minutes / --uptrain-steps", "at most one of them",
+        "both");
+  const std::string model_dir = resolve_model_dir(a.model);
+  const EncoderWeights weights = read_encoder_weights(model_dir);
   EncoderWeights converted = convert_kv_heads(weights, a.kv_heads, method);
+  if (a.uptrain_minutes > 0 || a.uptrain_steps > 0) {
+    const std::vector<std::string> sentences = split_sentences(read_text(a.corpus));
+    const BertEncoder teacher = BertEncoder::load(model_dir);
+    Context ctx({.threads = resolve_threads(a.threads)});
+    DistillOptions options{.steps = a.uptrain_steps, .seconds = 60 * a.uptrain_minutes, .batch_size = a.batch,
+                           .seed = static_cast<std::uint64_t>(a.seed)};
+    options.optim.lr = options.optim.min_lr = a.lr;
+    options.progress = [](std::int64_t step, double loss) {
+      if (step % 25 == 0) std::fprintf(stderr, "uptrain: step %lld, loss %.6f\n", static_cast<long long>(step), loss);
+    };
+    DistillResult r = distill_encoder(ctx, teacher, converted, sentences, options);
+    std::fprintf(stderr,
+                 "uptrain: %lld steps on %lld sentences (%lld batches) in %.1f s wall, %.1f s CPU (%d threads); "
+                 "loss %.6f -> %.6f\n",
+                 static_cast<long long>(r.steps), static_cast<long long>(r.sentences),
+                 static_cast<long long>(r.batches_available), r.wall_seconds, r.cpu_seconds, ctx.threads(), r.first_loss,
+                 r.last_loss);
+    converted = std::move(r.student);
+  }
   if (a.repeat_kv) converted = repeat_kv_heads(converted);
   write_encoder_dir(converted, a.out);
   std::fprintf(stderr, "convert: %lld K/V heads per layer (%s%s), KV cache %lld bytes/token; wrote %s\n",
@@ -93,6 +135,16 @@ void register_convert(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--repeat-kv", a->repeat_kv, "Write the GQA model as MHA with each K/V head repeated (for transformers)");
   cmd->add_option("--out", a->out, "The converted model directory (must not exist yet)")->required();
+  cmd->add_option("--uptrain-minutes", a->uptrain_minutes,
+                  "Then train it this long (wall clock) to match the MHA model's hidden states (0: no uptraining)")
+      ->capture_default_str();
+  cmd->add_option("--uptrain-steps", a->uptrain_steps, "Or exactly this many uptraining steps (reproducible)")
+      ->capture_default_str();
+  cmd->add_option("--uptrain-corpus", a->corpus, "Text whose sentences the uptraining uses")->capture_default_str();
+  cmd->add_option("--uptrain-lr", a->lr, "AdamW learning rate (constant after 20 warm-up steps)")->capture_default_str();
+  cmd->add_option("--uptrain-batch", a->batch, "Sentences per step (all of one token count)")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the uptraining's batch order")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->callback([a] { run_convert(*a); });
 
   auto s = std::make_shared<SweepArgs>();

@@ -1,7 +1,8 @@
 // `headcount prune`: removes heads physically and writes a model directory (headcount and
 // transformers load it). Which heads: --heads L:H,... named, or the --fraction / --keep least
 // important by ablation on STS-B dev (each head removed alone; --iterative: re-ranked after each
-// 10% removed), never a layer's last head.
+// 10% removed) or by gradient (--importance gradient: Michel et al.'s |dL/dξ_h| on STS-B dev with
+// the cosine-MSE loss, per-layer l2 normalised), never a layer's last head.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "compress_report.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
+#include "headcount/encoder_training.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
@@ -33,8 +35,8 @@ void run_prune(const PruneArgs& a) {
   // 1. Options and the model, before any long computation.
   const int chosen = (!a.heads.empty() ? 1 : 0) + (a.fraction >= 0 ? 1 : 0) + (a.keep >= 0 ? 1 : 0);
   check(chosen == 1, "--heads / --fraction / --keep", "exactly one of them", concat(chosen, " given"));
-  check(a.importance == "ablation", "--importance",
-        "ablation (the gradient ranking is not implemented in this command)", a.importance);
+  check(a.importance == "ablation" || a.importance == "gradient", "--importance", "ablation or gradient", a.importance);
+  check(!(a.iterative && a.importance == "gradient"), "--iterative", "only with --importance ablation", "with gradient");
   check(a.out.size() > 0, "--out", "a directory for the pruned model", "nothing");
   check(!std::filesystem::exists(a.out) || std::filesystem::is_empty(a.out), "--out",
         "a directory that does not exist yet (or is empty)", a.out);
@@ -58,7 +60,7 @@ void run_prune(const PruneArgs& a) {
     if (!a.order_from.empty()) {
       // A ranking prune-curve measured (on dev): its ablation or iterative removal order.
       const nlohmann::json curve = read_json_file(a.order_from);
-      const char* key = a.iterative ? "iterative_order" : "ablation_order";
+      const char* key = a.iterative ? "iterative_order" : a.importance == "gradient" ? "gradient_order" : "ablation_order";
       check(curve.contains(key) && curve[key].is_array(), a.order_from, concat("a prune-curve result with \"", key, "\""), "none");
       for (const nlohmann::json& h : curve[key]) {
         const std::int64_t l = h.at("layer").get<std::int64_t>(), k = h.at("head").get<std::int64_t>();
@@ -73,8 +75,12 @@ void run_prune(const PruneArgs& a) {
       const BertEncoder encoder = BertEncoder::load(model_dir);
       Context ctx({.threads = resolve_threads(a.threads)});
       const HeadAblationOptions options{.batch_size = a.batch, .progress = progress_reporter("rank")};
-      order = a.iterative ? iterative_removal_order(ctx, encoder, pairs, iterative_counts(total, count), options)
-                          : least_important_first(ablate_heads(ctx, encoder, pairs, options));
+      if (a.importance == "gradient")
+        order = least_important_first(
+            gradient_head_importance(ctx, encoder, weights, pairs, {.progress = progress_reporter("rank")}));
+      else
+        order = a.iterative ? iterative_removal_order(ctx, encoder, pairs, iterative_counts(total, count), options)
+                            : least_important_first(ablate_heads(ctx, encoder, pairs, options));
     }
     const std::vector<float> mask = removal_mask(c, order, count);
     remove.assign(static_cast<std::size_t>(c.layers), {});
@@ -100,11 +106,12 @@ void register_prune(CLI::App& app) {
   cmd->add_option("--heads", a->heads, "Heads to remove, LAYER:HEAD,... (original indices, e.g. 0:3,5:11)");
   cmd->add_option("--fraction", a->fraction, "Remove this fraction of all heads, least important first");
   cmd->add_option("--keep", a->keep, "Keep this many heads, removing the least important");
-  cmd->add_option("--importance", a->importance, "Ranking for --fraction / --keep: ablation (STS dev)")->capture_default_str();
+  cmd->add_option("--importance", a->importance, "Ranking for --fraction / --keep: ablation | gradient (both on STS dev)")->capture_default_str();
   cmd->add_flag("--iterative", a->iterative, "Re-rank the remaining heads after each 10% of heads removed");
   cmd->add_option("--rank-sts", a->rank_sts, "STS file the ranking is measured on")->capture_default_str();
   cmd->add_option("--order-from", a->order_from,
-                  "Take the ranking from a `headcount prune-curve --json-out` result (its iterative order with --iterative)");
+                  "Take the ranking from a `headcount prune-curve --json-out` result (its iterative order with --iterative, "
+                  "its gradient order with --importance gradient)");
   cmd->add_option("--max-pairs", a->max_pairs, "Rank on the first N pairs (0: all)")->capture_default_str();
   cmd->add_option("--out", a->out, "The pruned model directory (must not exist yet)")->required();
   cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();

@@ -1,7 +1,9 @@
 // `headcount prune-curve`: STS-B test Spearman against the fraction of heads removed (0 ... 90%
-// in 10% steps) for three orders: the ablation ranking (each head removed alone, on STS-B
-// dev), iterative re-ranking (re-ablated on dev after each step), and seeded random orders
-// (mean and std). Rankings never see the test file. The ablation points are also measured on
+// in 10% steps) for four orders: the ablation ranking (each head removed alone, on STS-B
+// dev), the gradient ranking (Michel et al.'s |dL/dξ_h| on dev, encoder_training.h), iterative
+// re-ranking (re-ablated on dev after each step), and seeded random orders (mean and std); with
+// the Spearman correlation of the ablation and gradient importances over all heads. Rankings
+// never see the test file. The ablation points are also measured on
 // the physically pruned models (prune_heads), which equal the masked ones up to fp32 order.
 // Writes the numbers as JSON (--json-out) and a page with the plot (--out).
 #include <chrono>
@@ -16,6 +18,7 @@
 #include "compress_report.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
+#include "headcount/encoder_training.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
@@ -31,9 +34,10 @@ using nlohmann::json;
 
 struct CurveArgs {
   std::string model, dev = default_sts_file("sts-dev.tsv"), test = default_sts_file("sts-test.tsv"), json_out, out;
-  std::string ablation_from;
+  std::string ablation_from, iterative_from;
   std::int64_t random_orders = 5, seed = 0, max_pairs = 0, iterative_pairs = 0, batch = 32;
-  bool iterative = true, physical = true;
+  bool iterative = true, physical = true, gradient = true;
+  std::int64_t gradient_pairs = 0;
   int threads = 0;
 };
 
@@ -116,6 +120,27 @@ void run_curve(const CurveArgs& a) {
   r["dev_baseline"] = ablation.baseline;
   r["ablation_order"] = order_json(ablation_order, c.heads);
   log("ablation ranking on dev", seconds_since(start));
+  std::vector<std::size_t> gradient_order;
+  if (a.gradient) {
+    start = std::chrono::steady_clock::now();
+    std::vector<StsPair> rank_pairs = dev;
+    if (a.gradient_pairs > 0 && static_cast<std::int64_t>(rank_pairs.size()) > a.gradient_pairs)
+      rank_pairs.resize(static_cast<std::size_t>(a.gradient_pairs));
+    const GradientImportance g = gradient_head_importance(ctx, encoder, weights, rank_pairs);
+    gradient_order = least_important_first(g);
+    std::vector<double> drop;
+    for (std::size_t i = 0; i < g.importance.size(); ++i) drop.push_back(ablation.importance(i));
+    r["gradient_seconds"] = seconds_since(start);
+    r["gradient_rank_pairs"] = rank_pairs.size();
+    r["gradient_loss"] = "cosine-MSE: (cos(u, v) - gold / 5)^2 of the mean-pooled embeddings";
+    r["gradient_mean_loss"] = g.mean_loss;
+    r["gradient_importance"] = g.importance;
+    r["gradient_order"] = order_json(gradient_order, c.heads);
+    r["ablation_gradient_spearman"] = spearman(drop, g.importance);
+    log("gradient ranking on dev", seconds_since(start));
+    std::fprintf(stderr, "prune-curve: Spearman of the ablation and gradient importances over %zu heads: %.3f\n",
+                 drop.size(), r["ablation_gradient_spearman"].get<double>());
+  }
   std::vector<std::size_t> iterative_order;
   if (a.iterative) {
     start = std::chrono::steady_clock::now();
@@ -124,7 +149,22 @@ void run_curve(const CurveArgs& a) {
     if (a.iterative_pairs > 0 && static_cast<std::int64_t>(rank_pairs.size()) > a.iterative_pairs)
       rank_pairs.resize(static_cast<std::size_t>(a.iterative_pairs));
     r["iterative_rank_pairs"] = rank_pairs.size();
-    iterative_order = iterative_removal_order(ctx, encoder, rank_pairs, steps, quiet);
+    if (a.iterative_from.empty()) {
+      iterative_order = iterative_removal_order(ctx, encoder, rank_pairs, steps, quiet);
+    } else {  // the order an earlier run measured (deterministic for the same model and pairs)
+      const json earlier = read_json_file(a.iterative_from);
+      check(earlier.contains("iterative_order") && earlier["iterative_order"].is_array() &&
+                earlier.value("iterative_rank_pairs", std::size_t{0}) == rank_pairs.size(),
+            a.iterative_from, concat("a prune-curve result with \"iterative_order\" re-ranked on ", rank_pairs.size(), " pairs"),
+            "something else");
+      for (const json& h : earlier["iterative_order"]) {
+        const std::int64_t l = h.at("layer").get<std::int64_t>(), k = h.at("head").get<std::int64_t>();
+        check(l >= 0 && l < c.layers && k >= 0 && k < c.heads, a.iterative_from, "heads of this model", h.dump());
+        iterative_order.push_back(static_cast<std::size_t>(l * c.heads + k));
+      }
+      r["iterative_from"] = a.iterative_from;
+      r["iterative_seconds_measured"] = earlier.value("iterative_seconds", 0.0);
+    }
     r["iterative_seconds"] = seconds_since(start);
     r["iterative_order"] = order_json(iterative_order, c.heads);
     log("iterative re-ranking on dev", seconds_since(start));
@@ -143,6 +183,8 @@ void run_curve(const CurveArgs& a) {
   for (std::int64_t k : counts) masks.push_back(removal_mask(c, ablation_order, k));
   if (a.iterative)
     for (std::int64_t k : counts) masks.push_back(removal_mask(c, iterative_order, k));
+  if (a.gradient)
+    for (std::int64_t k : counts) masks.push_back(removal_mask(c, gradient_order, k));
   for (const auto& order : random_orders)
     for (std::int64_t k : counts) masks.push_back(removal_mask(c, order, k));
   start = std::chrono::steady_clock::now();
@@ -170,6 +212,7 @@ void run_curve(const CurveArgs& a) {
               {"removed_share", static_cast<double>(counts[i]) / static_cast<double>(total)}, {"ablation", scores[i]}};
     std::size_t next = n;
     if (a.iterative) p["iterative"] = scores[next + i], next += n;
+    if (a.gradient) p["gradient"] = scores[next + i], next += n;
     if (a.physical) p["physical"] = physical[i];
     if (!random_orders.empty()) {
       std::vector<double> v;
@@ -204,9 +247,14 @@ void register_prune_curve(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Seed of the first random order")->capture_default_str();
   cmd->add_flag("!--no-iterative", a->iterative, "Skip the iterative re-ranking (its cost: one ablation pass per step)");
   cmd->add_flag("!--no-physical", a->physical, "Skip scoring the physically pruned models");
+  cmd->add_flag("!--no-gradient", a->gradient, "Skip the gradient ranking (Michel et al.'s |dL/d gate| on dev)");
+  cmd->add_option("--gradient-pairs", a->gradient_pairs, "Rank by gradient on the first N dev pairs only (0: all)")
+      ->capture_default_str();
   cmd->add_option("--max-pairs", a->max_pairs, "Use the first N pairs of each STS file (0: all)")->capture_default_str();
   cmd->add_option("--ablation-from", a->ablation_from,
                   "Take the ablation ranking from `headcount heads --ablate --json` output instead of measuring it");
+  cmd->add_option("--iterative-from", a->iterative_from,
+                  "Take the iterative order from an earlier `headcount prune-curve --json-out` result instead of measuring it");
   cmd->add_option("--iterative-pairs", a->iterative_pairs, "Re-rank on the first N dev pairs only (0: all)")->capture_default_str();
   cmd->add_option("--json-out", a->json_out, "Write the numbers here (JSON)");
   cmd->add_option("--out", a->out, "Write an HTML page with the plot here");

@@ -30,6 +30,7 @@ std::string prune_curve_section(const json& r) {
   check(r.is_object() && r.contains("points") && r["points"].is_array() && !r["points"].empty(), "prune curve",
         "a `headcount prune-curve` result with points", "something else");
   const json& pts = r["points"];
+  const bool grad = pts[0].contains("gradient");
   const bool it = pts[0].contains("iterative"), rnd = pts[0].contains("random_mean"), phys = pts[0].contains("physical");
   report::LineChart chart{.id = "prune-curve", .title = "STS-B test Spearman vs heads removed",
                           .x_label = "fraction of heads removed", .y_label = "Spearman x100"};
@@ -44,6 +45,7 @@ std::string prune_curve_section(const json& r) {
   };
   series("ablation ranking", "ablation");
   if (it) series("iterative re-ranking", "iterative");
+  if (grad) series("gradient ranking (Michel et al.)", "gradient");
   if (rnd) series("random orders (mean +- std)", "random_mean", "random_std");
   const double base = pts[0].at("ablation").get<double>();
   chart.series.push_back({.name = "Michel et al. 2019: 40% of BERT's heads without noticeable loss (their claim)",
@@ -56,6 +58,7 @@ std::string prune_curve_section(const json& r) {
                          report::line_chart_svg(chart), "<table><tr><th>removed</th><th>heads</th><th>ablation</th>");
   if (phys) s += "<th>same, pruned physically</th>";
   if (it) s += "<th>iterative</th>";
+  if (grad) s += "<th>gradient</th>";
   if (rnd) s += "<th>random (mean &plusmn; std)</th>";
   s += "</tr>\n";
   for (const json& p : pts) {
@@ -63,6 +66,7 @@ std::string prune_curve_section(const json& r) {
                 "</td><td>", fixed(p.at("ablation").get<double>(), 2), "</td>");
     if (phys) s += concat("<td>", fixed(p.at("physical").get<double>(), 2), "</td>");
     if (it) s += concat("<td>", fixed(p.at("iterative").get<double>(), 2), "</td>");
+    if (grad) s += concat("<td>", fixed(p.at("gradient").get<double>(), 2), "</td>");
     if (rnd)
       s += concat("<td>", fixed(p.at("random_mean").get<double>(), 2), " &plusmn; ", fixed(p.at("random_std").get<double>(), 2), "</td>");
     s += "</tr>\n";

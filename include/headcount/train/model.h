@@ -49,6 +49,7 @@ struct ModelConfig {
   bool causal = true;         // decoder (true) or bidirectional encoder (false)
   bool attention_only = false;  // no FFN sub-blocks (attention-only transformer)
   float init_std = 0.02f;     // normal init of weights; biases zero, LayerNorm weight one
+  float ln_eps = 1e-5f;       // every LayerNorm's eps (PyTorch's default; BERT uses 1e-12)
 };
 
 // Validates and fills the defaults; throws Error naming the field.
@@ -103,6 +104,16 @@ class Model {
   // Forward + backward: overwrites every Parameter::grad with dL/dparam for this batch.
   // The backward uses options.kernel's attention_backward.
   StepResult forward_backward(Context& ctx, const Batch& batch, const ForwardOptions& options = {});
+  // The blocks alone, from given input states instead of the embeddings (a BERT encoder's
+  // embedding LayerNorm output, computed outside): x_in [batch, seq_len, d_model] -> hidden, the
+  // last block's output [batch, seq_len, d_model] (before ln_f and the head). Keeps what
+  // backward_hidden needs; options.keep_probs is refused (the reference kernel is not needed).
+  void forward_hidden(Context& ctx, std::int64_t batch, std::int64_t seq_len, const float* x_in, float* hidden,
+                      const ForwardOptions& options = {});
+  // After forward_hidden, from d_hidden = dL/d(hidden) [batch, seq_len, d_model]: overwrites
+  // every block Parameter::grad (tok_emb, pos_emb, ln_f and head grads are set to zero: they
+  // took no part), writes dL/dx_in to d_x_in when not null, and returns dL/d gate [layers][heads].
+  std::vector<std::vector<double>> backward_hidden(Context& ctx, const float* d_hidden, float* d_x_in = nullptr);
   // After forward(..., keep_probs): layer l's probabilities [B, heads, T, T].
   const Tensor& probs(std::int64_t layer) const;
 
