@@ -21,6 +21,21 @@ normalisation in NumPy; int8 is its compute_type="int8" on those fp32 weights (w
 quantised when loaded).
 Prints one JSON object per measurement (and a table on stderr).
 
+Isolation: by default every engine runs in its OWN Python process (this script re-invoked with
+--worker ENGINE), started with OMP_NUM_THREADS = MKL_NUM_THREADS = N and TOKENIZERS_PARALLELISM
+as given, and only that engine imported. In one process (--same-process, the old way) PyTorch's
+and CTranslate2's OpenMP pools and the tokenizer's rayon pool stay alive and spin for a while
+after every call, taking the 2 cores from whichever engine runs next: on a 2-core host that cost
+ORT and CTranslate2 2-4x. Each engine's timing includes exactly: the tokenizer's batch call
+(same fast tokenizer, truncation at 256), the forward, mean pooling and L2 normalisation
+(sentence-transformers: its encode(); ORT and CTranslate2: NumPy), over batches sorted by length.
+--ort-optimize also times ORT on the graph onnxruntime.transformers.optimizer writes (fused
+Attention, SkipLayerNormalization, BiasGelu), which is what ORT users deploy for BERT models.
+ct2-mkl / ct2-int8-mkl: CTranslate2 with CT2_USE_MKL=1; without it, on a CPU that is not
+GenuineIntel, CTranslate2 uses oneDNN instead of the MKL it ships (its src/cpu/backend.cc).
+Each record carries the engine versions, the CPU, the load average before it, and the
+environment.
+
 Note for comparisons: PyTorch spends measurable time faulting fresh pages unless glibc's malloc
 keeps freed memory (GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=...);
 the numbers are reported as measured, with the environment printed.
@@ -96,117 +111,234 @@ def export_onnx(model_dir, path):
                                     "hidden": {0: "batch", 1: "seq"}})
 
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def sorted_order(sentences):
+    return sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))  # as sentence-transformers
+
+
+def pool_normalise(np, hidden, mask):
+    pooled = (hidden * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+    return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+
+def engine_torch(args, sentences, batches, record):
+    import torch
+    torch.set_num_threads(args.threads)
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer(str(MODEL), device="cpu").eval()
+    for batch in batches:
+        def run():
+            with torch.inference_mode():
+                return model.encode(sentences, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True)
+        record("sentence-transformers (PyTorch) " + torch.__version__, batch, run)
+    return model
+
+
+def engine_ort(args, sentences, batches, record, optimize):
+    import numpy as np
+    import onnxruntime as ort
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(MODEL))
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx_path = pathlib.Path(tmp) / "minilm.onnx"
+        export_onnx(MODEL, onnx_path)
+        if optimize:
+            from onnxruntime.transformers import optimizer
+            opt = optimizer.optimize_model(str(onnx_path), model_type="bert", num_heads=12, hidden_size=384,
+                                           opt_level=0)
+            fused = opt.get_fused_operator_statistics()
+            print(f"ort optimizer fused: {json.dumps(fused)}", file=sys.stderr)
+            onnx_path = pathlib.Path(tmp) / "minilm-opt.onnx"
+            opt.save_model_to_file(str(onnx_path))
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = args.threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+    order = sorted_order(sentences)
+    name = "ONNX Runtime " + ort.__version__ + (" (transformers optimizer)" if optimize else "")
+    for batch in batches:
+        def run():
+            out = np.empty((len(sentences), 384), dtype=np.float32)
+            for start in range(0, len(order), batch):
+                idx = order[start:start + batch]
+                enc = tok([sentences[i] for i in idx], padding=True, truncation=True, max_length=256,
+                          return_tensors="np")
+                mask = enc["attention_mask"].astype(np.int64)
+                hidden = session.run(None, {"input_ids": enc["input_ids"].astype(np.int64), "attention_mask": mask})[0]
+                out[idx] = pool_normalise(np, hidden, mask)
+            return out
+        record(name, batch, run)
+
+
+def engine_ct2(args, sentences, batches, record, compute_type):
+    import numpy as np
+    import ctranslate2
+    from ctranslate2.converters import TransformersConverter
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(MODEL))
+    order = sorted_order(sentences)
+    with tempfile.TemporaryDirectory() as tmp:
+        ct2_dir = pathlib.Path(tmp) / "ct2"
+        TransformersConverter(str(MODEL)).convert(str(ct2_dir), quantization=None)
+        encoder = ctranslate2.Encoder(str(ct2_dir), device="cpu", compute_type=compute_type,
+                                      intra_threads=args.threads, inter_threads=1)
+    for batch in batches:
+        def run():
+            out = np.empty((len(sentences), 384), dtype=np.float32)
+            for start in range(0, len(order), batch):
+                idx = order[start:start + batch]
+                # One batch call of the tokenizer, as for the other engines (no padding: CT2 takes ragged ids).
+                batch_ids = tok([sentences[i] for i in idx], truncation=True, max_length=256)["input_ids"]
+                hidden = np.array(encoder.forward_batch(batch_ids).last_hidden_state)
+                lengths = np.array([len(x) for x in batch_ids])
+                mask = (np.arange(hidden.shape[1])[None, :] < lengths[:, None]).astype(np.float32)
+                out[idx] = pool_normalise(np, hidden, mask)
+            return out
+        backend = "MKL" if os.environ.get("CT2_USE_MKL") == "1" else "default backend"
+        record(f"CTranslate2 {ctranslate2.__version__} {compute_type} ({backend})", batch, run)
+
+
+ENGINES = ("torch", "ort", "ort-opt", "ct2", "ct2-int8", "ct2-mkl", "ct2-int8-mkl")
+
+
+def run_engines(args, engines, sentences, batches):
+    """Runs the named engines in this process; returns the records."""
+    import numpy as np
+    results = []
+    ref_holder = {}
+
+    def reference():
+        if "ref" not in ref_holder:  # sentence-transformers on the first 64 sentences, for the sanity check
+            if args.check:
+                from sentence_transformers import SentenceTransformer
+                m = SentenceTransformer(str(MODEL), device="cpu").eval()
+                ref_holder["ref"] = m.encode(sentences[:64], batch_size=32, normalize_embeddings=True,
+                                             convert_to_numpy=True)
+            else:
+                ref_holder["ref"] = None
+        return ref_holder["ref"]
+
+    def record(peer, batch, run):
+        load = os.getloadavg()[0]
+        median, times = time_passes(run, args.repeats)
+        results.append({"peer": peer, "batch": batch, "sentences": len(sentences), "seconds": median,
+                        "sentences_per_second": len(sentences) / median, "passes": times,
+                        "load_before": load, **environment(args)})
+        print(json.dumps(results[-1]), flush=True)
+        if batch == batches[-1]:
+            ref = reference()
+            if ref is not None:
+                got = run()
+                print(f"{peer} vs sentence-transformers, first 64 sentences: max |diff| "
+                      f"{np.abs(ref - got[:64]).max():.2e}", file=sys.stderr)
+
+    for engine in engines:
+        if engine == "torch":
+            engine_torch(args, sentences, batches, record)
+        elif engine in ("ort", "ort-opt"):
+            engine_ort(args, sentences, batches, record, optimize=engine == "ort-opt")
+        elif engine.startswith("ct2"):
+            if engine.endswith("-mkl"):
+                # CTranslate2 reads CT2_USE_MKL once: on a CPU that is not GenuineIntel it picks
+                # oneDNN unless told to use MKL (src/cpu/backend.cc).
+                if args.same_process:
+                    raise SystemExit("--peers: the -mkl engines need their own process (no --same-process)")
+                os.environ["CT2_USE_MKL"] = "1"
+            engine_ct2(args, sentences, batches, record, "int8" if "int8" in engine else "float32")
+    return results
+
+
+def environment(args):
+    versions = {}
+    for mod in ("torch", "onnxruntime", "ctranslate2", "transformers", "sentence_transformers", "numpy"):
+        if mod in sys.modules:
+            versions[mod] = getattr(sys.modules[mod], "__version__", "?")
+    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM", "GLIBC_TUNABLES",
+            "OPENBLAS_CORETYPE", "CT2_USE_MKL", "OMP_WAIT_POLICY")
+    return {"threads": args.threads, "process": "shared" if args.same_process else "own",
+            "cpu": cpu_model(), "versions": versions, "env": {k: os.environ.get(k, "") for k in keys}}
+
+
+def parse_engines(text):
+    engines = [e for e in text.split(",") if e]
+    # Old spelling: "ct2" once meant fp32 and int8.
+    for e in engines:
+        if e not in ENGINES:
+            raise SystemExit(f"--peers: expected a comma list of {','.join(ENGINES)}, got {e!r}")
+    return engines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--file", default=str(STS_TEST))
-    parser.add_argument("--peers", default="torch,ort,ct2")
+    parser.add_argument("--limit", type=int, default=0, help="only the first LIMIT sentences (quick looks)")
+    parser.add_argument("--peers", default="torch,ort,ort-opt,ct2,ct2-int8")
+    parser.add_argument("--same-process", action="store_true",
+                        help="run every engine in this one process (the old way; for the before/after evidence)")
+    parser.add_argument("--tokenizers-parallelism", default="false", choices=("true", "false"),
+                        help="TOKENIZERS_PARALLELISM for every engine (false: the tokenizer's rayon pool stays "
+                             "off, as headcount's tokenizer is single-threaded)")
+    parser.add_argument("--no-check", dest="check", action="store_false",
+                        help="skip the max |diff| check against sentence-transformers")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--sts", metavar="FILE", help="only print sentence-transformers' STS-B scores for FILE")
     args = parser.parse_args()
 
-    import numpy as np
-    import torch
-    torch.set_num_threads(args.threads)
-    from sentence_transformers import SentenceTransformer
-    model = SentenceTransformer(str(MODEL), device="cpu").eval()
-
     if args.sts:
+        import torch
+        torch.set_num_threads(args.threads)
+        from sentence_transformers import SentenceTransformer
+        model = SentenceTransformer(str(MODEL), device="cpu").eval()
         print(json.dumps({"peer": "sentence-transformers", **sts_score(model, args.sts)}))
         return
 
     pairs = read_sts(args.file)
     sentences = [p[1] for p in pairs] + [p[2] for p in pairs]
+    if args.limit:
+        sentences = sentences[:args.limit]
     batches = [int(b) for b in args.batches.split(",")]
-    env = {"threads": args.threads, "torch": torch.__version__, "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""),
-           "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "")}
-    results = []
+    engines = parse_engines(args.peers)
 
-    if "torch" in args.peers:
-        for batch in batches:
-            def run():
-                with torch.inference_mode():
-                    model.encode(sentences, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True)
-            median, times = time_passes(run, args.repeats)
-            results.append({"peer": "sentence-transformers (PyTorch)", "batch": batch, "sentences": len(sentences),
-                            "seconds": median, "sentences_per_second": len(sentences) / median, "passes": times, **env})
-            print(json.dumps(results[-1]), flush=True)
-
-    if "ort" in args.peers:
-        import onnxruntime as ort
-        tok = model.tokenizer
-        with tempfile.TemporaryDirectory() as tmp:
-            onnx_path = pathlib.Path(tmp) / "minilm.onnx"
-            export_onnx(MODEL, onnx_path)
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = args.threads
-            opts.inter_op_num_threads = 1
-            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))  # as sentence-transformers
-        for batch in batches:
-            def run():
-                out = np.empty((len(sentences), 384), dtype=np.float32)
-                for start in range(0, len(order), batch):
-                    idx = order[start:start + batch]
-                    enc = tok([sentences[i] for i in idx], padding=True, truncation=True, max_length=256,
-                              return_tensors="np")
-                    mask = enc["attention_mask"].astype(np.int64)
-                    hidden = session.run(None, {"input_ids": enc["input_ids"].astype(np.int64), "attention_mask": mask})[0]
-                    pooled = (hidden * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
-                    out[idx] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-                return out
-            median, times = time_passes(run, args.repeats)
-            results.append({"peer": "ONNX Runtime " + ort.__version__, "batch": batch, "sentences": len(sentences),
-                            "seconds": median, "sentences_per_second": len(sentences) / median, "passes": times, **env})
-            print(json.dumps(results[-1]), flush=True)
-        # Sanity: ORT agrees with sentence-transformers.
-        ref = model.encode(sentences[:64], batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
-        got = run()[:64]
-        print(f"ort vs sentence-transformers, first 64 sentences: max |diff| {np.abs(ref - got).max():.2e}",
-              file=sys.stderr)
-
-    if "ct2" in args.peers:
-        import ctranslate2
-        from ctranslate2.converters import TransformersConverter
-        tok = model.tokenizer
-        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))  # as sentence-transformers
-        with tempfile.TemporaryDirectory() as tmp:
-            ct2_dir = pathlib.Path(tmp) / "ct2"
-            TransformersConverter(str(MODEL)).convert(str(ct2_dir), quantization=None)
-            for compute_type in ("float32", "int8"):
-                encoder = ctranslate2.Encoder(str(ct2_dir), device="cpu", compute_type=compute_type,
-                                              intra_threads=args.threads, inter_threads=1)
-
-                def run():
-                    out = np.empty((len(sentences), 384), dtype=np.float32)
-                    for start in range(0, len(order), batch):
-                        idx = order[start:start + batch]
-                        # Tokenisation is timed, as for the other peers.
-                        batch_ids = [tok(sentences[i], truncation=True, max_length=256)["input_ids"] for i in idx]
-                        hidden = np.array(encoder.forward_batch(batch_ids).last_hidden_state)
-                        lengths = np.array([len(x) for x in batch_ids])
-                        mask = (np.arange(hidden.shape[1])[None, :] < lengths[:, None]).astype(np.float32)
-                        pooled = (hidden * mask[:, :, None]).sum(1) / lengths[:, None]
-                        out[idx] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-                    return out
-
-                for batch in batches:
-                    median, times = time_passes(run, args.repeats)
-                    results.append({"peer": f"CTranslate2 {ctranslate2.__version__} {compute_type}", "batch": batch,
-                                    "sentences": len(sentences), "seconds": median,
-                                    "sentences_per_second": len(sentences) / median, "passes": times, **env})
-                    print(json.dumps(results[-1]), flush=True)
-                ref = model.encode(sentences[:64], batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
-                batch = 32
-                got = run()[:64]
-                print(f"ct2 {compute_type} vs sentence-transformers, first 64 sentences: max |diff| "
-                      f"{np.abs(ref - got).max():.2e}", file=sys.stderr)
+    if args.worker or args.same_process:
+        results = run_engines(args, [args.worker] if args.worker else engines, sentences, batches)
+        if args.worker:
+            return
+    else:
+        import subprocess
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
+                   TOKENIZERS_PARALLELISM=args.tokenizers_parallelism, HF_HUB_OFFLINE="1")
+        results = []
+        for engine in engines:
+            cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", engine,
+                   "--threads", str(args.threads), "--repeats", str(args.repeats), "--batches", args.batches,
+                   "--file", args.file, "--limit", str(args.limit),
+                   "--tokenizers-parallelism", args.tokenizers_parallelism]
+            if not args.check:
+                cmd.append("--no-check")
+            out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
+            for line in out.splitlines():
+                if line.startswith("{"):
+                    results.append(json.loads(line))
+                    print(line, flush=True)
 
     for r in results:
-        print(f"{r['peer']:<36} batch {r['batch']:>3}  {r['sentences_per_second']:9.1f} sentences/s", file=sys.stderr)
+        print(f"{r['peer']:<48} batch {r['batch']:>3}  {r['sentences_per_second']:9.1f} sentences/s"
+              f"  (load {r['load_before']:.2f}, {r['process']} process)", file=sys.stderr)
 
 
 if __name__ == "__main__":

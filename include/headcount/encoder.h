@@ -107,17 +107,30 @@ struct EmbedOptions {
   std::function<void(std::int64_t, std::int64_t)> progress;
 };
 
+// How the encoder's projections (W_qkv, W_o, the FFN) compute. f32: fp32 weights and inputs.
+// bf16: weights rounded to bf16 once at load, each projection's input rows rounded to bf16,
+// products summed in fp32 and bias, GELU, attention, LayerNorm and pooling in fp32
+// (vdpbf16ps where the CPU has AVX512_BF16; elsewhere the same arithmetic widened to fp32).
+struct EncoderLoadOptions {
+  DType dtype = DType::f32;  // f32 or bf16
+};
+
+// "fp32" → f32, "bf16" → bf16; anything else: Error("dtype: expected fp32 or bf16, got ...").
+DType parse_encoder_dtype(const std::string& name);
+
 class BertEncoder {
  public:
   // Loads config, tokenizer and weights from a model directory; throws Error on any problem.
-  static BertEncoder load(const std::string& model_dir);
-  BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer);
+  static BertEncoder load(const std::string& model_dir, const EncoderLoadOptions& options = {});
+  BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer,
+              const EncoderLoadOptions& options = {});
   ~BertEncoder();
   BertEncoder(BertEncoder&&) noexcept;
   BertEncoder& operator=(BertEncoder&&) noexcept;
 
   const EncoderConfig& config() const;
   const WordPieceTokenizer& tokenizer() const;
+  DType dtype() const;  // the projections' dtype (EncoderLoadOptions)
   std::int64_t dim() const { return config().hidden_size; }
 
   // The last hidden states of one padded batch: hidden [batch.batch, batch.seq_len, d_model].

@@ -117,6 +117,12 @@ class MultiHeadAttention {
   LayerStats decode_step(Context& ctx, const TensorView& x_new, KvCache& cache, std::int64_t layer,
                          const TensorView& out, const DecodeStepOptions& options = {}) const;
 
+  // Repacks W_qkv and W_o for the packed GEMM in `dtype`: f32 (as constructed) or bf16 (the
+  // weights rounded once; the packed projections then round their input rows to bf16 and
+  // accumulate in fp32, bias in fp32; the attention kernel's inputs stay fp32). Any other
+  // dtype: Error. The unpacked fp32 weights (and the OpenBLAS paths) are untouched.
+  void set_projection_dtype(DType dtype);
+
  private:
   std::int64_t q_width() const { return config_.heads * config_.head_dim; }
   std::int64_t k_width() const { return config_.kv_heads * config_.head_dim; }

@@ -79,4 +79,8 @@ constexpr std::int64_t gemm_task_rows() { return 96; }
 // (576 KiB) overflowed a 1 MiB L2 and the GEMM ran at a third of its rate at batch 32.
 constexpr std::int64_t gemm_depth_block() { return 128; }
 
+// The same for bf16 weights (depths, even): 256 depths of a bf16 panel are 128 pair rows of 64
+// 32-bit lanes, the same 32 KiB of L1 as fp32's 128.
+constexpr std::int64_t gemm_bf16_depth_block() { return 256; }
+
 }  // namespace headcount::tuning

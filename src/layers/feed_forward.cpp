@@ -1,5 +1,5 @@
-// Linear and FeedForward on the packed GEMM: weights packed once in Linear::make, bias and
-// GELU in the GEMM epilogue (see feed_forward.h).
+// Linear and FeedForward on the packed GEMM: weights packed once in Linear::make (f32 or
+// bf16), bias and GELU in the GEMM epilogue (see feed_forward.h).
 #include "layers/feed_forward.h"
 
 #include "headcount/error.h"
@@ -8,12 +8,12 @@ namespace headcount::layers {
 
 using detail::concat;
 
-Linear Linear::make(Tensor weight, Tensor bias) {
+Linear Linear::make(Tensor weight, Tensor bias, DType dtype) {
   HEADCOUNT_CHECK(weight.dtype() == DType::f32 && weight.rank() == 2, "linear weight", "an f32 [in, out] matrix",
                   shape_string(weight.shape()));
   HEADCOUNT_CHECK(bias.dtype() == DType::f32 && bias.rank() == 1 && bias.size(0) == weight.size(1), "linear bias",
                   concat("an f32 [", weight.size(1), "] vector"), shape_string(bias.shape()));
-  Tensor packed = pack_weights(weight.data<const float>(), weight.size(0), weight.size(1), weight.size(1));
+  Tensor packed = pack_weights(weight.data<const float>(), weight.size(0), weight.size(1), weight.size(1), dtype);
   return Linear{.weight = std::move(weight), .bias = std::move(bias), .packed = std::move(packed)};
 }
 

@@ -19,10 +19,10 @@ inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.707106
 struct Linear {
   Tensor weight;  // [in, out]
   Tensor bias;    // [out]
-  Tensor packed;  // pack_weights(weight)
+  Tensor packed;  // pack_weights(weight, dtype)
 
-  // Checks the shapes and packs the weight.
-  static Linear make(Tensor weight, Tensor bias);
+  // Checks the shapes and packs the weight, in f32 or bf16 (packed_gemm.h).
+  static Linear make(Tensor weight, Tensor bias, DType dtype = DType::f32);
 
   std::int64_t in() const { return weight.size(0); }
   std::int64_t out() const { return weight.size(1); }

@@ -156,6 +156,20 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
   // packed once for the packed GEMM; W_o likewise.
   if (c.kv_dim == c.d_model) {
     qkv_width_ = q_width() + k_width() + v_width();
+    if (c.bias) {
+      b_qkv_ = Tensor(DType::f32, {qkv_width_});
+      float* dst = b_qkv_.data<float>();
+      for (const Tensor* part : {&weights_.b_q, &weights_.b_k, &weights_.b_v})
+        dst = std::copy_n(part->data<const float>(), part->numel(), dst);
+    }
+  }
+  set_projection_dtype(DType::f32);
+}
+
+void MultiHeadAttention::set_projection_dtype(DType dtype) {
+  HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16, "projection dtype", "f32 or bf16", dtype_name(dtype));
+  const MultiHeadAttentionConfig& c = config_;
+  if (c.kv_dim == c.d_model) {
     Tensor w_qkv(DType::f32, {c.d_model, qkv_width_});
     const Tensor* parts[] = {&weights_.w_q, &weights_.w_k, &weights_.w_v};
     std::int64_t column = 0;
@@ -165,15 +179,9 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
                     w_qkv.data<float>() + r * qkv_width_ + column);
       column += part->size(1);
     }
-    packed_qkv_ = layers::pack_weights(w_qkv.data<const float>(), c.d_model, qkv_width_, qkv_width_);
-    if (c.bias) {
-      b_qkv_ = Tensor(DType::f32, {qkv_width_});
-      float* dst = b_qkv_.data<float>();
-      for (const Tensor* part : {&weights_.b_q, &weights_.b_k, &weights_.b_v})
-        dst = std::copy_n(part->data<const float>(), part->numel(), dst);
-    }
+    packed_qkv_ = layers::pack_weights(w_qkv.data<const float>(), c.d_model, qkv_width_, qkv_width_, dtype);
   }
-  packed_o_ = layers::pack_weights(weights_.w_o.data<const float>(), concat_width(), c.d_model, c.d_model);
+  packed_o_ = layers::pack_weights(weights_.w_o.data<const float>(), concat_width(), c.d_model, c.d_model, dtype);
 }
 
 LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x, const TensorView& out,

@@ -9,6 +9,12 @@
 // same instructions whatever m, the row's place in its tile and the thread count. A sentence's
 // projections are therefore bitwise the same alone or in any batch, on 1 or N threads
 // (tests/test_packed_gemm.cpp). Training keeps layers::gemm (OpenBLAS, transposes).
+//
+// bf16 (`--dtype bf16`): pack_weights(..., DType::bf16) rounds W to bf16 once, in the pair
+// layout of simd/gemm.h; packed_gemm then rounds x to bf16 (into a Context workspace, rows
+// split over the pool) and accumulates in fp32 with bias and epilogue in fp32, as above. The
+// same invariance holds (a row's rounding and sum depend on that row only);
+// tests/test_packed_gemm_bf16.cpp checks every ISA against float64 on the rounded inputs.
 #pragma once
 
 #include <cstdint>
@@ -21,14 +27,15 @@ namespace headcount::layers {
 
 using simd::GemmEpilogue;
 
-// W [k, n] row-major (row stride ldw) → f32 [panels, k, 64], panels = ceil(n / 64).
-Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw);
+// W [k, n] row-major (row stride ldw) → f32 [panels, k, 64], panels = ceil(n / 64); with
+// dtype bf16 (k even): bf16 [panels, k, 64] holding each panel's k/2 pair rows (gemm.h).
+Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw, DType dtype = DType::f32);
 
 struct PackedGemmArgs {
   std::int64_t m = 0;
   const float* x = nullptr;  // [m, k], row stride ldx
   std::int64_t ldx = 0;
-  const Tensor* w = nullptr;  // pack_weights(...) of a [k, n] matrix
+  const Tensor* w = nullptr;  // pack_weights(...) of a [k, n] matrix, f32 or bf16
   std::int64_t n = 0;
   const float* bias = nullptr;  // [n] or null
   float* y = nullptr;           // [m, n], row stride ldy; must not overlap x

@@ -51,13 +51,24 @@ struct BertEncoder::Impl {
   Tensor word, position, token_type;  // [vocab, d], [max_positions, d], [types, d]
   NormWeights embedding_norm;
   std::vector<EncoderLayer> layers;
+  DType dtype = DType::f32;  // of the packed projections
 
   Impl(EncoderConfig c, WordPieceTokenizer t) : config(std::move(c)), tokenizer(std::move(t)) {}
 };
 
-BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer)
+DType parse_encoder_dtype(const std::string& name) {
+  if (name == "fp32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  fail("dtype", concat("expected fp32 or bf16, got '", name, "'"));
+}
+
+BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer,
+                         const EncoderLoadOptions& options)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(tokenizer))) {
   const EncoderConfig& c = impl_->config;
+  check(options.dtype == DType::f32 || options.dtype == DType::bf16, "dtype", "f32 or bf16",
+        dtype_name(options.dtype));
+  impl_->dtype = options.dtype;
   check(impl_->tokenizer.vocab_size() == c.vocab_size, "vocab.txt",
         concat(c.vocab_size, " tokens (config.json vocab_size)"), impl_->tokenizer.vocab_size());
 
@@ -95,10 +106,14 @@ BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, W
     w.b_v = take(p + "attention.self.value.bias");
     w.b_o = take(p + "attention.output.dense.bias");
     layers::FeedForward ffn{
-        .up = layers::Linear::make(transposed(take(p + "intermediate.dense.weight")), take(p + "intermediate.dense.bias")),
-        .down = layers::Linear::make(transposed(take(p + "output.dense.weight")), take(p + "output.dense.bias"))};
+        .up = layers::Linear::make(transposed(take(p + "intermediate.dense.weight")), take(p + "intermediate.dense.bias"),
+                                   options.dtype),
+        .down = layers::Linear::make(transposed(take(p + "output.dense.weight")), take(p + "output.dense.bias"),
+                                     options.dtype)};
+    MultiHeadAttention attention(attention_config, std::move(w));
+    if (options.dtype != DType::f32) attention.set_projection_dtype(options.dtype);
     impl_->layers.push_back(EncoderLayer{
-        .attention = MultiHeadAttention(attention_config, std::move(w)),
+        .attention = std::move(attention),
         .attention_norm = {take(p + "attention.output.LayerNorm.weight"),
                            take(p + "attention.output.LayerNorm.bias")},
         .ffn = std::move(ffn),
@@ -106,13 +121,13 @@ BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, W
   }
 }
 
-BertEncoder BertEncoder::load(const std::string& model_dir) {
+BertEncoder BertEncoder::load(const std::string& model_dir, const EncoderLoadOptions& options) {
   EncoderConfig config = read_encoder_config(model_dir);  // checks the directory first
   const std::filesystem::path dir(model_dir);
   WordPieceTokenizer tokenizer =
       WordPieceTokenizer::from_vocab_file((dir / "vocab.txt").string(), config.tokenizer);
   const SafetensorsFile weights = SafetensorsFile::open((dir / "model.safetensors").string());
-  return BertEncoder(std::move(config), weights, std::move(tokenizer));
+  return BertEncoder(std::move(config), weights, std::move(tokenizer), options);
 }
 
 BertEncoder::~BertEncoder() = default;
@@ -121,6 +136,7 @@ BertEncoder& BertEncoder::operator=(BertEncoder&&) noexcept = default;
 
 const EncoderConfig& BertEncoder::config() const { return impl_->config; }
 const WordPieceTokenizer& BertEncoder::tokenizer() const { return impl_->tokenizer; }
+DType BertEncoder::dtype() const { return impl_->dtype; }
 
 void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
                           Kernel kernel) const {

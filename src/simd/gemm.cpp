@@ -12,14 +12,25 @@ namespace headcount::simd {
 HC_DECLARE(generic)
 HC_DECLARE(avx2)
 HC_DECLARE(avx512)
+HC_DECLARE(avx512_bf16)
 #undef HC_DECLARE
 
 const GemmKernels& gemm_kernels(Isa isa) {
   check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
         isa_name(isa));
   switch (isa) {
-    case Isa::amx_bf16:     // fp32 weights: the AVX-512 FMA kernel serves every AVX-512 target
-    case Isa::avx512_bf16:
+    case Isa::amx_bf16:  // no AMX tiles here (none on the hosts that test this code): vdpbf16ps
+    case Isa::avx512_bf16: {
+      // fp32 from the AVX-512 FMA kernel (the same bits with or without AVX512_BF16), bf16 on
+      // vdpbf16ps.
+      static const GemmKernels kernels = [] {
+        GemmKernels k = avx512::gemm_table();
+        k.isa = Isa::avx512_bf16;
+        k.panel_bf16 = avx512_bf16::gemm_table().panel_bf16;
+        return k;
+      }();
+      return kernels;
+    }
     case Isa::avx512: return avx512::gemm_table();
     case Isa::avx2: return avx2::gemm_table();
     default: return generic::gemm_table();

@@ -12,6 +12,15 @@
 // rounding) and the epilogue applied. So a row's result depends only on that row of x, the
 // weights and the ISA: not on how many rows are multiplied with it, nor on the thread that
 // runs it. (The register tiles differ only in how many independent accumulators they hold.)
+//
+// bf16 (`panel_bf16`): x and the panel hold bf16 values (the raw 16 bits), k even. The panel
+// is k/2 pair rows of 64 32-bit lanes, lane c of pair row p holding W[2p, c] in its low half
+// and W[2p+1, c] in its high half (the operand order of vdpbf16ps); x's rows are plain bf16
+// rows, so its pair p is one 32-bit word. Products of two bf16 values are exact in fp32, and
+// each is added once to its column's fp32 accumulator, pairs in increasing p (within a pair:
+// vdpbf16ps's own order where the ISA has it, even then odd depth otherwise), then bias and
+// epilogue in fp32: the same invariance as fp32, and on every ISA the same error bound
+// (test_packed_gemm_bf16.cpp derives it) though not bitwise the same result across ISAs.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +43,14 @@ struct GemmKernels {
   // from (y = erf(x), n a multiple of vector_floats): exposed for their accuracy tests.
   void (*gelu_erf)(float* x, std::int64_t n) = nullptr;
   void (*erf)(const float* x, float* y, std::int64_t n) = nullptr;
+  // As `panel` on bf16 x rows (row r at x + r*ldx bf16 values, ldx even) and one bf16 panel
+  // (layout above); k even.
+  void (*panel_bf16)(const std::uint16_t* x, std::int64_t ldx, std::int64_t rows, const std::uint32_t* panel,
+                     std::int64_t k, const float* bias, float* y, std::int64_t ldy, std::int64_t cols,
+                     GemmEpilogue epilogue) = nullptr;
+  // n floats rounded to bf16, to nearest even (NaN stays NaN): the GEMM's bf16 input, the
+  // same bits on every ISA (as headcount::to_bf16).
+  void (*to_bf16)(const float* x, std::uint16_t* y, std::int64_t n) = nullptr;
 };
 
 const GemmKernels& gemm_kernels(Isa isa);

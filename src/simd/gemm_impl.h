@@ -5,6 +5,8 @@
 //   HC_ISA_NS, HC_ISA, HC_VEC_FLOATS (W)   as in tiles_impl.h
 //   HC_TILE_ACC    accumulator registers of the register tile
 //   HC_TILE_VECS   vectors per row of the register tile (a column block of NV·W floats)
+//   HC_WITH_BF16   1 where the ISA has vdpbf16ps (avx512_bf16): the bf16 tiles use it; else
+//                  they widen each bf16 to fp32 (a 16-bit shift) and use the fp32 multiply-add
 //
 // Register tile: R rows x NV vectors, R = HC_TILE_ACC / NV (AVX-512: 6 x 64 columns, a whole
 // panel; AVX2: 6 x 16; generic SSE2: 6 x 8). Per step of d it loads NV vectors of the panel
@@ -14,6 +16,7 @@
 // the results are too, bitwise (tests/test_packed_gemm.cpp checks every R).
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -155,6 +158,151 @@ void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, 
   }
 }
 
+// ---- bf16 x and panels (layout in gemm.h) --------------------------------------------------
+
+typedef std::uint32_t vu __attribute__((vector_size(W * 4)));
+typedef std::uint16_t vh __attribute__((vector_size(W * 2)));
+
+inline vu load_u(const std::uint32_t* p) {
+  vu v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The x pair (2p, 2p+1) of a bf16 row as one 32-bit word.
+inline std::uint32_t pair_word(const std::uint16_t* x, i64 p) {
+  std::uint32_t w;
+  std::memcpy(&w, x + 2 * p, sizeof w);
+  return w;
+}
+
+inline float bf16_float(std::uint32_t bits16) {
+  const std::uint32_t w = bits16 << 16;
+  float f;
+  std::memcpy(&f, &w, sizeof f);
+  return f;
+}
+
+// As tile() on bf16 inputs, pairs [p0, p1) of the depth.
+template <int R>
+void tile_bf16(const std::uint16_t* x, i64 ldx, const std::uint32_t* panel, i64 p0, i64 p1, const float* bias,
+               float* y, i64 ldy, i64 cols, GemmEpilogue epilogue, bool first, bool last) {
+  vf acc[R][kVecs] = {};
+  if (!first) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < kVecs; ++j)
+        acc[r][j] = (j + 1) * W <= cols ? load(y + r * ldy + j * W) : load_part(y + r * ldy + j * W, cols - j * W);
+  }
+  const std::uint16_t* xr[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) xr[r] = x + r * ldx;
+  for (i64 p = p0; p < p1; ++p) {
+#if HC_WITH_BF16
+    // acc += W[2p]·x[2p] + W[2p+1]·x[2p+1], both products exact, in vdpbf16ps's order.
+    __m512bh b[kVecs];
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) b[j] = (__m512bh)_mm512_loadu_si512(panel + p * kPanel + j * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair_word(xr[r], p)));
+#pragma GCC unroll 16
+      for (int j = 0; j < kVecs; ++j) acc[r][j] = (vf)_mm512_dpbf16_ps((__m512)acc[r][j], b[j], a);
+    }
+#else
+    // Widened: the even depth is the lane's low half moved up, the odd one its high half with
+    // the low bits cleared; one fp32 multiply-add each (exact products, one rounding per add).
+    // Two passes over the rows keep kVecs panel vectors live, not 2·kVecs.
+    vf b[kVecs];
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) b[j] = (vf)(load_u(panel + p * kPanel + j * W) << 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const vf a = splat(bf16_float(xr[r][2 * p]));
+#pragma GCC unroll 16
+      for (int j = 0; j < kVecs; ++j) acc[r][j] += a * b[j];
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) b[j] = (vf)(load_u(panel + p * kPanel + j * W) & 0xffff0000u);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const vf a = splat(bf16_float(xr[r][2 * p + 1]));
+#pragma GCC unroll 16
+      for (int j = 0; j < kVecs; ++j) acc[r][j] += a * b[j];
+    }
+#endif
+  }
+  vf bv[kVecs];
+#pragma GCC unroll 16
+  for (int j = 0; j < kVecs; ++j)
+    bv[j] = bias == nullptr ? splat(0.0f) : (j + 1) * W <= cols ? load(bias + j * W) : load_part(bias + j * W, cols - j * W);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) {
+      const vf v = last ? finish(acc[r][j], bv[j], epilogue) : acc[r][j];
+      if ((j + 1) * W <= cols) {
+        store(y + r * ldy + j * W, v);
+      } else if (j * W < cols) {
+        float tmp[W];
+        store(tmp, v);
+        std::copy_n(tmp, cols - j * W, y + r * ldy + j * W);
+      }
+    }
+}
+
+using TileBf16 = decltype(&tile_bf16<1>);
+template <int... R>
+constexpr std::array<TileBf16, sizeof...(R)> tile_table_bf16(std::integer_sequence<int, R...>) {
+  return {&tile_bf16<R + 1>...};
+}
+constexpr auto kTilesBf16 = tile_table_bf16(std::make_integer_sequence<int, kRows>{});
+
+void panel_kernel_bf16(const std::uint16_t* x, i64 ldx, i64 rows, const std::uint32_t* panel, i64 k,
+                       const float* bias, float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
+  // As panel_kernel, in pairs: a depth block of gemm_bf16_depth_block() depths is as many
+  // bytes of the panel as fp32's block (2 bytes a weight instead of 4).
+  const i64 pairs = k / 2, kc = tuning::gemm_bf16_depth_block() / 2;
+  for (i64 p0 = 0; p0 < pairs; p0 += kc) {
+    const i64 p1 = std::min(pairs, p0 + kc);
+    for (i64 c0 = 0; c0 < cols; c0 += kBlock) {
+      const i64 block_cols = std::min<i64>(kBlock, cols - c0);
+      for (i64 r0 = 0; r0 < rows; r0 += kRows) {
+        const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+        kTilesBf16[nr - 1](x + r0 * ldx, ldx, panel + c0, p0, p1, bias == nullptr ? nullptr : bias + c0,
+                           y + r0 * ldy + c0, ldy, block_cols, epilogue, p0 == 0, p1 == pairs);
+      }
+    }
+  }
+}
+
+// Round to nearest even on the bits, as headcount::to_bf16: w + 0x7fff + (bit 16 of w), then
+// the top half; a NaN keeps its top half with the quiet bit set.
+inline vh round_bf16(vf v) {
+  const vu w = (vu)v;
+  const vu rounded = (w + 0x7fffu + ((w >> 16) & 1u)) >> 16;
+  const vu nan = (w >> 16) | 0x40u;
+  const vu out = (w & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
+  return __builtin_convertvector(out, vh);
+}
+
+void to_bf16_array(const float* x, std::uint16_t* y, i64 n) {
+  i64 i = 0;
+  for (; i + W <= n; i += W) {
+    const vh h = round_bf16(load(x + i));
+    std::memcpy(y + i, &h, sizeof h);
+  }
+  if (i < n) {
+    float tmp[W] = {};
+    std::copy_n(x + i, n - i, tmp);
+    std::uint16_t out[W];
+    const vh h = round_bf16(load(tmp));
+    std::memcpy(out, &h, sizeof h);
+    std::copy_n(out, n - i, y + i);
+  }
+}
+
 void gelu_array(float* x, i64 n) {
   i64 i = 0;
   for (; i + W <= n; i += W) store(x + i, gelu_v(load(x + i)));
@@ -177,7 +325,9 @@ const GemmKernels& gemm_table() {
                                    .vector_floats = W,
                                    .panel = &panel_kernel,
                                    .gelu_erf = &gelu_array,
-                                   .erf = &erf_array};
+                                   .erf = &erf_array,
+                                   .panel_bf16 = &panel_kernel_bf16,
+                                   .to_bf16 = &to_bf16_array};
   return kernels;
 }
 

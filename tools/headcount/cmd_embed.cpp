@@ -19,7 +19,7 @@ namespace headcount::cli {
 namespace {
 
 struct EmbedArgs {
-  std::string model, format = "jsonl", out, input = "-";
+  std::string model, format = "jsonl", out, input = "-", dtype = "fp32";
   std::int64_t batch = 32;
   bool no_normalize = false;
   int threads = 0;
@@ -35,10 +35,11 @@ void run_embed(const EmbedArgs& a) {
   // 1. Options and input before the model: mistakes should be cheap.
   check(a.format == "jsonl" || a.format == "npy" || a.format == "tsv", "--format", "jsonl, npy or tsv", a.format);
   check(a.batch >= 1, "--batch", ">= 1", a.batch);
+  const DType dtype = parse_dtype_option(a.dtype);
   check(a.format != "npy" || !a.out.empty(), "--out", "a file path for --format npy (binary, not for stdout)",
         "nothing");
   const std::vector<std::string> sentences = read_sentences(a.input);
-  const BertEncoder encoder = load_encoder(a.model);
+  const BertEncoder encoder = load_encoder(a.model, dtype);
   Context ctx({.threads = resolve_threads(a.threads)});
 
   // 2. Embed (dynamic batching inside; rows come back in input order).
@@ -100,6 +101,7 @@ void register_embed(CLI::App& app) {
   cmd->add_option("--format", a->format, "jsonl, tsv or npy")->capture_default_str();
   cmd->add_option("--out", a->out, "Output file (required for npy; default stdout)");
   cmd->add_option("--batch", a->batch, "Sentences per forward pass (batched by length)")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_flag("--no-normalize", a->no_normalize, "Mean pooling without L2 normalisation");
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->callback([a] { run_embed(*a); });

@@ -39,6 +39,7 @@ struct HeadsArgs {
   std::string sts = kDataDir + "/stsb/sts-dev.tsv";
   std::string prune_sts = kDataDir + "/stsb/sts-test.tsv";
   std::string stats_kernel = "streaming";
+  std::string dtype = "fp32";
   std::string prune_curve, convert_sweep;  // saved results drawn into the report
   std::int64_t max_sentences = 0, max_pairs = 0, batch = 32;
   bool ablate = false, json = false;
@@ -101,6 +102,7 @@ void run_heads(const HeadsArgs& a) {
   check(a.stats_kernel == "streaming" || a.stats_kernel == "reference", "--stats-kernel", "streaming or reference",
         a.stats_kernel);
   const Kernel stats_kernel = parse_kernel(a.stats_kernel);
+  const DType dtype = parse_dtype_option(a.dtype);
   std::unique_ptr<PendingOutput> output;
   if (!a.out.empty()) output = std::make_unique<PendingOutput>(a.out);
 
@@ -126,7 +128,7 @@ void run_heads(const HeadsArgs& a) {
   if (!a.prune_curve.empty()) report.prune_curve = read_json_file(a.prune_curve);
   if (!a.convert_sweep.empty()) report.convert_sweep = read_json_file(a.convert_sweep);
   report.model_dir = resolve_model_dir(a.model);
-  const BertEncoder encoder = BertEncoder::load(report.model_dir);
+  const BertEncoder encoder = BertEncoder::load(report.model_dir, {.dtype = dtype});
   check(!a.text.empty(), "--text", "a sentence", "an empty string");
   const std::int64_t text_tokens = static_cast<std::int64_t>(encoder.tokenizer().encode(a.text).size());
   check(text_tokens <= kMaxHeatmapTokens, "--text",
@@ -204,6 +206,7 @@ void register_heads(CLI::App& app) {
                   "streaming (second pass over the lse, O(n) memory) or reference (reduce the n^2 probabilities)")
       ->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_option("--prune-curve", a->prune_curve, "Draw a saved `headcount prune-curve --json-out` result in the report");
   cmd->add_option("--convert-sweep", a->convert_sweep, "Draw a saved `headcount convert-sweep --json-out` result in the report");

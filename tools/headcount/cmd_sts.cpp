@@ -15,7 +15,7 @@ namespace headcount::cli {
 namespace {
 
 struct StsArgs {
-  std::string model, file;
+  std::string model, file, dtype = "fp32";
   std::int64_t batch = 32;
   bool json = false;
   int threads = 0;
@@ -23,9 +23,10 @@ struct StsArgs {
 
 void run_sts(const StsArgs& a) {
   check(a.batch >= 1, "--batch", ">= 1", a.batch);
+  const DType dtype = parse_dtype_option(a.dtype);
   const std::vector<StsPair> pairs = read_sts(a.file);
   const std::string dir = resolve_model_dir(a.model);
-  const BertEncoder encoder = BertEncoder::load(dir);
+  const BertEncoder encoder = BertEncoder::load(dir, {.dtype = dtype});
   Context ctx({.threads = resolve_threads(a.threads)});
   const StsResult r = evaluate_sts(ctx, encoder, pairs, {.batch_size = a.batch, .progress = progress_reporter("sts")});
   check(std::isfinite(r.spearman) && std::isfinite(r.pearson), a.file,
@@ -49,6 +50,7 @@ void register_sts(CLI::App& app) {
       ->required();
   cmd->add_option("--model", a->model, model_option_help());
   cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_flag("--json", a->json, "Print {\"spearman\", \"pearson\", \"pairs\"}");
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->callback([a] { run_sts(*a); });

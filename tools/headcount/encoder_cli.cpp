@@ -40,7 +40,14 @@ std::string resolve_model_dir(const std::string& flag) {
   return dir;
 }
 
-BertEncoder load_encoder(const std::string& flag) { return BertEncoder::load(resolve_model_dir(flag)); }
+BertEncoder load_encoder(const std::string& flag, DType dtype) {
+  return BertEncoder::load(resolve_model_dir(flag), {.dtype = dtype});
+}
+
+DType parse_dtype_option(const std::string& value) {
+  check(value == "fp32" || value == "bf16", "--dtype", "fp32 or bf16", value);
+  return parse_encoder_dtype(value);
+}
 
 int resolve_threads(int threads) {
   check(threads >= 0 && threads <= 1024, "--threads", "0 (all cores) to 1024", threads);
