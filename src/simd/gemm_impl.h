@@ -221,7 +221,7 @@ void tile_bf16(const std::uint16_t* x, i64 ldx, const std::uint32_t* panel, i64 
     for (int r = 0; r < R; ++r) {
       const vf a = splat(bf16_float(xr[r][2 * p]));
 #pragma GCC unroll 16
-      for (int j = 0; j < kVecs; ++j) acc[r][j] += a * b[j];
+      for (int j = 0; j < kVecs; ++j) acc[r][j] = vec::madd(a, b[j], acc[r][j]);
     }
 #pragma GCC unroll 16
     for (int j = 0; j < kVecs; ++j) b[j] = (vf)(load_u(panel + p * kPanel + j * W) & 0xffff0000u);
@@ -229,7 +229,7 @@ void tile_bf16(const std::uint16_t* x, i64 ldx, const std::uint32_t* panel, i64 
     for (int r = 0; r < R; ++r) {
       const vf a = splat(bf16_float(xr[r][2 * p + 1]));
 #pragma GCC unroll 16
-      for (int j = 0; j < kVecs; ++j) acc[r][j] += a * b[j];
+      for (int j = 0; j < kVecs; ++j) acc[r][j] = vec::madd(a, b[j], acc[r][j]);
     }
 #endif
   }
