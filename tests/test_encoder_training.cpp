@@ -301,8 +301,11 @@ TEST_F(EncoderTrainingTiny, GradientImportanceMatchesFiniteDifferences) {
     const Tensor x = encoder_layer_input(ctx, encoder, {.batch = 1, .seq_len = T, .ids = ids, .lengths = {T}});
     return std::pair{Vec(x.data<const float>(), x.data<const float>() + x.numel()), T};
   };
-  const auto [x1, t1] = input(pair.sentence1);
-  const auto [x2, t2] = input(pair.sentence2);
+  // Plain variables, not structured bindings: clang 14 (the sanitizer build) cannot capture those.
+  const auto in1 = input(pair.sentence1), in2 = input(pair.sentence2);
+  const Vec& x1 = in1.first;
+  const Vec& x2 = in2.first;
+  const std::int64_t t1 = in1.second, t2 = in2.second;
   std::vector<Vec> gates(2, Vec(4, 1.0));
   auto pooled = [&](const Vec& x, std::int64_t T) {
     const Vec h = hidden_reference(c, p, x, 1, T, gates);
