@@ -84,6 +84,31 @@ inline vf load_part(const float* p, i64 cols) {
 // columns. The first depth block starts the accumulators at 0, later ones reload the fp32
 // partial sums the previous block stored in y (exact: the accumulator is fp32), so splitting
 // the depth changes no rounding; the last block adds the bias and applies the epilogue.
+// Writes a register tile to y: bias and epilogue on the last depth block, whole vectors
+// straight, a last partial vector through a small buffer (the same vector arithmetic, so a
+// column's result does not depend on the matrix's width). Shared by the fp32 and bf16 tiles.
+template <int R>
+inline void store_tile(const vf (&acc)[R][kVecs], const float* bias, float* y, i64 ldy, i64 cols,
+                       GemmEpilogue epilogue, bool last) {
+  vf bv[kVecs];
+#pragma GCC unroll 16
+  for (int j = 0; j < kVecs; ++j)
+    bv[j] = bias == nullptr ? splat(0.0f) : (j + 1) * W <= cols ? load(bias + j * W) : load_part(bias + j * W, cols - j * W);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) {
+      const vf v = last ? finish(acc[r][j], bv[j], epilogue) : acc[r][j];
+      if ((j + 1) * W <= cols) {
+        store(y + r * ldy + j * W, v);
+      } else if (j * W < cols) {
+        float tmp[W];
+        store(tmp, v);
+        std::copy_n(tmp, cols - j * W, y + r * ldy + j * W);
+      }
+    }
+}
+
 template <int R>
 void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const float* bias, float* y, i64 ldy,
           i64 cols, GemmEpilogue epilogue, bool first, bool last) {
@@ -109,25 +134,7 @@ void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const flo
       for (int j = 0; j < kVecs; ++j) acc[r][j] = vec::madd(a, b[j], acc[r][j]);
     }
   }
-  // Whole vectors straight to y; a last partial vector through a small buffer, with the same
-  // vector arithmetic, so a column's result does not depend on the matrix's width.
-  vf bv[kVecs];
-#pragma GCC unroll 16
-  for (int j = 0; j < kVecs; ++j)
-    bv[j] = bias == nullptr ? splat(0.0f) : (j + 1) * W <= cols ? load(bias + j * W) : load_part(bias + j * W, cols - j * W);
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < kVecs; ++j) {
-      const vf v = last ? finish(acc[r][j], bv[j], epilogue) : acc[r][j];
-      if ((j + 1) * W <= cols) {
-        store(y + r * ldy + j * W, v);
-      } else if (j * W < cols) {
-        float tmp[W];
-        store(tmp, v);
-        std::copy_n(tmp, cols - j * W, y + r * ldy + j * W);
-      }
-    }
+  store_tile<R>(acc, bias, y, ldy, cols, epilogue, last);
 }
 
 using Tile = decltype(&tile<1>);
@@ -233,23 +240,7 @@ void tile_bf16(const std::uint16_t* x, i64 ldx, const std::uint32_t* panel, i64 
     }
 #endif
   }
-  vf bv[kVecs];
-#pragma GCC unroll 16
-  for (int j = 0; j < kVecs; ++j)
-    bv[j] = bias == nullptr ? splat(0.0f) : (j + 1) * W <= cols ? load(bias + j * W) : load_part(bias + j * W, cols - j * W);
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < kVecs; ++j) {
-      const vf v = last ? finish(acc[r][j], bv[j], epilogue) : acc[r][j];
-      if ((j + 1) * W <= cols) {
-        store(y + r * ldy + j * W, v);
-      } else if (j * W < cols) {
-        float tmp[W];
-        store(tmp, v);
-        std::copy_n(tmp, cols - j * W, y + r * ldy + j * W);
-      }
-    }
+  store_tile<R>(acc, bias, y, ldy, cols, epilogue, last);
 }
 
 using TileBf16 = decltype(&tile_bf16<1>);
