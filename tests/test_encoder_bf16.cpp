@@ -18,6 +18,7 @@
 #include "headcount/encoder.h"
 #include "headcount/sts.h"
 #include "minilm_golden.h"
+#include "sanitized.h"
 
 namespace headcount::testing {
 namespace {
@@ -37,7 +38,7 @@ std::vector<std::string> sentences() {
     for (std::string line; std::getline(in, line) && out.size() < 256;)
       if (line.find_first_not_of(" \t\r") != std::string::npos) out.push_back(line);
   }
-#if defined(__SANITIZE_ADDRESS__)
+#if HEADCOUNT_TEST_SANITIZED
   const std::size_t keep = 64;
 #else
   const std::size_t keep = 256;
