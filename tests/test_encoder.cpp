@@ -228,6 +228,18 @@ TEST_F(ModelDir, MalformedConfig) {
   expect_load_error("hidden_act: expected \"gelu\"");
 }
 
+// A module whose "type" is not a string (a long fuzz run's find) is an Error naming it, and a
+// Normalize module among well-formed ones still turns normalisation on.
+TEST_F(ModelDir, ModulesJsonTypeMustBeAString) {
+  write_tiny_model();
+  write("modules.json", R"([{"idx": 0, "type": "sentence_transformers.models.Transformer"}, {"idx": 1, "type": 0}])");
+  expect_load_error("modules.json: module 1 \"type\": expected a string, got number");
+  write("modules.json", R"([{"idx": 0}, "x", {"type": "sentence_transformers.models.Normalize"}])");
+  EXPECT_TRUE(BertEncoder::load(dir_.string()).config().normalize);
+  write("modules.json", R"([{"idx": 0, "type": "sentence_transformers.models.Pooling"}])");
+  EXPECT_FALSE(BertEncoder::load(dir_.string()).config().normalize);
+}
+
 TEST_F(ModelDir, MissingTensorNamesItself) {
   write_tiny_model("encoder.layer.1.output.dense.weight");
   expect_load_error("tensor 'encoder.layer.1.output.dense.weight': missing (expected shape [8, 16])");

@@ -146,6 +146,8 @@ void build_fixtures(const fs::path& d) {
   model_dir(d / "model_heads", config_json("num_attention_heads", "3"), vocab, "");
   model_dir(d / "model_act", config_json("hidden_act", "\"relu\""), vocab, "");
   model_dir(d / "model_json", "{\"vocab_size\": 5,", vocab, "");
+  model_dir(d / "model_modules", config_json(), vocab, "");
+  put(d / "model_modules" / "modules.json", "[{\"idx\": 0, \"type\": 0}]");
   model_dir(d / "model_vocab", config_json(), "[PAD]\n[UNK]\n[SEP]\nhello\n", "");
   model_dir(d / "model_st_short", config_json(), vocab, "abc");
   std::string claims(8, '\0');

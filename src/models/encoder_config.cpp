@@ -254,8 +254,15 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
     }
     check(modules.is_array(), path, "a JSON array of modules", modules.type_name());
     c.normalize = false;
-    for (const json& m : modules)
-      if (m.is_object() && m.value("type", "").ends_with("Normalize")) c.normalize = true;
+    // json::value("type", "") would throw type_error on a non-string "type" (found by
+    // fuzz_encoder_config: tests/testdata/fuzz-regressions/encoder_config-module-type-number).
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+      const json& m = modules[i];
+      if (!m.is_object() || !m.contains("type")) continue;
+      const json& type = m["type"];
+      check(type.is_string(), concat(path, ": module ", i, " \"type\""), "a string", type.type_name());
+      if (type.get<std::string>().ends_with("Normalize")) c.normalize = true;
+    }
   }
   return c;
 }
