@@ -2,6 +2,7 @@
 // "expected X, got Y" (one test per error), never a crash, an abort or a NaN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -205,6 +206,28 @@ TEST(Context, RejectsBadThreadCountsAndRunsEveryTaskOnce) {
     hits[static_cast<std::size_t>(task)] += 1;
   });
   for (int h : hits) ASSERT_EQ(h, 1);
+}
+
+// Regions back to back (the workers catch the next one while they spin), regions after a
+// pause longer than the spin (they have gone to sleep and are woken), and a pool with more
+// threads than cores (it never spins): every task once, every time. TSan runs this one too.
+TEST(Context, RegionsBackToBackAndAfterSleepRunEveryTaskOnce) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (const int threads : {2, cores + 2}) {
+    Context ctx({.threads = threads});
+    std::vector<std::atomic<int>> hits(64);
+    for (int region = 0; region < 300; ++region) {
+      if (region % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const std::int64_t count = 1 + region % 64;
+      ctx.parallel_for(count, [&](std::int64_t task, int worker) {
+        ASSERT_LT(worker, std::min<std::int64_t>(threads, count));
+        hits[static_cast<std::size_t>(task)].fetch_add(1, std::memory_order_relaxed);
+      });
+      for (std::int64_t t = 0; t < 64; ++t)
+        ASSERT_EQ(hits[static_cast<std::size_t>(t)].exchange(0), t < count ? 1 : 0)
+            << "threads " << threads << ", region " << region << ", task " << t;
+    }
+  }
 }
 
 // A task's exception reaches the caller of parallel_for whichever thread threw it, instead of

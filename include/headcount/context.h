@@ -95,16 +95,26 @@ class Context {
   std::vector<Buffer> workspace_;
   std::vector<std::thread> pool_;
 
+  // The region's hand-off, one 64-bit word (region_): the region's number (bits 33 and
+  // up), a closed bit (32) and how many workers have joined it (bits 0-31). The caller
+  // publishes job_ and job_count_, then opens a new region (release; under mutex_ so that a
+  // sleeping worker cannot miss it). A worker that sees it open joins with a compare-and-swap
+  // (acquire), claims tasks with one fetch_add each and leaves (release). When the tasks are
+  // handed out the caller closes the region and waits only for the workers that joined: one
+  // that was not running at the time (a busy host) skips the region instead of holding it
+  // up. Between regions workers spin on region_ for a short while before they sleep on
+  // wake_; a futex wake-up costs more than a small GEMM (see context.cpp).
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
   const FunctionRef<void(std::int64_t, int)>* job_ = nullptr;
   std::int64_t job_count_ = 0;
-  std::int64_t next_task_ = 0;
-  int busy_workers_ = 0;
-  std::uint64_t generation_ = 0;
+  // On cache lines of their own: workers spin on region_ while tasks are claimed.
+  alignas(64) std::atomic<std::int64_t> next_task_{0};
+  alignas(64) std::atomic<std::uint64_t> region_{0};
   std::exception_ptr error_;  // the region's first exception, under mutex_
-  bool stopping_ = false;
+  alignas(64) std::atomic<bool> stopping_{false};
+  bool spin_ = false;  // workers spin between regions only when each has a core of its own
 };
 
 }  // namespace headcount
