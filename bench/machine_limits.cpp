@@ -42,6 +42,10 @@ double read_bandwidth(int threads, std::size_t bytes_per_thread) {
   std::vector<float*> buffers(static_cast<std::size_t>(threads));
   for (float*& b : buffers) {
     b = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+    if (b == nullptr) {
+      std::fprintf(stderr, "machine_limits: cannot allocate %zu MiB per thread for the bandwidth test\n", bytes_per_thread >> 20);
+      std::exit(1);
+    }
     std::fill_n(b, n, 1.0f);
   }
   double best = 0;
