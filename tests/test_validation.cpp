@@ -9,10 +9,12 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <sstream>
 #include <vector>
 
 #include "headcount/attention.h"
 #include "headcount/error.h"
+#include "kernels/view_checks.h"
 
 namespace headcount::testing {
 namespace {
@@ -47,6 +49,16 @@ std::string error_of(const AttentionParams& p) {
 }
 
 #define EXPECT_ERROR(params, text) EXPECT_EQ(error_of(params), text)
+
+template <typename F>
+std::string error_text(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 TEST(KernelValidation, AcceptsTheFixture) {
   Fixture f;
@@ -163,6 +175,39 @@ TEST(KernelValidation, NonFiniteValues) {
   EXPECT_ERROR(p, "bias: expected finite values or -inf, got inf at [0, 0, 1, 1]");
   bias.data<float>()[7] = -std::numeric_limits<float>::infinity();  // -inf masks: allowed
   EXPECT_ERROR(p, "no error");
+}
+
+// check_finite scans unit-stride rows by their exponent bits and walks element by element
+// only to name the first bad one: every position of a row (vector body and tail), every
+// non-finite class, bf16 as well as f32, and values at the edge of finite that must pass.
+TEST(KernelValidation, NonFiniteFoundAtEveryPositionBothDtypes) {
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity()};
+  // Near the largest finite value and subnormal, in f32 and after rounding to bf16 alike.
+  const float fine[] = {3.0e38f, -3.0e38f, 1.0e-40f, -0.0f};
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor t(dtype, {2, 3, 2, 19});  // 19: a vector body and a tail on every ISA
+    auto set = [&](std::int64_t off, float x) {
+      if (dtype == DType::f32) t.data<float>()[off] = x;
+      else t.data<bf16>()[off] = to_bf16(x);
+    };
+    for (std::int64_t off = 0; off < t.view().numel(); ++off) set(off, 0.5f);
+    for (std::int64_t off = 0; off < t.view().numel(); off += 7) {
+      for (float x : fine) {
+        set(off, x);
+        EXPECT_NO_THROW(kernels::check_finite(t.view(), "q"));
+      }
+      for (float x : bad) {
+        set(off, x);
+        const std::int64_t d = off % 19, c = off / 19 % 2, b = off / 38 % 3, a = off / 114;
+        std::ostringstream want;
+        want << "q: expected finite values, got " << (std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf") << " at [" << a
+             << ", " << b << ", " << c << ", " << d << "]";
+        EXPECT_EQ(error_text([&] { kernels::check_finite(t.view(), "q"); }), want.str()) << "offset " << off;
+      }
+      set(off, 0.5f);
+    }
+  }
 }
 
 TEST(KernelValidation, ProbabilitiesOnlyOnTheReferencePath) {

@@ -59,10 +59,33 @@ void for_each_offset(const TensorView& v, F&& f) {
           f(a * v.strides[0] + b * v.strides[1] + c * v.strides[2] + d * v.strides[3], a, b, c, d);
 }
 
+// True if any of the n values at x (unit stride) is an inf or a NaN: all exponent bits set.
+// Reads the bits rather than calling isfinite so the loop has no branch and vectorises; it
+// is a pass over every input of every attention call, so it runs at memory speed.
+template <typename Bits>
+inline bool any_non_finite(const Bits* x, std::int64_t n, Bits exponent) {
+  Bits seen = 0;
+  for (std::int64_t i = 0; i < n; ++i) seen |= static_cast<Bits>(((x[i] & exponent) == exponent) ? 1 : 0);
+  return seen != 0;
+}
+
 inline void check_finite(const TensorView& view, const char* name) {
   auto value = [&](std::int64_t off) {
     return view.dtype == DType::bf16 ? to_float(view.ptr<const bf16>()[off]) : view.ptr<const float>()[off];
   };
+  // Fast scan of unit-stride rows; the element-wise walk below only runs to name the first bad one.
+  if (view.strides[3] == 1) {
+    bool bad = false;
+    for (std::int64_t a = 0; a < view.shape[0] && !bad; ++a)
+      for (std::int64_t b = 0; b < view.shape[1] && !bad; ++b)
+        for (std::int64_t c = 0; c < view.shape[2] && !bad; ++c) {
+          const std::int64_t off = a * view.strides[0] + b * view.strides[1] + c * view.strides[2];
+          bad = view.dtype == DType::bf16
+                    ? any_non_finite(view.ptr<const std::uint16_t>() + off, view.shape[3], std::uint16_t{0x7f80})
+                    : any_non_finite(view.ptr<const std::uint32_t>() + off, view.shape[3], std::uint32_t{0x7f800000});
+        }
+    if (!bad) return;
+  }
   for_each_offset(view, [&](std::int64_t off, auto a, auto b, auto c, auto d) {
     if (!std::isfinite(value(off)))
       fail(name, detail::concat("expected finite values, got ", value(off), " at [", a, ", ", b, ", ", c,
