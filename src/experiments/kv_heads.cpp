@@ -56,10 +56,6 @@ const std::vector<std::int64_t> kKvHeads = {kHeads, kHeads / 2, kHeads / 4, 1};
 
 std::string cell_id(const std::string& task, std::int64_t kv) { return concat(task, " kv=", kv); }
 
-double metric_of(const train::TaskMetrics& m, MetricKind kind) {
-  return kind == MetricKind::loss ? m.loss : m.accuracy;
-}
-
 json metrics_json(const train::TaskMetrics& m) {
   return {{"validation_loss", m.loss},
           {"validation_accuracy", m.accuracy},
