@@ -60,6 +60,8 @@ def main():
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds per row (default 15)")
     parser.add_argument("--peers", default="ort,sdpa", help="ort, sdpa or both")
+    parser.add_argument("--gap-ms", type=float, default=5.0,
+                        help="sleep before every call, so the previous engine's idle workers stop spinning")
     parser.add_argument("--row-seconds", type=float, default=30.0,
                         help="fewer rounds (at least 3) when one round would overrun this budget")
     args = parser.parse_args()
@@ -124,7 +126,7 @@ def main():
         r = 0
         while r < rounds:
             for name in order[r % len(order):] + order[:r % len(order)]:
-                time.sleep(0.005)
+                time.sleep(args.gap_ms / 1e3)
                 t0 = time.perf_counter()
                 calls[name]()
                 times[name].append(time.perf_counter() - t0)
