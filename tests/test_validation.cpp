@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <thread>
-#include <sstream>
 #include <vector>
 
 #include "headcount/attention.h"
