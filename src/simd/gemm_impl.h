@@ -109,9 +109,27 @@ inline void store_tile(const vf (&acc)[R][kVecs], const float* bias, float* y, i
     }
 }
 
-template <int R>
+// The first row tile of each depth block is the one that meets the panel's rows first, from
+// memory when the weights are not in cache (batch 1: the 42 MB of MiniLM's fp32 weights do not
+// fit a 32 MB L3). It asks for the rows gemm_prefetch_rows() ahead, into L2, so the next rows
+// arrive while these are multiplied instead of after (tuning.h has the measurement); the other
+// row tiles find the rows in cache and issue no prefetch, and neither do tasks of more than
+// gemm_prefetch_max_rows() rows, whose many row tiles per block hide the wait. `rows_end` is
+// the panel's depth (k, or k/2 pair rows): nothing past it is asked for.
+template <bool kPrefetch>
+inline void prefetch_row(const void* panel_row) {
+  if constexpr (kPrefetch) {
+    // One prefetch per 64-byte line of the tile's columns (kBlock 4-byte lanes; an SSE2 tile's
+    // 32 bytes lie in one line).
+    constexpr int kLines = std::max(1, kBlock / 16);
+#pragma GCC unroll 16
+    for (int j = 0; j < kLines; ++j) __builtin_prefetch(static_cast<const char*>(panel_row) + 64 * j, 0, 2);
+  }
+}
+
+template <int R, bool kPrefetch>
 void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const float* bias, float* y, i64 ldy,
-          i64 cols, GemmEpilogue epilogue, bool first, bool last) {
+          i64 cols, GemmEpilogue epilogue, bool first, bool last, i64 rows_end) {
   vf acc[R][kVecs] = {};
   if (!first) {
 #pragma GCC unroll 16
@@ -123,7 +141,9 @@ void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const flo
   const float* xr[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) xr[r] = x + r * ldx;
+  constexpr i64 ahead = tuning::gemm_prefetch_rows();
   for (i64 d = d0; d < d1; ++d) {
+    if (kPrefetch && d + ahead < rows_end) prefetch_row<kPrefetch>(panel + (d + ahead) * kPanel);
     vf b[kVecs];
 #pragma GCC unroll 16
     for (int j = 0; j < kVecs; ++j) b[j] = load(panel + d * kPanel + j * W);
@@ -137,12 +157,14 @@ void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const flo
   store_tile<R>(acc, bias, y, ldy, cols, epilogue, last);
 }
 
-using Tile = decltype(&tile<1>);
-template <int... R>
+using Tile = decltype(&tile<1, false>);
+template <bool kPrefetch, int... R>
 constexpr std::array<Tile, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
-  return {&tile<R + 1>...};
+  return {&tile<R + 1, kPrefetch>...};
 }
-constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kRows>{});
+// [0]: the tiles that prefetch (a depth block's first row tile), [1]: the others.
+constexpr std::array<std::array<Tile, kRows>, 2> kTiles = {tile_table<true>(std::make_integer_sequence<int, kRows>{}),
+                                                           tile_table<false>(std::make_integer_sequence<int, kRows>{})};
 
 void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, const float* bias,
                   float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
@@ -152,14 +174,15 @@ void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, 
   // --suite encoder`, 2 threads, 448 rows, on a shared host: FFN down, k = 1536, ran at 37
   // GFLOP/s against 108 for W_qkv before the depth blocks, 72 with them.)
   const i64 kc = tuning::gemm_depth_block();
+  const int prefetching = rows <= tuning::gemm_prefetch_max_rows() ? 0 : 1;  // kTiles' index for r0 == 0
   for (i64 d0 = 0; d0 < k; d0 += kc) {
     const i64 d1 = std::min(k, d0 + kc);
     for (i64 c0 = 0; c0 < cols; c0 += kBlock) {
       const i64 block_cols = std::min<i64>(kBlock, cols - c0);
       for (i64 r0 = 0; r0 < rows; r0 += kRows) {
         const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
-        kTiles[nr - 1](x + r0 * ldx, ldx, panel + c0, d0, d1, bias == nullptr ? nullptr : bias + c0,
-                       y + r0 * ldy + c0, ldy, block_cols, epilogue, d0 == 0, d1 == k);
+        kTiles[r0 == 0 ? prefetching : 1][nr - 1](x + r0 * ldx, ldx, panel + c0, d0, d1, bias == nullptr ? nullptr : bias + c0,
+                                        y + r0 * ldy + c0, ldy, block_cols, epilogue, d0 == 0, d1 == k, k);
       }
     }
   }
@@ -191,9 +214,9 @@ inline float bf16_float(std::uint32_t bits16) {
 }
 
 // As tile() on bf16 inputs, pairs [p0, p1) of the depth.
-template <int R>
+template <int R, bool kPrefetch>
 void tile_bf16(const std::uint16_t* x, i64 ldx, const std::uint32_t* panel, i64 p0, i64 p1, const float* bias,
-               float* y, i64 ldy, i64 cols, GemmEpilogue epilogue, bool first, bool last) {
+               float* y, i64 ldy, i64 cols, GemmEpilogue epilogue, bool first, bool last, i64 rows_end) {
   vf acc[R][kVecs] = {};
   if (!first) {
 #pragma GCC unroll 16
@@ -205,7 +228,9 @@ void tile_bf16(const std::uint16_t* x, i64 ldx, const std::uint32_t* panel, i64 
   const std::uint16_t* xr[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) xr[r] = x + r * ldx;
+  constexpr i64 ahead = tuning::gemm_prefetch_rows();
   for (i64 p = p0; p < p1; ++p) {
+    if (kPrefetch && p + ahead < rows_end) prefetch_row<kPrefetch>(panel + (p + ahead) * kPanel);
 #if HC_WITH_BF16
     // acc += W[2p]·x[2p] + W[2p+1]·x[2p+1], both products exact, in vdpbf16ps's order.
     __m512bh b[kVecs];
@@ -243,26 +268,30 @@ void tile_bf16(const std::uint16_t* x, i64 ldx, const std::uint32_t* panel, i64 
   store_tile<R>(acc, bias, y, ldy, cols, epilogue, last);
 }
 
-using TileBf16 = decltype(&tile_bf16<1>);
-template <int... R>
+using TileBf16 = decltype(&tile_bf16<1, false>);
+template <bool kPrefetch, int... R>
 constexpr std::array<TileBf16, sizeof...(R)> tile_table_bf16(std::integer_sequence<int, R...>) {
-  return {&tile_bf16<R + 1>...};
+  return {&tile_bf16<R + 1, kPrefetch>...};
 }
-constexpr auto kTilesBf16 = tile_table_bf16(std::make_integer_sequence<int, kRows>{});
+constexpr std::array<std::array<TileBf16, kRows>, 2> kTilesBf16 = {
+    tile_table_bf16<true>(std::make_integer_sequence<int, kRows>{}),
+    tile_table_bf16<false>(std::make_integer_sequence<int, kRows>{})};
 
 void panel_kernel_bf16(const std::uint16_t* x, i64 ldx, i64 rows, const std::uint32_t* panel, i64 k,
                        const float* bias, float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
   // As panel_kernel, in pairs: a depth block of gemm_bf16_depth_block() depths is as many
   // bytes of the panel as fp32's block (2 bytes a weight instead of 4).
   const i64 pairs = k / 2, kc = tuning::gemm_bf16_depth_block() / 2;
+  const int prefetching = rows <= tuning::gemm_prefetch_max_rows() ? 0 : 1;
   for (i64 p0 = 0; p0 < pairs; p0 += kc) {
     const i64 p1 = std::min(pairs, p0 + kc);
     for (i64 c0 = 0; c0 < cols; c0 += kBlock) {
       const i64 block_cols = std::min<i64>(kBlock, cols - c0);
       for (i64 r0 = 0; r0 < rows; r0 += kRows) {
         const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
-        kTilesBf16[nr - 1](x + r0 * ldx, ldx, panel + c0, p0, p1, bias == nullptr ? nullptr : bias + c0,
-                           y + r0 * ldy + c0, ldy, block_cols, epilogue, p0 == 0, p1 == pairs);
+        kTilesBf16[r0 == 0 ? prefetching : 1][nr - 1](x + r0 * ldx, ldx, panel + c0, p0, p1,
+                                            bias == nullptr ? nullptr : bias + c0, y + r0 * ldy + c0, ldy,
+                                            block_cols, epilogue, p0 == 0, p1 == pairs, pairs);
       }
     }
   }
