@@ -88,7 +88,9 @@ constexpr std::int64_t gemm_depth_block() { return 128; }
 // interleaved, medians of 11-15 rounds: fp32 m = 7: 2120 -> 1588 us a pass, m = 14: 2941 ->
 // 2314 and 3410 -> 3104, m = 30: 4969 -> 4416, m = 64: 9328 -> 8762; bf16 m = 14: 1186 ->
 // 1059; m = 1 and m = 448 (weights in cache) no gain. 16 rows ahead gained less at m = 14, 64
-// about the same as 32; prefetcht0 (into L1) instead of prefetcht1 lost 2-10%.
+// about the same as 32; prefetcht0 (into L1) instead of prefetcht1 lost 2-10%. End to end it
+// did not show: `bench/embed_ab.sh` (7 rounds, fp32) gave batch 1 2.70 -> 2.72 s and batch 32
+// 5.40 -> 5.44 s, inside the spread of the rounds (2.31-2.95 s at batch 1).
 constexpr std::int64_t gemm_prefetch_rows() { return 32; }
 
 // Tasks of more rows than this do not prefetch: 11+ row tiles share each block's wait for
