@@ -1,10 +1,11 @@
 // Times the packed GEMM the way the encoder uses it at small batches: the four projections of
 // LAYERS MiniLM-shaped layers (W_qkv 384x1152, W_o 384x384, W_up 384x1536, W_down 1536x384)
-// one after the other on M rows, so that with 6 layers the 42 MB of fp32 weights (21 MB bf16)
+// one after the other on M rows, so that with 6 layers the 42 MB of fp32 weights (21 MB bf16,
+// 11 MB int8)
 // come from memory or L3, not from L2 as in `headcount bench --suite encoder`'s projection
 // rows. Standalone, not in the CMake build; links the Release tree's library (bench/README.md
 // has the build line).
-//   gemm_stream LAYERS M THREADS [ROUNDS] [fp32|bf16]
+//   gemm_stream LAYERS M THREADS [ROUNDS] [fp32|bf16|int8]
 // Prints the median, first and third quartile of the time of one pass over all projections
 // (each round: 20 passes, after one warm-up pass) and the GFLOP/s at the median.
 #include <algorithm>
@@ -23,18 +24,18 @@ using namespace headcount;
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s LAYERS M THREADS [ROUNDS] [fp32|bf16]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LAYERS M THREADS [ROUNDS] [fp32|bf16|int8]\n", argv[0]);
     return 2;
   }
   const int layers = std::atoi(argv[1]), threads = std::atoi(argv[3]);
   const long m = std::atol(argv[2]);
   const int rounds = argc > 4 ? std::atoi(argv[4]) : 9;
   const std::string dtype_name = argc > 5 ? argv[5] : "fp32";
-  if (layers < 1 || m < 1 || threads < 1 || rounds < 1 || (dtype_name != "fp32" && dtype_name != "bf16")) {
-    std::fprintf(stderr, "gemm_stream: LAYERS, M, THREADS, ROUNDS >= 1 and fp32 or bf16 expected\n");
+  if (layers < 1 || m < 1 || threads < 1 || rounds < 1 || (dtype_name != "fp32" && dtype_name != "bf16" && dtype_name != "int8")) {
+    std::fprintf(stderr, "gemm_stream: LAYERS, M, THREADS, ROUNDS >= 1 and fp32, bf16 or int8 expected\n");
     return 2;
   }
-  const DType dtype = dtype_name == "bf16" ? DType::bf16 : DType::f32;
+  const DType dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "int8" ? DType::i8 : DType::f32;
   try {
     Context ctx(ContextOptions{.threads = threads});
     struct Shape {

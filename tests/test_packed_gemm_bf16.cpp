@@ -171,7 +171,7 @@ TEST(PackedGemmBf16, RowResultDoesNotDependOnMPositionOrThreads) {
 TEST(PackedGemmBf16, BadArgumentsAreErrors) {
   const std::vector<float> w(15, 1.0f);
   expect_error([&] { layers::pack_weights(w.data(), 5, 3, 3, DType::bf16); }, {"weights", "even k", "got 5"});
-  expect_error([&] { layers::pack_weights(w.data(), 5, 3, 3, DType::f64); }, {"weights dtype", "f32 or bf16"});
+  expect_error([&] { layers::pack_weights(w.data(), 5, 3, 3, DType::f64); }, {"weights dtype", "f32, bf16 or i8"});
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 
 namespace headcount {
 
-enum class DType : std::uint8_t { f32, f64, bf16 };
+enum class DType : std::uint8_t { f32, f64, bf16, i8 };
 
 std::size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);

@@ -16,6 +16,7 @@ std::size_t dtype_size(DType dtype) {
     case DType::f32: return 4;
     case DType::f64: return 8;
     case DType::bf16: return 2;
+    case DType::i8: return 1;
   }
   return 0;
 }
@@ -25,6 +26,7 @@ const char* dtype_name(DType dtype) {
     case DType::f32: return "f32";
     case DType::f64: return "f64";
     case DType::bf16: return "bf16";
+    case DType::i8: return "i8";
   }
   return "?";
 }

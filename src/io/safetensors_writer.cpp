@@ -23,6 +23,8 @@ const char* safetensors_dtype(DType dtype) {
       return "F64";
     case DType::bf16:
       return "BF16";
+    case DType::i8:
+      return "I8";
   }
   return "?";
 }

@@ -97,6 +97,10 @@ constexpr std::int64_t gemm_prefetch_rows() { return 32; }
 // memory (m = 448, weights in cache: fp32 8329 -> 8430, bf16 4253 -> 4391 us with prefetch).
 constexpr std::int64_t gemm_prefetch_max_rows() { return 64; }
 
+// The same for int8 weights (depths, a multiple of 4): 512 depths are 128 quad rows of 64
+// 32-bit lanes, the same 32 KiB as fp32's 128.
+constexpr std::int64_t gemm_i8_depth_block() { return 512; }
+
 // The same for bf16 weights (depths, even): 256 depths of a bf16 panel are 128 pair rows of 64
 // 32-bit lanes, the same 32 KiB of L1 as fp32's 128.
 constexpr std::int64_t gemm_bf16_depth_block() { return 256; }

@@ -3,6 +3,7 @@
 #include "layers/packed_gemm.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "headcount/error.h"
 #include "kernels/tuning.h"
@@ -16,6 +17,8 @@ namespace {
 // The Context workspace slot of the bf16 copy of x (above the attention layer's and the
 // encoder's slots).
 constexpr int kSlotBf16Input = 48;
+// ... and of the int8 copy of x and its row scales.
+constexpr int kSlotI8Input = 49, kSlotI8Scales = 50;
 
 Tensor pack_bf16(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw) {
   HEADCOUNT_CHECK(k % 2 == 0, "weights", "an even k for bf16 packing", k);
@@ -33,13 +36,56 @@ Tensor pack_bf16(const float* w, std::int64_t k, std::int64_t n, std::int64_t ld
   return packed;
 }
 
+// Per column c: s = max_d |W[d, c]| / 127 and q = round(W / s) in [-127, 127] (all-zero
+// column: s = 0, q = 0), laid out as gemm.h's int8 panels, each followed by its 64 scales and
+// 64 offsets 128·Σ_d q[d, c]; columns past n are zero.
+Tensor pack_i8(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw) {
+  HEADCOUNT_CHECK(k % 4 == 0, "weights", "k a multiple of 4 for int8 packing", k);
+  const std::int64_t nr = tuning::gemm_panel_columns();
+  const std::int64_t panels = (n + nr - 1) / nr;
+  Tensor packed(DType::i8, {panels, k + 8, nr});  // k rows of 64 bytes, then 512 bytes of scales and offsets
+  auto* base = packed.data<std::uint8_t>();
+  for (std::int64_t p = 0; p < panels; ++p) {
+    std::uint8_t* panel = base + p * (k + 8) * nr;
+    float* scales = reinterpret_cast<float*>(panel + k * nr);
+    std::int32_t* offsets = reinterpret_cast<std::int32_t*>(panel + k * nr + 4 * nr);
+    const std::int64_t c0 = p * nr, cols = std::min(nr, n - c0);
+    for (std::int64_t c = 0; c < nr; ++c) {
+      scales[c] = 0.0f;
+      offsets[c] = 0;
+    }
+    for (std::int64_t c = 0; c < cols; ++c) {
+      float maxabs = 0.0f;
+      for (std::int64_t d = 0; d < k; ++d) {
+        const float v = w[d * ldw + c0 + c];
+        HEADCOUNT_CHECK(std::isfinite(v), "weights", "finite values for int8 packing",
+                        concat(v, " at row ", d, ", column ", c0 + c));
+        maxabs = std::max(maxabs, std::fabs(v));
+      }
+      const float inv = maxabs > 0.0f ? 127.0f / maxabs : 0.0f;
+      scales[c] = maxabs / 127.0f;
+      std::int32_t sum = 0;
+      for (std::int64_t d = 0; d < k; ++d) {
+        const float t = std::nearbyint(w[d * ldw + c0 + c] * inv);
+        const auto q = static_cast<std::int8_t>(std::clamp(t, -127.0f, 127.0f));
+        sum += q;
+        panel[(d / 4) * 4 * nr + 4 * c + d % 4] = static_cast<std::uint8_t>(q);
+      }
+      offsets[c] = 128 * sum;
+    }
+  }
+  return packed;
+}
+
 }  // namespace
 
 Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw, DType dtype) {
   HEADCOUNT_CHECK(k >= 1 && n >= 1 && ldw >= n, "weights", "k >= 1, n >= 1, ldw >= n",
                   concat("k ", k, ", n ", n, ", ldw ", ldw));
-  HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16, "weights dtype", "f32 or bf16", dtype_name(dtype));
+  HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8, "weights dtype", "f32, bf16 or i8",
+                  dtype_name(dtype));
   if (dtype == DType::bf16) return pack_bf16(w, k, n, ldw);
+  if (dtype == DType::i8) return pack_i8(w, k, n, ldw);
   const std::int64_t nr = tuning::gemm_panel_columns();
   const std::int64_t panels = (n + nr - 1) / nr;
   Tensor packed(DType::f32, {panels, k, nr});
@@ -54,11 +100,13 @@ Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t
 
 void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
   const std::int64_t nr = tuning::gemm_panel_columns();
-  HEADCOUNT_CHECK(g.w != nullptr && (g.w->dtype() == DType::f32 || g.w->dtype() == DType::bf16) &&
+  HEADCOUNT_CHECK(g.w != nullptr &&
+                      (g.w->dtype() == DType::f32 || g.w->dtype() == DType::bf16 ||
+                       (g.w->dtype() == DType::i8 && g.w->rank() == 3 && g.w->size(1) > 8 && g.w->size(1) % 4 == 0)) &&
                       g.w->rank() == 3 && g.w->size(2) == nr,
-                  "packed weights", concat("an f32 or bf16 [panels, k, ", nr, "] tensor from pack_weights"),
+                  "packed weights", concat("an f32, bf16 or i8 [panels, k (+ 8 for i8), ", nr, "] tensor from pack_weights"),
                   g.w == nullptr ? std::string("none") : shape_string(g.w->shape()));
-  const std::int64_t panels = g.w->size(0), k = g.w->size(1);
+  const std::int64_t panels = g.w->size(0), k = g.w->size(1) - (g.w->dtype() == DType::i8 ? 8 : 0);
   HEADCOUNT_CHECK(g.n >= 1 && (g.n + nr - 1) / nr == panels, "n", concat("a width packed into ", panels, " panels"), g.n);
   HEADCOUNT_CHECK(g.m >= 0 && g.ldx >= k && g.ldy >= g.n, "packed gemm", concat("m >= 0, ldx >= k = ", k, ", ldy >= n = ", g.n),
                   concat("m ", g.m, ", ldx ", g.ldx, ", ldy ", g.ldy));
@@ -82,6 +130,26 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
       const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
       kernels.panel_bf16(xb + r0 * k, k, rows, packed + p * lanes, k, g.bias == nullptr ? nullptr : g.bias + c0,
                          g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
+    });
+    return;
+  }
+  if (g.w->dtype() == DType::i8) {
+    // x quantised once per call, a scale per row, rows split over the pool (each row's bytes
+    // and scale depend on that row only), then the usual task split on the int8 kernel.
+    auto* xq = static_cast<std::uint8_t*>(ctx.workspace(kSlotI8Input, static_cast<std::size_t>(g.m * k)));
+    auto* scales = static_cast<float*>(ctx.workspace(kSlotI8Scales, static_cast<std::size_t>(g.m) * sizeof(float)));
+    ctx.parallel_for(row_blocks, [&](std::int64_t rb, int) {
+      const std::int64_t r1 = std::min(g.m, (rb + 1) * block);
+      for (std::int64_t r = rb * block; r < r1; ++r) kernels.quantize_u8(g.x + r * g.ldx, k, xq + r * k, scales + r);
+    });
+    const auto* packed = g.w->data<const std::uint8_t>();
+    const std::int64_t panel_bytes = (k + 8) * nr;
+    ctx.parallel_for(row_blocks * panels, [&](std::int64_t task, int) {
+      const std::int64_t p = task / row_blocks, rb = task % row_blocks;
+      const std::int64_t r0 = rb * block, rows = std::min(block, g.m - r0);
+      const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
+      kernels.panel_i8(xq + r0 * k, k, scales + r0, rows, packed + p * panel_bytes, k,
+                       g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
     });
     return;
   }

@@ -22,11 +22,12 @@ const GemmKernels& gemm_kernels(Isa isa) {
     case Isa::amx_bf16:  // no AMX tiles here (none on the hosts that test this code): vdpbf16ps
     case Isa::avx512_bf16: {
       // fp32 from the AVX-512 FMA kernel (the same bits with or without AVX512_BF16), bf16 on
-      // vdpbf16ps.
+      // vdpbf16ps, int8 on vpdpbusd.
       static const GemmKernels kernels = [] {
         GemmKernels k = avx512::gemm_table();
         k.isa = Isa::avx512_bf16;
         k.panel_bf16 = avx512_bf16::gemm_table().panel_bf16;
+        k.panel_i8 = avx512_bf16::gemm_table().panel_i8;  // vpdpbusd
         return k;
       }();
       return kernels;

@@ -21,6 +21,16 @@
 // vdpbf16ps's own order where the ISA has it, even then odd depth otherwise), then bias and
 // epilogue in fp32: the same invariance as fp32, and on every ISA the same error bound
 // (test_packed_gemm_bf16.cpp derives it) though not bitwise the same result across ISAs.
+//
+// int8 (`panel_i8`): x rows quantised by `quantize_u8` (one scale per row: s = max|x| / 127,
+// q = round(x / s) in [-127, 127], stored as q + 128 in a byte), weights per column (s_w =
+// max|W[:, c]| / 127, q_w = round(W / s_w) in [-127, 127]). A panel is k/4 quad rows of 64
+// 32-bit lanes, lane c of quad row q holding q_w[4q + j, c] in byte j (vpdpbusd's operand
+// order), then 64 floats s_w and 64 int32 offsets 128·Σ_d q_w[d, c] (the +128 of x, taken out
+// again): k·64 + 512 bytes. The sums Σ_d (q_x + 128)·q_w are exact in int32 (|sum| <= k·255·127
+// < 2^31 for k <= 66,000), whatever the order, so every ISA (vpdpbusd on avx512_bf16, which
+// all CPUs with AVX512_BF16 pair with AVX512_VNNI; widened int32 multiplies elsewhere) gets the
+// same integers; then y = float(sum - offset)·(s_x·s_w) + bias and the epilogue, in fp32.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +61,14 @@ struct GemmKernels {
   // n floats rounded to bf16, to nearest even (NaN stays NaN): the GEMM's bf16 input, the
   // same bits on every ISA (as headcount::to_bf16).
   void (*to_bf16)(const float* x, std::uint16_t* y, std::int64_t n) = nullptr;
+  // As `panel` on quantised x rows (row r at x + r*ldx bytes, its scale row_scale[r]) and one
+  // int8 panel (layout above); k a multiple of 4.
+  void (*panel_i8)(const std::uint8_t* x, std::int64_t ldx, const float* row_scale, std::int64_t rows,
+                   const std::uint8_t* panel, std::int64_t k, const float* bias, float* y, std::int64_t ldy,
+                   std::int64_t cols, GemmEpilogue epilogue) = nullptr;
+  // One row of n floats to n bytes q + 128 and its scale (above): 0 for an all-zero row (every
+  // byte 128), NaN when the row holds a NaN or an infinity (so the row's outputs are NaN).
+  void (*quantize_u8)(const float* x, std::int64_t n, std::uint8_t* q, float* scale) = nullptr;
 };
 
 const GemmKernels& gemm_kernels(Isa isa);

@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "kernels/tuning.h"
@@ -323,6 +325,191 @@ void to_bf16_array(const float* x, std::uint16_t* y, i64 n) {
   }
 }
 
+// ---- int8 x and panels (layout in gemm.h) --------------------------------------------------
+
+typedef std::int32_t vs __attribute__((vector_size(W * 4)));
+
+inline vs load_s(const void* p) {
+  vs v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The int32 partial sums of a depth block pass through y's floats as raw bits (exact); whole
+// vectors straight, a last partial one through a small buffer.
+inline vs load_bits_part(const float* p, i64 cols) {
+  if (cols >= W) return load_s(p);
+  std::int32_t tmp[W] = {};
+  std::memcpy(tmp, p, static_cast<std::size_t>(std::max<i64>(0, cols)) * 4);
+  return load_s(tmp);
+}
+
+inline void store_bits_part(float* p, vs v, i64 cols) {
+  if (cols >= W) {
+    std::memcpy(p, &v, sizeof v);
+    return;
+  }
+  std::int32_t tmp[W];
+  std::memcpy(tmp, &v, sizeof v);
+  std::memcpy(p, tmp, static_cast<std::size_t>(cols) * 4);
+}
+
+template <int R, bool kPrefetch>
+void tile_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, const std::uint32_t* panel, i64 q0, i64 q1,
+             const float* col_scale, const std::int32_t* col_offset, const float* bias, float* y, i64 ldy, i64 cols,
+             GemmEpilogue epilogue, bool first, bool last, i64 rows_end) {
+  vs acc[R][kVecs] = {};
+  if (!first) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < kVecs; ++j) acc[r][j] = load_bits_part(y + r * ldy + j * W, cols - j * W);
+  }
+  const std::uint8_t* xr[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) xr[r] = x + r * ldx;
+  constexpr i64 ahead = tuning::gemm_prefetch_rows();
+  for (i64 q = q0; q < q1; ++q) {
+    if (kPrefetch && q + ahead < rows_end) prefetch_row<kPrefetch>(panel + (q + ahead) * kPanel);
+    vs b[kVecs];
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) b[j] = load_s(panel + q * kPanel + j * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      std::uint32_t word;
+      std::memcpy(&word, xr[r] + 4 * q, 4);
+#if HC_WITH_BF16
+      // acc += Σ_j x_j·w_j over the quad, u8 times s8, in 32 bits: vpdpbusd (AVX512_VNNI).
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(word));
+#pragma GCC unroll 16
+      for (int j = 0; j < kVecs; ++j) acc[r][j] = (vs)_mm512_dpbusd_epi32((__m512i)acc[r][j], a, (__m512i)b[j]);
+#else
+      // Widened: each byte of the lane sign-extended by two shifts, times the x byte, added.
+#pragma GCC unroll 4
+      for (int byte = 0; byte < 4; ++byte) {
+        const std::int32_t xb = static_cast<std::int32_t>((word >> (8 * byte)) & 0xffu);
+#pragma GCC unroll 16
+        for (int j = 0; j < kVecs; ++j) acc[r][j] += xb * ((b[j] << (24 - 8 * byte)) >> 24);
+      }
+#endif
+    }
+  }
+  // The panel holds all 64 scales and offsets (zero past n); the bias only n.
+  vf cs[kVecs] = {}, bv[kVecs] = {};
+  vs off[kVecs] = {};
+  if (last) {
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) {
+      cs[j] = load(col_scale + j * W);
+      off[j] = load_s(col_offset + j * W);
+      bv[j] = bias == nullptr ? splat(0.0f) : (j + 1) * W <= cols ? load(bias + j * W) : load_part(bias + j * W, cols - j * W);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) {
+      if (j * W >= cols) continue;
+      if (!last) {
+        store_bits_part(y + r * ldy + j * W, acc[r][j], cols - j * W);
+        continue;
+      }
+      const vf sum = __builtin_convertvector(acc[r][j] - off[j], vf);
+      const vf v = finish(sum * (cs[j] * splat(row_scale[r])), bv[j], epilogue);
+      if ((j + 1) * W <= cols) {
+        store(y + r * ldy + j * W, v);
+      } else {
+        float tmp[W];
+        store(tmp, v);
+        std::copy_n(tmp, cols - j * W, y + r * ldy + j * W);
+      }
+    }
+}
+
+using TileI8 = decltype(&tile_i8<1, false>);
+template <bool kPrefetch, int... R>
+constexpr std::array<TileI8, sizeof...(R)> tile_table_i8(std::integer_sequence<int, R...>) {
+  return {&tile_i8<R + 1, kPrefetch>...};
+}
+constexpr std::array<std::array<TileI8, kRows>, 2> kTilesI8 = {
+    tile_table_i8<true>(std::make_integer_sequence<int, kRows>{}),
+    tile_table_i8<false>(std::make_integer_sequence<int, kRows>{})};
+
+void panel_kernel_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, i64 rows, const std::uint8_t* panel,
+                     i64 k, const float* bias, float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
+  // As panel_kernel, in quads: a depth block of gemm_i8_depth_block() depths is as many bytes
+  // of the panel as fp32's block (one byte a weight, four to a lane).
+  const i64 quads = k / 4, kc = tuning::gemm_i8_depth_block() / 4;
+  const auto* lanes = reinterpret_cast<const std::uint32_t*>(panel);
+  const auto* col_scale = reinterpret_cast<const float*>(panel + k * kPanel);
+  const auto* col_offset = reinterpret_cast<const std::int32_t*>(panel + k * kPanel + 4 * kPanel);
+  const int prefetching = rows <= tuning::gemm_prefetch_max_rows() ? 0 : 1;
+  for (i64 q0 = 0; q0 < quads; q0 += kc) {
+    const i64 q1 = std::min(quads, q0 + kc);
+    for (i64 c0 = 0; c0 < cols; c0 += kBlock) {
+      const i64 block_cols = std::min<i64>(kBlock, cols - c0);
+      for (i64 r0 = 0; r0 < rows; r0 += kRows) {
+        const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
+        kTilesI8[r0 == 0 ? prefetching : 1][nr - 1](
+            x + r0 * ldx, ldx, row_scale + r0, lanes + c0, q0, q1, col_scale + c0, col_offset + c0,
+            bias == nullptr ? nullptr : bias + c0, y + r0 * ldy + c0, ldy, block_cols, epilogue, q0 == 0, q1 == quads,
+            quads);
+      }
+    }
+  }
+}
+
+// q = round(x·(127 / max|x|)) by adding and subtracting 1.5·2^23 (|x·127/max| <= 127, so the
+// sum's unit is 1: it rounds to nearest even), clamped to ±127, plus 128.
+void quantize_u8_row(const float* x, i64 n, std::uint8_t* q, float* scale) {
+  vf m = splat(0.0f);
+  vi bad = vi{} == 1;  // all false
+  const vf big = splat(3.40282347e38f);
+  i64 i = 0;
+  for (; i + W <= n; i += W) {
+    const vf v = load(x + i);
+    const vf a = v < 0 ? -v : v;
+    bad |= !(a <= big);  // NaN and ±inf
+    m = a > m ? a : m;
+  }
+  float maxabs = 0.0f;
+  bool non_finite = false;
+  for (int l = 0; l < W; ++l) {
+    maxabs = std::max(maxabs, m[l]);
+    non_finite = non_finite || bad[l] != 0;
+  }
+  for (; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    non_finite = non_finite || !(a <= 3.40282347e38f);
+    maxabs = std::max(maxabs, a);
+  }
+  if (non_finite || maxabs == 0.0f) {
+    std::fill_n(q, n, std::uint8_t{128});
+    *scale = non_finite ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    return;
+  }
+  const float inv = 127.0f / maxabs;
+  *scale = maxabs / 127.0f;
+  typedef std::uint8_t vb __attribute__((vector_size(W)));
+  const vf round = splat(12582912.0f), lo = splat(-127.0f), hi = splat(127.0f), scale_by = splat(inv);
+  auto bytes = [&](vf v) {
+    vf t = (v * scale_by + round) - round;
+    t = t < lo ? lo : t;
+    t = t > hi ? hi : t;
+    return __builtin_convertvector(__builtin_convertvector(t, vi) + 128, vb);
+  };
+  for (i = 0; i + W <= n; i += W) {
+    const vb b = bytes(load(x + i));
+    std::memcpy(q + i, &b, W);
+  }
+  if (i < n) {
+    float tmp[W] = {};
+    std::copy_n(x + i, n - i, tmp);
+    const vb b = bytes(load(tmp));
+    std::memcpy(q + i, &b, static_cast<std::size_t>(n - i));
+  }
+}
+
 void gelu_array(float* x, i64 n) {
   i64 i = 0;
   for (; i + W <= n; i += W) store(x + i, gelu_v(load(x + i)));
@@ -347,7 +534,9 @@ const GemmKernels& gemm_table() {
                                    .gelu_erf = &gelu_array,
                                    .erf = &erf_array,
                                    .panel_bf16 = &panel_kernel_bf16,
-                                   .to_bf16 = &to_bf16_array};
+                                   .to_bf16 = &to_bf16_array,
+                                   .panel_i8 = &panel_kernel_i8,
+                                   .quantize_u8 = &quantize_u8_row};
   return kernels;
 }
 

@@ -63,7 +63,9 @@ bool cpu_supports(Isa isa) {
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("fma");
     case Isa::avx512_bf16:
-      return cpu_supports(Isa::avx512) && __builtin_cpu_supports("avx512bf16");
+      // AVX512_VNNI too: the int8 GEMM's vpdpbusd (every CPU with AVX512_BF16 has it).
+      return cpu_supports(Isa::avx512) && __builtin_cpu_supports("avx512bf16") &&
+             __builtin_cpu_supports("avx512vnni");
     case Isa::amx_bf16: return cpu_supports(Isa::avx512_bf16) && simd::amx::available();
   }
   return false;
