@@ -111,11 +111,16 @@ struct EmbedOptions {
 // bf16: weights rounded to bf16 once at load, each projection's input rows rounded to bf16,
 // products summed in fp32 and bias, GELU, attention, LayerNorm and pooling in fp32
 // (vdpbf16ps where the CPU has AVX512_BF16; elsewhere the same arithmetic widened to fp32).
+// i8: weights quantised to int8 once at load (one scale per output column), each projection's
+// input rows quantised to int8 (one scale per row, so a sentence's result does not depend on
+// its batch), exact int32 sums (vpdpbusd where the CPU has AVX512_VNNI), then scales, bias,
+// GELU and everything else in fp32 (simd/gemm.h has the layout and the arithmetic).
 struct EncoderLoadOptions {
-  DType dtype = DType::f32;  // f32 or bf16
+  DType dtype = DType::f32;  // f32, bf16 or i8
 };
 
-// "fp32" → f32, "bf16" → bf16; anything else: Error("dtype: expected fp32 or bf16, got ...").
+// "fp32" → f32, "bf16" → bf16, "int8" → i8; anything else: Error("dtype: expected fp32, bf16
+// or int8, got ...").
 DType parse_encoder_dtype(const std::string& name);
 
 class BertEncoder {

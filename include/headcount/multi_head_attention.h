@@ -119,7 +119,8 @@ class MultiHeadAttention {
 
   // Repacks W_qkv and W_o for the packed GEMM in `dtype`: f32 (as constructed) or bf16 (the
   // weights rounded once; the packed projections then round their input rows to bf16 and
-  // accumulate in fp32, bias in fp32; the attention kernel's inputs stay fp32). Any other
+  // accumulate in fp32, bias in fp32; the attention kernel's inputs stay fp32) or i8 (weights
+  // quantised per column, input rows per row, exact int32 sums: simd/gemm.h). Any other
   // dtype: Error. The unpacked fp32 weights (and the OpenBLAS paths) are untouched.
   void set_projection_dtype(DType dtype);
 

@@ -167,7 +167,8 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
 }
 
 void MultiHeadAttention::set_projection_dtype(DType dtype) {
-  HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16, "projection dtype", "f32 or bf16", dtype_name(dtype));
+  HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8, "projection dtype",
+                  "f32, bf16 or i8", dtype_name(dtype));
   const MultiHeadAttentionConfig& c = config_;
   if (c.kv_dim == c.d_model) {
     Tensor w_qkv(DType::f32, {c.d_model, qkv_width_});

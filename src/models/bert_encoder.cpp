@@ -59,14 +59,16 @@ struct BertEncoder::Impl {
 DType parse_encoder_dtype(const std::string& name) {
   if (name == "fp32") return DType::f32;
   if (name == "bf16") return DType::bf16;
-  fail("dtype", concat("expected fp32 or bf16, got '", name, "'"));
+  if (name == "int8") return DType::i8;
+  fail("dtype", concat("expected fp32, bf16 or int8, got '", name, "'"));
 }
 
 BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer,
                          const EncoderLoadOptions& options)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(tokenizer))) {
   const EncoderConfig& c = impl_->config;
-  check(options.dtype == DType::f32 || options.dtype == DType::bf16, "dtype", "f32 or bf16",
+  check(options.dtype == DType::f32 || options.dtype == DType::bf16 || options.dtype == DType::i8, "dtype",
+        "f32, bf16 or i8",
         dtype_name(options.dtype));
   impl_->dtype = options.dtype;
   check(impl_->tokenizer.vocab_size() == c.vocab_size, "vocab.txt",

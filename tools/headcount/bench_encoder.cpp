@@ -1,6 +1,6 @@
-// `headcount bench --suite encoder`: the packed projections (fp32 and bf16) against OpenBLAS,
-// then the whole encoder (tokenisation to normalised embeddings) at batch 1 and 32, fp32 and
-// bf16 projections alternated in the same run.
+// `headcount bench --suite encoder`: the packed projections (fp32, bf16, int8) against
+// OpenBLAS, then the whole encoder (tokenisation to normalised embeddings) at batch 1 and 32,
+// fp32, bf16 and int8 projections alternated in the same run.
 #include "bench_encoder.h"
 
 #include <nlohmann/json.hpp>
@@ -23,7 +23,8 @@ namespace {
 // The encoder's four projections (x · W + b) at one sentence (14 tokens, STS-B's median with
 // [CLS] and [SEP]) and at a batch of 32 such sentences, on the packed GEMM and on layers::gemm
 // (OpenBLAS as configured: bias copied, then C += A·B), and on the packed GEMM with bf16
-// weights (x rounded to bf16 inside the call, counted in its time), alternated in this run;
+// weights (x rounded to bf16 inside the call, counted in its time) and with int8 weights (x
+// quantised inside the call, counted too), alternated in this run;
 // medians of `repeats` rounds of calls lasting ~20 ms each.
 nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
   struct Shape {
@@ -33,8 +34,8 @@ nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
   const Shape shapes[] = {{"qkv", 384, 1152}, {"o", 384, 384}, {"ffn up+gelu", 384, 1536}, {"ffn down", 1536, 384}};
   nlohmann::json rows = nlohmann::json::array();
   if (print)
-    std::printf("%-12s %5s %5s %5s %14s %14s %7s %12s %7s\n", "projection", "m", "k", "n", "packed GF/s", "OpenBLAS GF/s",
-                "ratio", "bf16 GF/s", "/fp32");
+    std::printf("%-12s %5s %5s %5s %14s %14s %7s %12s %7s %12s %7s\n", "projection", "m", "k", "n", "packed GF/s",
+                "OpenBLAS GF/s", "ratio", "bf16 GF/s", "/fp32", "int8 GOP/s", "/fp32");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (std::int64_t m : {14, 448}) {
@@ -46,6 +47,7 @@ nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
       for (float& v : bias) v = dist(rng);
       const Tensor packed = layers::pack_weights(w.data(), s.k, s.n, s.n);
       const Tensor packed_bf16 = layers::pack_weights(w.data(), s.k, s.n, s.n, DType::bf16);
+      const Tensor packed_i8 = layers::pack_weights(w.data(), s.k, s.n, s.n, DType::i8);
       const layers::GemmEpilogue epilogue = s.n == 1536 ? layers::GemmEpilogue::gelu_erf : layers::GemmEpilogue::none;
       auto run_packed = [&] {
         layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = s.k, .w = &packed, .n = s.n, .bias = bias.data(),
@@ -53,6 +55,10 @@ nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
       };
       auto run_bf16 = [&] {
         layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = s.k, .w = &packed_bf16, .n = s.n, .bias = bias.data(),
+                                  .y = y.data(), .ldy = s.n, .epilogue = epilogue});
+      };
+      auto run_i8 = [&] {
+        layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = s.k, .w = &packed_i8, .n = s.n, .bias = bias.data(),
                                   .y = y.data(), .ldy = s.n, .epilogue = epilogue});
       };
       auto run_blas = [&] {
@@ -70,22 +76,27 @@ nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
       run_packed();
       run_blas();
       run_bf16();
-      std::vector<double> packed_rates, blas_rates, bf16_rates;
+      run_i8();
+      std::vector<double> packed_rates, blas_rates, bf16_rates, i8_rates;
       for (int r = 0; r < std::max(3, repeats); ++r) {
         packed_rates.push_back(rate(run_packed));
         blas_rates.push_back(rate(run_blas));
         bf16_rates.push_back(rate(run_bf16));
+        i8_rates.push_back(rate(run_i8));
       }
       std::sort(packed_rates.begin(), packed_rates.end());
       std::sort(blas_rates.begin(), blas_rates.end());
       std::sort(bf16_rates.begin(), bf16_rates.end());
+      std::sort(i8_rates.begin(), i8_rates.end());
       const double p = packed_rates[packed_rates.size() / 2], b = blas_rates[blas_rates.size() / 2],
-                   h = bf16_rates[bf16_rates.size() / 2];
+                   h = bf16_rates[bf16_rates.size() / 2], q = i8_rates[i8_rates.size() / 2];
       rows.push_back({{"projection", s.name}, {"m", m}, {"k", s.k}, {"n", s.n}, {"packed_gflops", p},
-                      {"openblas_gflops", b}, {"ratio", p / b}, {"packed_bf16_gflops", h}, {"bf16_over_fp32", h / p}});
+                      {"openblas_gflops", b}, {"ratio", p / b}, {"packed_bf16_gflops", h}, {"bf16_over_fp32", h / p},
+                      {"packed_int8_gops", q}, {"int8_over_fp32", q / p}});
       if (print)
-        std::printf("%-12s %5lld %5lld %5lld %14.1f %14.1f %6.2fx %12.1f %6.2fx\n", s.name, static_cast<long long>(m),
-                    static_cast<long long>(s.k), static_cast<long long>(s.n), p, b, p / b, h, h / p);
+        std::printf("%-12s %5lld %5lld %5lld %14.1f %14.1f %6.2fx %12.1f %6.2fx %12.1f %6.2fx\n", s.name,
+                    static_cast<long long>(m), static_cast<long long>(s.k), static_cast<long long>(s.n), p, b, p / b, h,
+                    h / p, q, q / p);
     }
   }
   return rows;
@@ -99,6 +110,7 @@ void run_encoder_suite(const EncoderSuiteOptions& o) {
   std::fprintf(stderr, "bench: loading %s\n", model_dir.c_str());
   const BertEncoder encoder = BertEncoder::load(model_dir);
   const BertEncoder encoder_bf16 = BertEncoder::load(model_dir, {.dtype = DType::bf16});
+  const BertEncoder encoder_i8 = BertEncoder::load(model_dir, {.dtype = DType::i8});
   // The same order as bench/peers/encoder_peers.py: every sentence1, then every sentence2.
   std::vector<std::string> texts;
   const std::vector<StsPair> pairs = read_sts(o.sentences);
@@ -114,8 +126,8 @@ void run_encoder_suite(const EncoderSuiteOptions& o) {
                 texts.size(), o.sentences.c_str(), o.threads, o.threads == 1 ? "" : "s", o.repeats, "batch", "dtype",
                 "seconds", "sentences/s", "tokens/s");
   for (std::int64_t batch : {1, 32})
-    for (const BertEncoder* e : {&encoder, &encoder_bf16}) {
-      const char* dtype = e->dtype() == DType::bf16 ? "bf16" : "f32";
+    for (const BertEncoder* e : {&encoder, &encoder_bf16, &encoder_i8}) {
+      const char* dtype = e->dtype() == DType::bf16 ? "bf16" : e->dtype() == DType::i8 ? "int8" : "f32";
       std::fprintf(stderr, "bench: encoder %s batch %lld...\n", dtype, static_cast<long long>(batch));
       const EncoderTiming t = time_encoder(ctx, *e, texts, batch, o.repeats);
       const double tokens_per_second = static_cast<double>(t.tokens) / t.median_seconds;

@@ -45,7 +45,7 @@ BertEncoder load_encoder(const std::string& flag, DType dtype) {
 }
 
 DType parse_dtype_option(const std::string& value) {
-  check(value == "fp32" || value == "bf16", "--dtype", "fp32 or bf16", value);
+  check(value == "fp32" || value == "bf16" || value == "int8", "--dtype", "fp32, bf16 or int8", value);
   return parse_encoder_dtype(value);
 }
 

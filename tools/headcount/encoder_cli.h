@@ -22,12 +22,13 @@ std::string resolve_model_dir(const std::string& flag);
 // Loads the encoder from resolve_model_dir(flag), its projections in `dtype`.
 BertEncoder load_encoder(const std::string& flag, DType dtype = DType::f32);
 
-// --dtype: "fp32" or "bf16"; anything else: Error("--dtype: expected fp32 or bf16, got ...").
+// --dtype: "fp32", "bf16" or "int8"; anything else: Error("--dtype: expected fp32, bf16 or int8, got ...").
 DType parse_dtype_option(const std::string& value);
 
 // Help text of --dtype, the same for every encoder command.
 inline constexpr const char* kDtypeHelp =
-    "Projections: fp32, or bf16 (weights and GEMM inputs rounded to bf16, fp32 accumulation)";
+    "Projections: fp32; bf16 (weights and GEMM inputs rounded to bf16, fp32 accumulation); or int8 "
+    "(weights quantised per column, GEMM inputs per row, exact int32 sums)";
 
 // Worker threads: 0 means every core the machine reports.
 int resolve_threads(int threads);
