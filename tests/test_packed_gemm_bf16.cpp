@@ -15,26 +15,13 @@
 #include "expect_error.h"
 #include "headcount/context.h"
 #include "layers/packed_gemm.h"
+#include "packed_gemm_testing.h"
 
 namespace headcount::testing {
 namespace {
 
 using layers::GemmEpilogue;
-
-std::vector<Isa> isas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
-    if (isa_supported(isa)) out.push_back(isa);
-  return out;
-}
-
-std::vector<float> uniform(std::size_t count, std::uint64_t seed, float bound = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-bound, bound);
-  std::vector<float> v(count);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using namespace packed;
 
 double rounded(float x) { return static_cast<double>(to_float(to_bf16(x))); }
 
@@ -45,12 +32,6 @@ std::vector<float> run(Context& ctx, const std::vector<float>& x, std::int64_t m
                             .ldy = n, .epilogue = epilogue});
   return y;
 }
-
-constexpr double kU = 0x1p-24;  // unit roundoff of fp32
-double gamma(std::int64_t j) { return static_cast<double>(j) * kU / (1.0 - static_cast<double>(j) * kU); }
-constexpr double kGeluLipschitz = 1.129;  // max |gelu'|, as in test_packed_gemm.cpp
-constexpr double kErfAbs = 4e-7;          // the epilogue erf's bound (gemm_impl.h)
-double gelu64(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
 
 // Bound, per element, for y = fl(Σ_d x̃_d·w̃_d + b) with x̃, w̃ the bf16 roundings (the reference
 // uses the same roundings, so only the arithmetic is measured): a product of two bf16 values
@@ -141,31 +122,7 @@ TEST(PackedGemmBf16, RoundingKernelEqualsToBf16Bitwise) {
 TEST(PackedGemmBf16, RowResultDoesNotDependOnMPositionOrThreads) {
   const std::int64_t k = 514, n = 130;  // three depth blocks, the last partial; a partial panel
   const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 1);
-  const std::vector<float> bias = uniform(static_cast<std::size_t>(n), 2);
-  const Tensor packed = layers::pack_weights(w.data(), k, n, n, DType::bf16);
-  const std::vector<float> probe = uniform(static_cast<std::size_t>(k), 3);
-  for (Isa isa : isas()) {
-    Context one({.threads = 1, .isa = isa}), two({.threads = 2, .isa = isa});
-    for (GemmEpilogue e : {GemmEpilogue::none, GemmEpilogue::gelu_erf}) {
-      const std::vector<float> alone = run(one, probe, 1, k, packed, n, bias.data(), e);
-      std::vector<std::int64_t> ms;
-      for (std::int64_t m = 1; m <= 40; ++m) ms.push_back(m);
-      ms.push_back(97);
-      ms.push_back(200);
-      for (std::int64_t m : ms) {
-        std::vector<float> x = uniform(static_cast<std::size_t>(m * k), 100 + m);
-        for (std::int64_t pos : {m - 1, m / 2}) {
-          std::copy(probe.begin(), probe.end(), x.begin() + pos * k);
-          for (Context* ctx : {&one, &two}) {
-            const std::vector<float> y = run(*ctx, x, m, k, packed, n, bias.data(), e);
-            for (std::int64_t c = 0; c < n; ++c)
-              ASSERT_EQ(y[pos * n + c], alone[c]) << isa_name(isa) << " m " << m << " row " << pos << " column " << c
-                                                  << " threads " << ctx->threads();
-          }
-        }
-      }
-    }
-  }
+  expect_row_invariance(layers::pack_weights(w.data(), k, n, n, DType::bf16), k, n, 40);
 }
 
 TEST(PackedGemmBf16, BadArgumentsAreErrors) {
