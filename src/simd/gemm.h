@@ -30,7 +30,9 @@
 // again): k·64 + 512 bytes. The sums Σ_d (q_x + 128)·q_w are exact in int32 (|sum| <= k·255·127
 // < 2^31 for k <= 66,000), whatever the order, so every ISA (vpdpbusd on avx512_bf16, which
 // all CPUs with AVX512_BF16 pair with AVX512_VNNI; widened int32 multiplies elsewhere) gets the
-// same integers; then y = float(sum - offset)·(s_x·s_w) + bias and the epilogue, in fp32.
+// same integers from the same bytes; then y = float(sum - offset)·(s_x·s_w) + bias and the
+// epilogue, in fp32. The bytes of x can differ across ISAs on a near-tie: `quantize_u8` rounds
+// x·(127/max) with a fused multiply-add where the ISA has one, in two roundings on generic.
 #pragma once
 
 #include <cstdint>
