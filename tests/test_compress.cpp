@@ -405,6 +405,12 @@ TEST_F(Compress, CurveAndSpeedCommandsRunOnATinyModel) {
   const nlohmann::json rows = nlohmann::json::parse(speed_in).at("rows");
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_LT(rows[1].at("macs_per_pass").get<std::int64_t>(), rows[0].at("macs_per_pass").get<std::int64_t>());
+  // An STS-B file: both sentences of each of its 15 pairs.
+  const CliResult from_sts = run_cli("prune-speed --model '" + tiny + "' --fractions 0 --batches 4 --repeats 1 --sentences '" +
+                                     sts.string() + "' --json-out '" + (root_ / "speed-sts.json").string() + "'");
+  ASSERT_EQ(from_sts.exit_code, 0) << from_sts.err;
+  std::ifstream sts_in(root_ / "speed-sts.json");
+  EXPECT_EQ(nlohmann::json::parse(sts_in).at("sentences"), 30);
 }
 
 }  // namespace

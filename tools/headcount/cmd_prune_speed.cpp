@@ -18,6 +18,7 @@
 #include "headcount/cost.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
+#include "headcount/sts.h"
 #include "io/atomic_file.h"
 #include "prune_cli.h"
 
@@ -74,7 +75,16 @@ void run_speed(const SpeedArgs& a) {
   check(a.repeats >= 1, "--repeats", ">= 1", a.repeats);
   check(!a.fractions.empty() && !a.batches.empty(), "--fractions / --batches", "at least one value each", "none");
   for (std::int64_t b : a.batches) check(b >= 1, "--batches", "values >= 1", b);
-  std::vector<std::string> texts = read_sentences(a.sentences);
+  // An STS-B file (.tsv) gives both sentences of every pair, as `bench --suite encoder` embeds
+  // them; anything else is one sentence per line.
+  std::vector<std::string> texts;
+  if (a.sentences.size() > 4 && a.sentences.ends_with(".tsv")) {
+    const std::vector<StsPair> pairs = read_sts(a.sentences);
+    for (const StsPair& p : pairs) texts.push_back(p.sentence1);
+    for (const StsPair& p : pairs) texts.push_back(p.sentence2);
+  } else {
+    texts = read_sentences(a.sentences);
+  }
   if (a.max_sentences > 0 && static_cast<std::int64_t>(texts.size()) > a.max_sentences) texts.resize(static_cast<std::size_t>(a.max_sentences));
   const std::string model_dir = resolve_model_dir(a.model);
   const EncoderWeights weights = read_encoder_weights(model_dir);
@@ -150,7 +160,7 @@ void register_prune_speed(CLI::App& app) {
   cmd->add_option("--order-from", a->order_from, "A prune-curve JSON whose ablation order says which heads go (default: round robin)");
   cmd->add_option("--fractions", a->fractions, "Fractions of heads removed (the first is the baseline of the ratios)")->delimiter(',')->capture_default_str();
   cmd->add_option("--batches", a->batches, "Batch sizes")->delimiter(',')->capture_default_str();
-  cmd->add_option("--sentences", a->sentences, "One sentence per line")->capture_default_str();
+  cmd->add_option("--sentences", a->sentences, "One sentence per line, or an STS-B .tsv file (both sentences of every pair)")->capture_default_str();
   cmd->add_option("--max-sentences", a->max_sentences, "Use the first N sentences (0: all)")->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "Timed rounds (median)")->capture_default_str();
   cmd->add_option("--json-out", a->json_out, "Write the rows as JSON here");
