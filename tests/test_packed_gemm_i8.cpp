@@ -179,6 +179,8 @@ TEST(PackedGemmI8, NonFiniteRowGivesNaNRow) {
 TEST(PackedGemmI8, BadArgumentsAreErrors) {
   std::vector<float> w(18, 1.0f);
   expect_error([&] { layers::pack_weights(w.data(), 6, 3, 3, DType::i8); }, {"weights", "multiple of 4", "got 6"});
+  const std::vector<float> deep(65540, 0.5f);
+  expect_error([&] { layers::pack_weights(deep.data(), 65540, 1, 1, DType::i8); }, {"weights", "k <= 65536", "got 65540"});
   w[4] = std::numeric_limits<float>::quiet_NaN();
   expect_error([&] { layers::pack_weights(w.data(), 4, 3, 3, DType::i8); }, {"weights", "finite", "row 1, column 1"});
 }

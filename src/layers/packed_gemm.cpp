@@ -41,6 +41,8 @@ Tensor pack_bf16(const float* w, std::int64_t k, std::int64_t n, std::int64_t ld
 // 64 offsets 128·Σ_d q[d, c]; columns past n are zero.
 Tensor pack_i8(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw) {
   HEADCOUNT_CHECK(k % 4 == 0, "weights", "k a multiple of 4 for int8 packing", k);
+  // The int32 sums hold k·255·127 (gemm.h): 2^16 depths keep them below 2^31.
+  HEADCOUNT_CHECK(k <= 65536, "weights", "k <= 65536 for int8 packing (exact int32 sums)", k);
   const std::int64_t nr = tuning::gemm_panel_columns();
   const std::int64_t panels = (n + nr - 1) / nr;
   Tensor packed(DType::i8, {panels, k + 8, nr});  // k rows of 64 bytes, then 512 bytes of scales and offsets
