@@ -62,10 +62,13 @@ TEST(PackedGemmI8, QuantiserRoundsToNearestAndFlagsBadRows) {
         const double t = static_cast<double>(x[static_cast<std::size_t>(i)]) * 127.0 / 3.5;
         EXPECT_LE(std::fabs((q[static_cast<std::size_t>(i)] - 128) - t), 0.5 + 1e-5) << isa_name(isa) << " n " << n;
       }
-      std::vector<float> zeros(static_cast<std::size_t>(n), 0.0f);
-      kernels.quantize_u8(zeros.data(), n, q.data(), &scale);
-      EXPECT_EQ(scale, 0.0f);
-      EXPECT_TRUE(std::all_of(q.begin(), q.begin() + n, [](std::uint8_t b) { return b == 128; }));
+      for (float tiny : {0.0f, 1e-38f, 1e-45f}) {  // zero, and maxima whose 127 / max overflows
+        std::vector<float> row(static_cast<std::size_t>(n), tiny);
+        kernels.quantize_u8(row.data(), n, q.data(), &scale);
+        EXPECT_EQ(scale, 0.0f) << isa_name(isa) << " row of " << tiny;
+        EXPECT_TRUE(std::all_of(q.begin(), q.begin() + n, [](std::uint8_t b) { return b == 128; }))
+            << isa_name(isa) << " row of " << tiny;
+      }
       for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                         -std::numeric_limits<float>::infinity()}) {
         for (std::int64_t at : {std::int64_t{0}, n - 1}) {

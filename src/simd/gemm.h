@@ -69,7 +69,7 @@ struct GemmKernels {
                    const std::uint8_t* panel, std::int64_t k, const float* bias, float* y, std::int64_t ldy,
                    std::int64_t cols, GemmEpilogue epilogue) = nullptr;
   // One row of n floats to n bytes q + 128 and its scale (above): 0 for an all-zero row (every
-  // byte 128), NaN when the row holds a NaN or an infinity (so the row's outputs are NaN).
+  // byte 128; also a row whose max |x| is so small that 127 / max overflows, below ~3.7e-37), NaN when the row holds a NaN or an infinity (so the row's outputs are NaN).
   void (*quantize_u8)(const float* x, std::int64_t n, std::uint8_t* q, float* scale) = nullptr;
 };
 

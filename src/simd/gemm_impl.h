@@ -483,12 +483,14 @@ void quantize_u8_row(const float* x, i64 n, std::uint8_t* q, float* scale) {
     non_finite = non_finite || !(a <= 3.40282347e38f);
     maxabs = std::max(maxabs, a);
   }
-  if (non_finite || maxabs == 0.0f) {
+  // 127 / max overflows for max below ~3.7e-37: such a row is flushed to zero like an all-zero
+  // one (its products are below fp32's resolution of any output but an exact zero).
+  const float inv = 127.0f / maxabs;
+  if (non_finite || maxabs == 0.0f || !(inv <= 3.40282347e38f)) {
     std::fill_n(q, n, std::uint8_t{128});
     *scale = non_finite ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
     return;
   }
-  const float inv = 127.0f / maxabs;
   *scale = maxabs / 127.0f;
   typedef std::uint8_t vb __attribute__((vector_size(W)));
   const vf round = splat(12582912.0f), lo = splat(-127.0f), hi = splat(127.0f), scale_by = splat(inv);
