@@ -79,13 +79,6 @@ bool TensorView::is_contiguous() const {
 std::string TensorView::shape_string() const { return join(shape.data(), rank); }
 std::string TensorView::strides_string() const { return join(strides.data(), rank); }
 
-std::int64_t TensorView::offset(std::initializer_list<std::int64_t> index) const {
-  std::int64_t off = 0;
-  int d = 0;
-  for (std::int64_t i : index) off += i * strides[d++];
-  return off;
-}
-
 TensorView TensorView::contiguous(void* data, DType dtype,
                                   std::initializer_list<std::int64_t> shape) {
   return make_contiguous(data, dtype, shape.begin(), shape.size());
