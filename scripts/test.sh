@@ -4,21 +4,23 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
+# Each section header carries the minutes since the start, so a CI log shows what each step took.
+section() { awk -v s="$SECONDS" -v t="$1" 'BEGIN { printf "== [%5.1f min] %s\n", s / 60, t }'; }
 
-echo "== Release build and tests"
+section "Release build and tests"
 # The Python extension is built in the same tree, against the same library objects (no second
 # compile of the library); nanobind comes from the venv scripts/setup.sh makes.
 python_args=(-DHEADCOUNT_PYTHON=ON -DPython_EXECUTABLE="$root/.venv/bin/python")
 "$root/scripts/build.sh" "$root/build" "${python_args[@]}"
 ctest --test-dir "$root/build" --output-on-failure -j"$jobs"
 
-echo "== Python package (pytest), the installed CMake package, main.sh on a fresh clone"
+section "Python package (pytest), the installed CMake package, main.sh on a fresh clone"
 "$root/scripts/check_python.sh" "$root/build"
 "$root/scripts/check_package.sh" "$root/build"
 rc=0; "$root/scripts/check_fresh_clone.sh" "$root/build/headcount" || rc=$?
 ((rc == 0 || rc == 77)) || exit "$rc"
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests, then the fuzz targets"
+section "AddressSanitizer + UndefinedBehaviorSanitizer build and tests, then the fuzz targets"
 # One clang tree serves both: the library carries ASan + UBSan, and libFuzzer's coverage hooks in
 # the readers the fuzz targets reach (CMakeLists.txt, HEADCOUNT_FUZZED_SOURCES), so the same
 # objects link the test suite and the six fuzz targets (fuzz/). clang compiles this about 1.8x
@@ -33,7 +35,7 @@ FUZZ_BUILD="$root/build-asan" "$root/scripts/fuzz.sh" 60
 
 # Hardening (issue 15): the threads under ThreadSanitizer and the kernels with the instruction set
 # forced down.
-echo "== ThreadSanitizer: thread pool, kernel, decode and encoder tests"
+section "ThreadSanitizer: thread pool, kernel, decode and encoder tests"
 # clang, like the ASan tree: on 2 cores this section took 7.7 min with GCC's TSan build and 3 min
 # with clang's (150 s build + 32 s of tests, 2026-12-02); both report a planted race.
 HEADCOUNT_TARGET=headcount_tsan_tests "$root/scripts/build.sh" "$root/build-tsan" \
@@ -45,8 +47,9 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 GTEST_TOTAL_SHARDS=10 GTEST
 TSAN_OPTIONS=halt_on_error=1 "$root/build-tsan/headcount_tsan_tests" --gtest_filter='MiniLM.*'
 
 
-echo "== Kernel tests with the instruction set forced down (HEADCOUNT_ISA)"
+section "Kernel tests with the instruction set forced down (HEADCOUNT_ISA)"
 kernel_tests='CaseTable/KernelCase.*:TileKernels.*:VectorExp.*:Cases/DecodeKernel.*:AttentionBackward.*:Table/BackwardCases.*:IsaSwitch.*'
 for isa in avx2 generic; do
   HEADCOUNT_ISA=$isa "$root/build/headcount_tests" --gtest_filter="$kernel_tests" --gtest_brief=1
 done
+section "done"
