@@ -192,8 +192,9 @@ using kernels::TaskResult;
 // Asks for `rows` rows of `row_bytes` each, `stride` bytes apart, to be brought into L2. The
 // next K/V tile is requested while the current one is computed: K and V rows of one head sit
 // H·d floats apart in the caller's [batch, seq, heads, dim] tensors, a stride the hardware
-// prefetchers do not follow across a tile, and once a head's K/V outgrow the L2 (n·d·8 bytes:
-// 2 MiB at n 4096, d 64) every tile was waited for from L3.
+// prefetchers do not follow across a tile; once a head's K/V outgrow the L2 (n·d·8 bytes:
+// 2 MiB at n 4096, d 64) a tile's rows come from L3 on demand. Measured: ~7% at n 8192, one
+// thread; inside the noise at n <= 4096 (bench/results/2026-12-02d-attention-prefetch.txt).
 void prefetch_rows(const void* first, i64 rows, i64 stride, i64 row_bytes) {
   const char* row = static_cast<const char*>(first);
   for (i64 r = 0; r < rows; ++r, row += stride)
