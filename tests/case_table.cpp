@@ -104,6 +104,16 @@ std::vector<AttentionCase> kernel_cases() {
   cases.push_back({.batch = 3, .heads = 8, .kv_heads = 1, .head_dim = 64, .v_head_dim = 64,
                    .q_len = 97, .kv_len = 1025, .causal = true, .key_padding = true,
                    .q_inner_stride = true});
+
+  // 4. Keys enough that the fp32 kernel copies K and V head by head in several chunks
+  //    (tuning.h: a 16 MiB budget; 12000 keys x (64 + 64) floats are 6.1 MB a head: two
+  //    heads a chunk; 70000 x (59 + 32) are 25 MB: one head a chunk), with padding, a window
+  //    and a padded V width.
+  cases.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 64, .v_head_dim = 64,
+                   .q_len = 5, .kv_len = 12000, .key_padding = true});
+  cases.push_back({.batch = 1, .heads = 3, .kv_heads = 3, .head_dim = 59, .v_head_dim = 19,
+                   .q_len = 9, .kv_len = 70000, .window_left = 30000, .window_right = 0,
+                   .kv_layout = KvLayout::fused});
   return cases;
 }
 

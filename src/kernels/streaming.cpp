@@ -67,7 +67,9 @@ struct Plan {
   bool bf16_math = false;  // bf16 inputs on an ISA with a bf16 dot product
   bool direct_k = false;   // K rows read in place
   bool direct_v = false;   // V rows read in place
+  bool packed_heads = false;  // fp32 K and V copied per head into [kv_len, head_dim | width]
   i64 positions = 0, rows = 0, rows_pad = 0, key_tile = 0;
+  i64 ld = 0;     // leading dimension of Q^T, S^T and the bf16 P pairs (see below)
   i64 depth = 0;  // head_dim, or its bf16 pairs
   i64 width = 0;  // v_head_dim rounded up to the vector width
   i64 qt_off = 0, k_off = 0, s_off = 0, pp_off = 0, v_off = 0, vstage_off = 0, acc_off = 0,
@@ -81,6 +83,13 @@ struct Plan {
     positions = std::min(tuning::streaming_query_tile(s.group), s.q_len);
     rows = positions * s.group;
     rows_pad = round_up(rows, w);
+    // Q^T and S^T rows are walked down a column (a micro-kernel reads one column block of
+    // every row of the tile). With 128 columns a row is 512 bytes, 8 cache lines, so those
+    // reads fell into 8 of a 64-set L1's sets: the 96 rows of an S^T tile filled the 12 ways
+    // of those sets exactly and every other access evicted one. An odd number of lines per
+    // row spreads them over every set.
+    ld = round_up(rows_pad, 16);
+    if ((ld / 16) % 2 == 0) ld += 16;
     key_tile = tuning::streaming_key_tile();
     depth = bf16_math ? (s.head_dim + 1) / 2 : s.head_dim;
     width = round_up(s.v_head_dim, w);
@@ -91,18 +100,26 @@ struct Plan {
                  reinterpret_cast<std::uintptr_t>(p.k.data) % 4 == 0;
       direct_v = p.v.strides[3] == 1 && s.v_head_dim % w == 0;
     } else {
+      // fp32 K is read in place (a block broadcasts 6 of its rows; packing them per tile cost
+      // 3-4%), V is copied per tile into [keys, width] (below) unless the heads are packed.
       direct_k = in_f32 && p.k.strides[3] == 1;
-      direct_v = in_f32 && p.v.strides[3] == 1 && s.v_head_dim % w == 0;
+      direct_v = false;
+      // Long sequences: each head's K and V are copied once per call into contiguous rows
+      // (pack_heads()), and every tile reads them in place from there.
+      packed_heads = in_f32 && s.kv_len >= tuning::streaming_pack_heads_min_keys() &&
+                     !(p.k.strides[3] == 1 && p.k.strides[1] == s.head_dim && p.v.strides[3] == 1 &&
+                       p.v.strides[1] == s.v_head_dim && s.v_head_dim == width);
+      if (packed_heads) direct_k = direct_v = true;
     }
     const i64 k_words = direct_k ? 0 : key_tile * depth;
     const i64 v_words = bf16_math ? key_tile / 2 * width : (direct_v ? 0 : key_tile * width);
     const i64 vstage_words = bf16_math && !direct_v ? key_tile * width / 2 : 0;
     auto next = [](i64 offset, i64 words) { return offset + round_up(words, 16); };
     qt_off = 0;
-    k_off = next(qt_off, depth * rows_pad);
+    k_off = next(qt_off, depth * ld);
     s_off = next(k_off, k_words);
-    pp_off = next(s_off, key_tile * rows_pad);
-    v_off = next(pp_off, bf16_math ? key_tile / 2 * rows_pad : 0);
+    pp_off = next(s_off, key_tile * ld);
+    v_off = next(pp_off, bf16_math ? key_tile / 2 * ld : 0);
     vstage_off = next(v_off, v_words);
     acc_off = next(vstage_off, vstage_words);
     max_off = next(acc_off, rows_pad * width);
@@ -111,7 +128,46 @@ struct Plan {
     keys_off = next(alpha_off, rows_pad);
     words = keys_off + positions * 4;  // KeyRange = two int64
   }
+
+  // Floats of one packed head: K [kv_len, head_dim], then V [kv_len, width] (zero-padded).
+  i64 packed_head_floats() const { return s.kv_len * (s.head_dim + width); }
 };
+
+// Where one (batch, kv head)'s K and V rows are read: the caller's tensors (rows strides[1]
+// apart) or the call's packed copy (contiguous rows).
+template <typename T>
+struct KvRows {
+  const T* k = nullptr;
+  i64 k_stride = 0;
+  const T* v = nullptr;
+  i64 v_stride = 0;
+};
+
+template <typename T>
+KvRows<T> caller_rows(const AttentionParams& p, i64 b, i64 kv_head) {
+  return {p.k.ptr<const T>() + p.k.offset({b, 0, kv_head, 0}), p.k.strides[1],
+          p.v.ptr<const T>() + p.v.offset({b, 0, kv_head, 0}), p.v.strides[1]};
+}
+
+// Copies K and V rows [row0, row0 + rows) of (batch, kv head) `pair` into its packed head.
+// In the caller's [batch, seq, heads, dim] tensors one head's rows sit heads·dim floats apart:
+// a power-of-two stride (2 KiB for 8 heads of 64) that maps the 4 lines of every row into
+// 1/8 of the L2's sets, so a head's K and V (1 MiB at n 2048) thrashed a 2 MiB L2 and every
+// tile came from L3 at a stride the prefetchers do not follow. Contiguous, they stream.
+void pack_head_rows(const Plan& plan, const AttentionParams& p, i64 pair, i64 row0, i64 rows, float* head) {
+  const AttentionShape& s = plan.s;
+  const KvRows<float> src = caller_rows<float>(p, pair / s.kv_heads, pair % s.kv_heads);
+  float* k = head + row0 * s.head_dim;
+  float* v = head + s.kv_len * s.head_dim + row0 * plan.width;
+  const auto k_bytes = static_cast<std::size_t>(s.head_dim) * sizeof(float);
+  const auto v_bytes = static_cast<std::size_t>(s.v_head_dim) * sizeof(float);
+  const auto pad_bytes = static_cast<std::size_t>(plan.width - s.v_head_dim) * sizeof(float);
+  for (i64 r = 0; r < rows; ++r) {
+    std::memcpy(k + r * s.head_dim, src.k + (row0 + r) * src.k_stride, k_bytes);
+    std::memcpy(v + r * plan.width, src.v + (row0 + r) * src.v_stride, v_bytes);
+    if (pad_bytes) std::memset(v + r * plan.width + s.v_head_dim, 0, pad_bytes);
+  }
+}
 
 // Q^T of one task: column r = hg * n + i holds query (row0 + i) of head (kv_head * group +
 // hg); f32 [depth, rows_pad] or bf16 pairs of d [depth, rows_pad]. Padding columns are 0.
@@ -121,9 +177,9 @@ struct Plan {
 template <typename T>
 void pack_q_transposed(const Plan& plan, const TensorView& q, i64 b, i64 kv_head, i64 row0, i64 n,
                        std::uint32_t* dst) {
-  std::memset(dst, 0, static_cast<std::size_t>(plan.depth * plan.rows_pad) * 4);
+  std::memset(dst, 0, static_cast<std::size_t>(plan.depth * plan.ld) * 4);
   const T* src = q.ptr<const T>();
-  const i64 ld = plan.rows_pad, step = q.strides[3], rows = n * plan.s.group;
+  const i64 ld = plan.ld, step = q.strides[3], rows = n * plan.s.group;
   constexpr i64 kBlock = 16;
   const T* row_of[kBlock];
   for (i64 r0 = 0; r0 < rows; r0 += kBlock) {
@@ -154,6 +210,14 @@ template <typename T>
 void pack_k(const Plan& plan, const TensorView& k, i64 b, i64 kv_head, i64 col0, i64 cols,
             std::uint32_t* dst) {
   const T* src = k.ptr<const T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (k.strides[3] == 1) {
+      for (i64 c = 0; c < cols; ++c)
+        std::memcpy(dst + c * plan.depth, src + k.offset({b, col0 + c, kv_head, 0}),
+                    static_cast<std::size_t>(plan.depth) * sizeof(float));
+      return;
+    }
+  }
   for (i64 c = 0; c < cols; ++c) {
     const T* row = src + k.offset({b, col0 + c, kv_head, 0});
     if constexpr (std::is_same_v<T, bf16>) {
@@ -174,6 +238,14 @@ void pack_k(const Plan& plan, const TensorView& k, i64 b, i64 kv_head, i64 col0,
 template <typename T, typename Out>
 void pack_v(const Plan& plan, const TensorView& v, i64 b, i64 kv_head, i64 col0, i64 cols, Out* dst) {
   const T* src = v.ptr<const T>();
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Out, float>) {
+    if (v.strides[3] == 1 && plan.s.v_head_dim == plan.width) {
+      for (i64 c = 0; c < cols; ++c)
+        std::memcpy(dst + c * plan.width, src + v.offset({b, col0 + c, kv_head, 0}),
+                    static_cast<std::size_t>(plan.width) * sizeof(float));
+      return;
+    }
+  }
   std::memset(dst, 0, static_cast<std::size_t>(cols * plan.width) * sizeof(Out));
   for (i64 c = 0; c < cols; ++c) {
     const T* row = src + v.offset({b, col0 + c, kv_head, 0});
@@ -189,6 +261,8 @@ void pack_v(const Plan& plan, const TensorView& v, i64 b, i64 kv_head, i64 col0,
 
 using kernels::TaskResult;
 
+constexpr int kSlotPackedHeads = 11;  // the context workspace holding the packed K and V heads
+
 // Asks for `rows` rows of `row_bytes` each, `stride` bytes apart, to be brought into L2. The
 // next K/V tile is requested while the current one is computed: K and V rows of one head sit
 // H·d floats apart in the caller's [batch, seq, heads, dim] tensors, a stride the hardware
@@ -202,7 +276,8 @@ void prefetch_rows(const void* first, i64 rows, i64 stride, i64 row_bytes) {
 }
 
 template <typename T>
-TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::uint32_t* scratch) {
+TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::uint32_t* scratch,
+                    const float* packed) {
   const AttentionShape& s = plan.s;
   const simd::TileKernels& tiles = *plan.tiles;
   const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
@@ -211,7 +286,7 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
   const i64 row0 = (task % q_tiles) * plan.positions;
   const i64 n = std::min(plan.positions, s.q_len - row0);  // positions in this tile
   const i64 rows = n * s.group;
-  const i64 ld = plan.rows_pad;
+  const i64 ld = plan.ld, cols_q = plan.rows_pad;  // leading dimension, query columns
   const i64 key_length = kernels::key_length_of(p, s, b);
   const float minus_inf = -std::numeric_limits<float>::infinity();
 
@@ -228,14 +303,16 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
   auto* keys_of = reinterpret_cast<KeyRange*>(scratch + plan.keys_off);
 
   const KeyRange union_keys = kernels::visible_keys(plan.mask, row0, n, key_length, keys_of);
-  std::fill(max, max + ld, minus_inf);
-  std::fill(sum, sum + ld, 0.0f);
-  std::memset(acc, 0, static_cast<std::size_t>(ld * plan.width) * sizeof(float));
+  std::fill(max, max + cols_q, minus_inf);
+  std::fill(sum, sum + cols_q, 0.0f);
+  std::memset(acc, 0, static_cast<std::size_t>(cols_q * plan.width) * sizeof(float));
   pack_q_transposed<T>(plan, p.q, b, kv_head, row0, n, qt);
 
   TaskResult result;
-  const T* k_base = p.k.ptr<const T>();
-  const T* v_base = p.v.ptr<const T>();
+  KvRows<T> kv = caller_rows<T>(p, b, kv_head);
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed != nullptr) kv = {packed, s.head_dim, packed + s.kv_len * s.head_dim, plan.width};
+  }
   const float* bias = p.bias.empty() ? nullptr : p.bias.ptr<const float>();
   const i64 tk = plan.key_tile;
   // Key tiles start at multiples of Tk, so every query tile sees the same tiling.
@@ -243,14 +320,15 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
   for (i64 col0 = first; col0 < union_keys.end; col0 += tk) {
     const i64 cols = std::min(tk, s.kv_len - col0);
     result.entries += rows * cols;
-    if (col0 + tk < union_keys.end) {
+    // Packed heads are contiguous rows, which the hardware prefetchers follow by themselves.
+    if (packed == nullptr && col0 + tk < union_keys.end) {
       const i64 next_cols = std::min(tk, union_keys.end - (col0 + tk));
       if (plan.direct_k)
-        prefetch_rows(k_base + p.k.offset({b, col0 + tk, kv_head, 0}), next_cols,
-                      p.k.strides[1] * static_cast<i64>(sizeof(T)), s.head_dim * static_cast<i64>(sizeof(T)));
+        prefetch_rows(kv.k + (col0 + tk) * kv.k_stride, next_cols, kv.k_stride * static_cast<i64>(sizeof(T)),
+                      s.head_dim * static_cast<i64>(sizeof(T)));
       if (plan.direct_v)
-        prefetch_rows(v_base + p.v.offset({b, col0 + tk, kv_head, 0}), next_cols,
-                      p.v.strides[1] * static_cast<i64>(sizeof(T)), s.v_head_dim * static_cast<i64>(sizeof(T)));
+        prefetch_rows(kv.v + (col0 + tk) * kv.v_stride, next_cols, kv.v_stride * static_cast<i64>(sizeof(T)),
+                      s.v_head_dim * static_cast<i64>(sizeof(T)));
     }
 
     // S^T = scale · K · Q^T
@@ -258,23 +336,23 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
       const std::uint32_t* k_rows = k_pack;
       i64 ldk = plan.depth;
       if (plan.direct_k) {
-        k_rows = reinterpret_cast<const std::uint32_t*>(k_base + p.k.offset({b, col0, kv_head, 0}));
-        ldk = p.k.strides[1] / 2;
+        k_rows = reinterpret_cast<const std::uint32_t*>(kv.k + col0 * kv.k_stride);
+        ldk = kv.k_stride / 2;
       } else {
         pack_k<T>(plan, p.k, b, kv_head, col0, cols, k_pack);
       }
-      tiles.scores_bf16(k_rows, ldk, qt, ld, plan.depth, st, ld, cols, ld, s.scale);
+      tiles.scores_bf16(k_rows, ldk, qt, ld, plan.depth, st, ld, cols, cols_q, s.scale);
     } else {
       const float* k_rows = reinterpret_cast<const float*>(k_pack);
       i64 ldk = plan.depth;
       if (plan.direct_k) {
-        k_rows = reinterpret_cast<const float*>(k_base + p.k.offset({b, col0, kv_head, 0}));
-        ldk = p.k.strides[1];
+        k_rows = reinterpret_cast<const float*>(kv.k + col0 * kv.k_stride);
+        ldk = kv.k_stride;
       } else {
         pack_k<T>(plan, p.k, b, kv_head, col0, cols, k_pack);
       }
       tiles.scores_f32(k_rows, ldk, reinterpret_cast<const float*>(qt), ld, plan.depth, st, ld,
-                       cols, ld, s.scale);
+                       cols, cols_q, s.scale);
     }
 
     // Masks at the edges of each query's key interval, and the bias.
@@ -296,14 +374,14 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
     }
 
     // P = exp(S - m), alpha, l: per query, across queries at once.
-    tiles.softmax_columns(st, ld, cols, ld, max, sum, alpha);
+    tiles.softmax_columns(st, ld, cols, cols_q, max, sum, alpha);
 
     // acc = alpha · acc + P^T · V
     if (plan.bf16_math) {
-      tiles.pair_rows_f32(st, ld, cols, ld, p_pairs, ld);
+      tiles.pair_rows_f32(st, ld, cols, cols_q, p_pairs, ld);
       if (plan.direct_v) {
-        const auto* v_rows = reinterpret_cast<const std::uint16_t*>(v_base + p.v.offset({b, col0, kv_head, 0}));
-        tiles.pair_rows_bf16(v_rows, p.v.strides[1], cols, plan.width, v_pack, plan.width);
+        const auto* v_rows = reinterpret_cast<const std::uint16_t*>(kv.v + col0 * kv.v_stride);
+        tiles.pair_rows_bf16(v_rows, kv.v_stride, cols, plan.width, v_pack, plan.width);
       } else {
         pack_v<T>(plan, p.v, b, kv_head, col0, cols, v_stage);
         tiles.pair_rows_bf16(v_stage, plan.width, cols, plan.width, v_pack, plan.width);
@@ -314,8 +392,8 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
       const float* v_rows = reinterpret_cast<const float*>(v_pack);
       i64 ldv = plan.width;
       if (plan.direct_v) {
-        v_rows = reinterpret_cast<const float*>(v_base + p.v.offset({b, col0, kv_head, 0}));
-        ldv = p.v.strides[1];
+        v_rows = reinterpret_cast<const float*>(kv.v + col0 * kv.v_stride);
+        ldv = kv.v_stride;
       } else {
         pack_v<T>(plan, p.v, b, kv_head, col0, cols, reinterpret_cast<float*>(v_pack));
       }
@@ -337,14 +415,43 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
   if (p.q.dtype == DType::bf16 && ctx.isa() == Isa::amx_bf16) return kernels::streaming_amx(ctx, p, s);
   const Plan plan(p, s, ctx.isa());
   const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
-  const i64 tasks = s.batch * s.kv_heads * q_tiles;
+  const auto scratch_bytes = static_cast<std::size_t>(plan.words) * 4;
+  const i64 tile_entries = plan.rows * plan.key_tile;
+  if (!plan.packed_heads) {
+    return kernels::run_tasks(ctx, s, s.batch * s.kv_heads * q_tiles, scratch_bytes, tile_entries,
+                              [&](i64 task, void* scratch) {
+                                auto* words = static_cast<std::uint32_t*>(scratch);
+                                return p.q.dtype == DType::bf16 ? run_task<bf16>(plan, p, task, words, nullptr)
+                                                                : run_task<float>(plan, p, task, words, nullptr);
+                              });
+  }
 
-  return kernels::run_tasks(ctx, s, tasks, static_cast<std::size_t>(plan.words) * 4, plan.rows * plan.key_tile,
-                            [&](i64 task, void* scratch) {
-                              auto* words = static_cast<std::uint32_t*>(scratch);
-                              return p.q.dtype == DType::bf16 ? run_task<bf16>(plan, p, task, words)
-                                                              : run_task<float>(plan, p, task, words);
-                            });
+  // Packed heads: (batch, kv head) pairs in chunks whose packed K and V fit the budget; each
+  // chunk is copied (one region), then its tasks run (a second region). A pair's tasks read
+  // only its own packed rows, so the chunking never changes a result.
+  const i64 pairs = s.batch * s.kv_heads;
+  const i64 head_floats = plan.packed_head_floats();
+  const i64 chunk = std::clamp<i64>(tuning::streaming_pack_heads_budget_bytes() / (head_floats * 4), 1, pairs);
+  auto* packed = static_cast<float*>(ctx.workspace(kSlotPackedHeads, static_cast<std::size_t>(chunk * head_floats) * 4));
+  const i64 copy_rows = tuning::streaming_pack_heads_copy_rows();
+  const i64 copies_per_pair = (s.kv_len + copy_rows - 1) / copy_rows;
+  AttentionStats total;
+  for (i64 g0 = 0; g0 < pairs; g0 += chunk) {
+    const i64 g1 = std::min(pairs, g0 + chunk);
+    ctx.parallel_for((g1 - g0) * copies_per_pair, [&](i64 t, int) {
+      const i64 g = t / copies_per_pair, row0 = (t % copies_per_pair) * copy_rows;
+      pack_head_rows(plan, p, g0 + g, row0, std::min(copy_rows, s.kv_len - row0), packed + g * head_floats);
+    });
+    const AttentionStats stats = kernels::run_tasks(
+        ctx, s, (g1 - g0) * q_tiles, scratch_bytes, tile_entries, [&](i64 task, void* scratch) {
+          return run_task<float>(plan, p, g0 * q_tiles + task, static_cast<std::uint32_t*>(scratch),
+                                 packed + (task / q_tiles) * head_floats);
+        });
+    total.score_macs += stats.score_macs;
+    total.weighted_sum_macs += stats.weighted_sum_macs;
+    total.peak_score_entries = std::max(total.peak_score_entries, stats.peak_score_entries);
+  }
+  return total;
 }
 
 }  // namespace headcount

@@ -23,6 +23,20 @@ constexpr std::int64_t streaming_query_tile(std::int64_t group) {
 // masking the diagonal tile) is 1/128 of the multiply-adds, short enough for L2.
 constexpr std::int64_t streaming_key_tile() { return 96; }
 
+// fp32 calls with at least this many keys copy each head's K and V into contiguous rows once
+// per call (streaming.cpp: pack_head_rows says why). Shorter ones read K in place and copy V
+// per tile: a head's rows then fit in cache whatever their stride, and the copy would add
+// two parallel regions to calls (the encoder's, n ~ 30) that open ~50 regions a sentence.
+constexpr std::int64_t streaming_pack_heads_min_keys() { return 512; }
+
+// The most bytes of packed K and V held at once: heads are packed and run in chunks of this
+// size. Worked example: n 16384, head_dim 64 → 8 MiB a head, 2 heads a chunk; n 4096 → 2 MiB
+// a head, 8 heads a chunk.
+constexpr std::int64_t streaming_pack_heads_budget_bytes() { return std::int64_t{16} << 20; }
+
+// K/V rows one copy task moves (so that the copy of a chunk of few heads still uses every worker).
+constexpr std::int64_t streaming_pack_heads_copy_rows() { return 512; }
+
 // Score entries one worker of the streaming kernel holds at once (a tile is never taller
 // than the queries there are).
 constexpr std::int64_t streaming_tile_entries(std::int64_t group, std::int64_t q_len) {
