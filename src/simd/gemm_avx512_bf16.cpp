@@ -7,5 +7,6 @@
 #define HC_TILE_ACC 24
 #define HC_TILE_VECS 4
 #define HC_WITH_BF16 1
+#define HC_WITH_VNNI 1
 
 #include "simd/gemm_impl.h"

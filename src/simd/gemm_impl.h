@@ -5,6 +5,8 @@
 //   HC_ISA_NS, HC_ISA, HC_VEC_FLOATS (W)   as in tiles_impl.h
 //   HC_TILE_ACC    accumulator registers of the register tile
 //   HC_TILE_VECS   vectors per row of the register tile (a column block of NV·W floats)
+//   HC_WITH_VNNI   1 where the ISA has vpdpbusd (AVX512_VNNI): the int8 tiles use it; else
+//                  they widen each byte and use 32-bit multiplies (the same integer sums)
 //   HC_WITH_BF16   1 where the ISA has vdpbf16ps (avx512_bf16): the bf16 tiles use it; else
 //                  they widen each bf16 to fp32 (a 16-bit shift) and use the fp32 multiply-add
 //
@@ -378,7 +380,7 @@ void tile_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, const std::
     for (int r = 0; r < R; ++r) {
       std::uint32_t word;
       std::memcpy(&word, xr[r] + 4 * q, 4);
-#if HC_WITH_BF16
+#if HC_WITH_VNNI
       // acc += Σ_j x_j·w_j over the quad, u8 times s8, in 32 bits: vpdpbusd (AVX512_VNNI).
       const __m512i a = _mm512_set1_epi32(static_cast<int>(word));
 #pragma GCC unroll 16
