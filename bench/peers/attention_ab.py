@@ -5,8 +5,8 @@ call by call in one process, so that a noisy host moves both sides of every rati
 peers.py times all of headcount's rows first and the peers minutes later; on a shared VM whose
 speed drifts by 10-30% over minutes that spreads a ratio over 0.7-1.3x for the same code. Here
 each round times one call of every engine back to back (the order rotates each round), after a
-5 ms sleep before every call so that no engine's spinning workers from the call before
-compete; the figure is the median over rounds of each round's ratio (peer time / headcount
+100 ms sleep before every call (--gap-ms) so that no engine's spinning workers from the call
+before compete; the figure is the median over rounds of each round's ratio (peer time / headcount
 time, > 1: headcount faster), with the spread of those per-round ratios beside it.
 
 Same inputs for every engine: one float32 array [1, n, H, d] per q, k, v, uniform in [-2, 2)
@@ -60,8 +60,12 @@ def main():
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds per row (default 15)")
     parser.add_argument("--peers", default="ort,sdpa", help="ort, sdpa or both")
-    parser.add_argument("--gap-ms", type=float, default=5.0,
-                        help="sleep before every call, so the previous engine's idle workers stop spinning")
+    # ONNX Runtime's intra-op workers spin after a run: on the Intel host of 2026-12-03 one of
+    # them burned ~50 ms of CPU in the second after 10 runs, and with a 5 ms gap the headcount
+    # call after each ORT call ran at 13-21 ms against 9 alone (n 1000, 8 x 64, 2 threads), the
+    # ORT thread taking CPU during it; with 100 ms no ORT thread ran during headcount's calls.
+    parser.add_argument("--gap-ms", type=float, default=100.0,
+                        help="sleep before every call, so the previous engine's idle workers stop spinning (default 100)")
     parser.add_argument("--row-seconds", type=float, default=30.0,
                         help="fewer rounds (at least 3) when one round would overrun this budget")
     args = parser.parse_args()

@@ -11,13 +11,14 @@
 //      union of those intervals (above the causal diagonal, outside the window, in the
 //      padding) are never computed;
 //   3. per key tile of Tk keys:
-//        S^T = scale · K · Q^T         K read in place from the caller's tensor: the
+//        S^T = scale · K · Q^T         K read in place (the caller's tensor, or the call's
+//                                      packed copy of the head, see below): the
 //                                      micro-kernel broadcasts K and loads Q^T vectors
 //        mask the interval edges, add the bias (only tiles that need it)
 //        online softmax down each column of S^T, i.e. per query, vectorised across
 //        queries (simd::softmax_columns): running max m and sum l; the scores become
 //        P = exp(S - m) and alpha = exp(m_old - m) rescales what was accumulated
-//        acc = alpha · acc + P^T · V   V read in place when its rows are vector-aligned
+//        acc = alpha · acc + P^T · V   V from the packed head, or copied per tile
 //   4. finalises: O = acc / l, lse = m + log l; a row that saw no key gets zeros and
 //      lse = -inf.
 // The online softmax: for scores seen block by block, keep m = max so far and l = sum of
@@ -26,7 +27,9 @@
 //
 // Memory per worker: Q^T, one S^T tile and the accumulator, ~150 KiB at head_dim 64
 // (tuning.h), borrowed from the context and allocated once. Traffic per task: Q once, each
-// visible K/V tile once, O once. Each output row is produced by one task with a fixed
+// visible K/V tile once, O once. fp32 calls with >= 512 keys first copy each head's K and V
+// into contiguous rows (at most 16 MiB of heads at a time, a context workspace):
+// pack_head_rows says why, tuning.h has the limits. Each output row is produced by one task with a fixed
 // order of operations, so results are bitwise the same for any number of threads.
 //
 // bf16 inputs: on amx_bf16 the tasks run on AMX tiles (streaming_amx.cpp); on avx512_bf16
