@@ -210,6 +210,60 @@ TEST(KernelValidation, NonFiniteFoundAtEveryPositionBothDtypes) {
   }
 }
 
+// The streaming kernel checks q, k and v in chunks of 1024 rows over the pool
+// (kernels::check_finite_inputs); the error must still name the first bad element, as
+// validate() does, whatever the thread count, wherever the bad values sit among the chunks,
+// and on strided rows (which are walked).
+TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
+  const std::int64_t n = 700;  // q: 2 x 700 x 4 rows = 5600 rows, six chunks; k and v three
+  Tensor q(DType::f32, {2, n, 4, 16}), k(DType::f32, {2, n, 2, 16}), v(DType::f32, {2, n, 2, 12});
+  Tensor out(DType::f32, {2, n, 4, 12});
+  for (Tensor* t : {&q, &k, &v})
+    for (std::int64_t i = 0; i < t->view().numel(); ++i) t->data<float>()[i] = 0.25f;
+  const AttentionParams p{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view()};
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Bad {
+    Tensor* t;
+    std::int64_t a, b, c, d;
+    float x;
+  };
+  // One bad value in the last chunk of v and one earlier in q: q is named (checked first), at
+  // its own position; then each alone.
+  const std::vector<std::vector<Bad>> cases = {
+      {{&v, 1, n - 1, 1, 11, nan}, {&q, 1, 3, 2, 5, -inf}},
+      {{&v, 1, n - 1, 1, 11, nan}},
+      {{&k, 0, 513, 0, 0, inf}, {&k, 1, 2, 1, 15, nan}},
+      {{&q, 0, 0, 0, 0, nan}},
+  };
+  for (const auto& bads : cases) {
+    for (const Bad& bad : bads) bad.t->data<float>()[bad.t->view().offset({bad.a, bad.b, bad.c, bad.d})] = bad.x;
+    std::string want;
+    try {
+      validate(p);
+      want = "no error";
+    } catch (const Error& e) {
+      want = e.what();
+    }
+    EXPECT_NE(want, "no error");
+    for (int threads : {1, 2, 3}) {
+      Context ctx({.threads = threads});
+      EXPECT_EQ(error_text([&] { attention_streaming(ctx, p); }), want) << threads << " threads";
+    }
+    for (const Bad& bad : bads) bad.t->data<float>()[bad.t->view().offset({bad.a, bad.b, bad.c, bad.d})] = 0.25f;
+  }
+  // A strided q (every other element of a wider buffer) is walked, not scanned by rows.
+  Tensor wide(DType::f32, {2, n, 4, 32});
+  for (std::int64_t i = 0; i < wide.view().numel(); ++i) wide.data<float>()[i] = 0.25f;
+  AttentionParams strided = p;
+  strided.q = wide.view();
+  strided.q.shape[3] = 16;
+  strided.q.strides[3] = 2;
+  wide.data<float>()[wide.view().offset({1, 5, 3, 2 * 7})] = inf;
+  wide.data<float>()[wide.view().offset({1, 5, 3, 2 * 7 + 1})] = nan;  // between elements: never read
+  Context ctx({.threads = 2});
+  EXPECT_EQ(error_text([&] { attention_streaming(ctx, strided); }), "q: expected finite values, got inf at [1, 5, 3, 7]");
+}
+
 TEST(KernelValidation, ProbabilitiesOnlyOnTheReferencePath) {
   Fixture f;
   Tensor probs(DType::f32, {2, 4, 5, 6});

@@ -47,6 +47,7 @@
 #include "kernels/masking.h"
 #include "kernels/streaming_amx.h"
 #include "kernels/task_rows.h"
+#include "kernels/validate.h"
 #include "kernels/tuning.h"
 #include "simd/tiles.h"
 
@@ -414,7 +415,8 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
   check(p.probs_mode == ProbsMode::none, "probs_mode",
         "none on the streaming kernel (only the reference materialises probabilities)",
         p.probs_mode == ProbsMode::per_head ? "per_head" : "averaged");
-  const AttentionShape s = validate(p);
+  const AttentionShape s = kernels::validate_layout(p);
+  kernels::check_finite_inputs(ctx, p);
   if (p.q.dtype == DType::bf16 && ctx.isa() == Isa::amx_bf16) return kernels::streaming_amx(ctx, p, s);
   const Plan plan(p, s, ctx.isa());
   const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;

@@ -1,11 +1,15 @@
 // Validation of AttentionParams at the public edge: every size, stride, mask and option,
 // and every input value (a NaN or inf in q, k, v or a NaN / +inf bias would otherwise come
 // out as NaN without a word). Costs one read of the inputs: O(n·h·d) next to O(n²·h·d).
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 
 #include "headcount/attention.h"
+#include "headcount/context.h"
 #include "headcount/error.h"
+#include "kernels/validate.h"
 #include "kernels/view_checks.h"
 
 namespace headcount {
@@ -16,7 +20,9 @@ using kernels::check_shape;
 using kernels::check_writable;
 using kernels::for_each_offset;
 
-AttentionShape validate(const AttentionParams& p) {
+namespace kernels {
+
+AttentionShape validate_layout(const AttentionParams& p) {
   check_rank(p.q, "q", 4, "[batch, q_len, heads, head_dim]", true);
   check_rank(p.k, "k", 4, "[batch, kv_len, kv_heads, head_dim]", true);
   check_rank(p.v, "v", 4, "[batch, kv_len, kv_heads, v_head_dim]", true);
@@ -97,6 +103,46 @@ AttentionShape validate(const AttentionParams& p) {
     check_writable(p.probs, "probs");
   }
 
+  return s;
+}
+
+void check_finite_inputs(Context& ctx, const AttentionParams& p) {
+  // Rows of every unit-stride view, dealt out in chunks over the pool; a chunk only says
+  // whether it saw a bad value. The serial check then names the first one (or walks views
+  // whose rows are strided), so the error is the same whatever the thread count.
+  const TensorView* views[3] = {&p.q, &p.k, &p.v};
+  const char* names[3] = {"q", "k", "v"};
+  constexpr std::int64_t kChunkRows = 1024;
+  std::int64_t first_chunk[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    const TensorView& v = *views[i];
+    const std::int64_t rows = v.strides[3] == 1 ? v.shape[0] * v.shape[1] * v.shape[2] : 0;
+    first_chunk[i + 1] = first_chunk[i] + (rows + kChunkRows - 1) / kChunkRows;
+  }
+  std::atomic<bool> bad{false};
+  ctx.parallel_for(first_chunk[3], [&](std::int64_t chunk, int) {
+    const int i = chunk < first_chunk[1] ? 0 : chunk < first_chunk[2] ? 1 : 2;
+    const TensorView& v = *views[i];
+    const std::int64_t rows = v.shape[0] * v.shape[1] * v.shape[2];
+    const std::int64_t r0 = (chunk - first_chunk[i]) * kChunkRows, r1 = std::min(rows, r0 + kChunkRows);
+    bool seen = false;
+    for (std::int64_t r = r0; r < r1 && !seen; ++r) {
+      const std::int64_t c = r % v.shape[2], b = (r / v.shape[2]) % v.shape[1], a = r / (v.shape[2] * v.shape[1]);
+      const std::int64_t off = a * v.strides[0] + b * v.strides[1] + c * v.strides[2];
+      seen = v.dtype == DType::bf16
+                 ? any_non_finite(v.ptr<const std::uint16_t>() + off, v.shape[3], std::uint16_t{0x7f80})
+                 : any_non_finite(v.ptr<const std::uint32_t>() + off, v.shape[3], std::uint32_t{0x7f800000});
+    }
+    if (seen) bad.store(true, std::memory_order_relaxed);
+  });
+  for (int i = 0; i < 3; ++i)
+    if (bad.load() || views[i]->strides[3] != 1) check_finite(*views[i], names[i]);
+}
+
+}  // namespace kernels
+
+AttentionShape validate(const AttentionParams& p) {
+  const AttentionShape s = kernels::validate_layout(p);
   check_finite(p.q, "q");
   check_finite(p.k, "k");
   check_finite(p.v, "v");
