@@ -20,6 +20,7 @@ Usage (the headcount package from a build tree configured with -DHEADCOUNT_PYTHO
   ... --rows seq            n 1024, 2048, 4096, 8192; 8 heads of 64; non-causal
   ... --rows heads          n 1000, d_model 512, heads 1 ... 64
   ... --causal              the same rows causal (unidirectional=1 for ORT)
+  ... --isolate             each engine in its own process, calls back to back (isolate() says why)
 Prints a table on stderr and one JSON object per row on stdout.
 """
 
@@ -68,6 +69,10 @@ def main():
                         help="sleep before every call, so the previous engine's idle workers stop spinning (default 100)")
     parser.add_argument("--row-seconds", type=float, default=30.0,
                         help="fewer rounds (at least 3) when one round would overrun this budget")
+    parser.add_argument("--isolate", action="store_true",
+                        help="each engine in its own process per round, its calls back to back (see isolate())")
+    parser.add_argument("--calls", type=int, default=10, help="--isolate: timed back-to-back calls per row (median)")
+    parser.add_argument("--engine", help=argparse.SUPPRESS)  # the per-process worker of --isolate
     args = parser.parse_args()
     if args.threads < 1 or args.rounds < 1:
         parser.error(f"--threads and --rounds must be >= 1, got {args.threads} and {args.rounds}")
@@ -80,6 +85,10 @@ def main():
         if name not in ("seq", "heads"):
             parser.error(f"--rows: expected seq and/or heads, got {name!r}")
         rows += [("seq" if name == "seq" else "heads",) + r for r in (SEQ_ROWS if name == "seq" else HEADS_ROWS)]
+    if args.engine:
+        return engine_worker(args, rows)
+    if args.isolate:
+        return isolate(args, rows, peers)
 
     import numpy as np
     import headcount
@@ -153,6 +162,100 @@ def main():
             cells.append(f"{record[name]['ms']:9.2f} {med:5.2f}x ({q1:4.2f}-{q3:4.2f}x)")
         print(f"{suite:6} {n:6d} {heads:3d} {head_dim:4d} {('yes' if args.causal else 'no'):>6} {hc * 1e3:13.2f}  "
               + "  ".join(cells) + f"  {rounds}", file=sys.stderr, flush=True)
+        print(json.dumps(record), flush=True)
+
+
+def engine_calls(engine, threads):
+    """A function (q, k, v, n, heads, head_dim, causal) -> a no-argument call of `engine`."""
+    import numpy as np
+    if engine == "headcount":
+        import headcount
+        ctx = headcount.Context(threads=threads)
+
+        def make(q, k, v, n, heads, head_dim, causal):
+            out = np.empty_like(q)
+            return lambda: headcount.attention(q, k, v, causal=causal, out=out, context=ctx)
+        return make
+    if engine == "ort":
+        import onnxruntime as ort
+
+        def make(q, k, v, n, heads, head_dim, causal):
+            session = ort_session(ort, n, heads, head_dim, causal, threads)
+            feeds = {"q": q.reshape(1, n, -1), "k": k.reshape(1, n, -1), "v": v.reshape(1, n, -1)}
+            return lambda: session.run(None, feeds)[0]
+        return make
+    import torch
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+
+    def make(q, k, v, n, heads, head_dim, causal):
+        tq, tk, tv = (torch.from_numpy(x).transpose(1, 2) for x in (q, k, v))
+        return lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    return make
+
+
+def engine_worker(args, rows):
+    """--isolate's child: one engine, every row, --calls back-to-back calls after two warm-up
+    calls; one JSON line per row with the median ms."""
+    import numpy as np
+    make = engine_calls(args.engine, args.threads)
+    for index, (suite, n, heads, head_dim) in enumerate(rows):
+        rng = np.random.default_rng(0)
+        q, k, v = (rng.random((1, n, heads, head_dim), dtype=np.float32) * 4 - 2 for _ in range(3))
+        call = make(q, k, v, n, heads, head_dim, args.causal)
+        call()
+        call()
+        times = []
+        for _ in range(args.calls):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+        print(json.dumps({"row": index, "ms": statistics.median(times) * 1e3}), flush=True)
+
+
+def isolate(args, rows, peers):
+    """Each engine in its own process, its calls back to back, the engines' processes
+    alternating (the order rotates each round): what a user who calls one engine in a loop
+    gets. In one process (the default mode) an engine's call depends on the one before it:
+    ONNX Runtime's workers spin for ~50 ms after a run and take a core from whatever follows,
+    and after a 100 ms gap the next call (any engine's) starts on idle vCPUs: on the Intel host
+    of 2026-12-03 headcount at n 1024 took 11.4 ms after 100 ms gaps and 8.8 ms after 5 ms ones.
+    Ratios are per round (peer / headcount), so the host's drift between rounds cancels."""
+    import subprocess
+    engines = ["headcount"] + peers
+    times = {e: {i: [] for i in range(len(rows))} for e in engines}
+    base = [sys.executable, os.path.abspath(__file__), "--threads", str(args.threads), "--rows", args.rows,
+            "--calls", str(args.calls)] + (["--causal"] if args.causal else [])
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor())
+    print(f"attention_ab --isolate: {cpu}, {args.threads} threads, {args.rounds} rounds of {args.calls} calls, "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}", file=sys.stderr)
+    for r in range(args.rounds):
+        for engine in engines[r % len(engines):] + engines[:r % len(engines)]:
+            done = subprocess.run(base + ["--engine", engine], capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.exit(f"attention_ab: the {engine} process failed:\n{done.stderr}")
+            for line in done.stdout.splitlines():
+                record = json.loads(line)
+                times[engine][record["row"]].append(record["ms"])
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    print(f"{'rows':6} {'n':>6} {'H':>3} {'d':>4} {'causal':>6} {'headcount ms':>13}  "
+          + "  ".join(f"{p + ' ms':>9} {'ratio':>6} {'(q1-q3)':>13}" for p in peers), file=sys.stderr)
+    for index, (suite, n, heads, head_dim) in enumerate(rows):
+        hc = times["headcount"][index]
+        record = {"suite": suite, "n": n, "heads": heads, "head_dim": head_dim, "causal": args.causal,
+                  "threads": args.threads, "rounds": args.rounds, "calls": args.calls, "mode": "isolate",
+                  "headcount_ms": statistics.median(hc), "cpu": cpu}
+        cells = []
+        for name in peers:
+            ratios = sorted(p / h for p, h in zip(times[name][index], hc))
+            q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
+            med = statistics.median(ratios)
+            record[name] = {"ms": statistics.median(times[name][index]), "ratio_median": med,
+                            "ratio_q1": q1, "ratio_q3": q3}
+            cells.append(f"{record[name]['ms']:9.2f} {med:5.2f}x ({q1:4.2f}-{q3:4.2f}x)")
+        print(f"{suite:6} {n:6d} {heads:3d} {head_dim:4d} {('yes' if args.causal else 'no'):>6} "
+              f"{statistics.median(hc):13.2f}  " + "  ".join(cells), file=sys.stderr, flush=True)
         print(json.dumps(record), flush=True)
 
 
