@@ -262,6 +262,18 @@ TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
   wide.data<float>()[wide.view().offset({1, 5, 3, 2 * 7 + 1})] = nan;  // between elements: never read
   Context ctx({.threads = 2});
   EXPECT_EQ(error_text([&] { attention_streaming(ctx, strided); }), "q: expected finite values, got inf at [1, 5, 3, 7]");
+  // Unit-stride rows that are not one flat range (the first 16 of every 32 floats, as a column
+  // range of a fused projection is): scanned row by row, indices counted across chunks.
+  wide.data<float>()[wide.view().offset({1, 5, 3, 2 * 7})] = 0.25f;
+  wide.data<float>()[wide.view().offset({1, 5, 3, 2 * 7 + 1})] = 0.25f;
+  AttentionParams columns = p;
+  columns.q = wide.view();
+  columns.q.shape[3] = 16;
+  // Row [1, 10, 1] is row 2841, in the chunk of rows 2048-3071 that crosses from batch 0 to 1.
+  wide.data<float>()[wide.view().offset({1, 10, 1, 20})] = nan;  // past the columns: never read
+  EXPECT_EQ(error_text([&] { attention_streaming(ctx, columns); }), "no error");
+  wide.data<float>()[wide.view().offset({1, 10, 1, 9})] = -inf;
+  EXPECT_EQ(error_text([&] { attention_streaming(ctx, columns); }), "q: expected finite values, got -inf at [1, 10, 1, 9]");
 }
 
 TEST(KernelValidation, ProbabilitiesOnlyOnTheReferencePath) {
