@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -37,6 +38,23 @@ TEST(VectorExp, WithinTwoUlpEverywhere) {
       worst = std::max(worst, std::fabs(y[i] - exact) / ulp);
     }
     EXPECT_LE(worst, 2.0) << isa_name(isa);
+  }
+}
+
+// Below ln(FLT_MIN) every ISA returns exactly 0 (no subnormal results: on Intel a vscalefps
+// that underflows takes a microcode assist), and just above it a normal number.
+TEST(VectorExp, NoSubnormalResults) {
+  std::vector<float> x;
+  for (float v = -103.9f; v < -87.34f; v += 0.37f) x.push_back(v);
+  x.push_back(-87.33f);
+  while (x.size() % 16) x.push_back(-87.33f);
+  std::vector<float> y(x.size());
+  for (Isa isa : isas()) {
+    simd::vector_exp(isa, x.data(), y.data(), static_cast<std::int64_t>(x.size()));
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (x[i] < -87.34f) EXPECT_EQ(y[i], 0.0f) << isa_name(isa) << " exp(" << x[i] << ")";
+      else EXPECT_GE(y[i], std::numeric_limits<float>::min()) << isa_name(isa) << " exp(" << x[i] << ")";
+    }
   }
 }
 
@@ -104,6 +122,35 @@ TEST(TileKernels, ScoresAndWeightedSumMatchPlainLoops) {
 }
 
 // One online-softmax step down columns, against the same step in double.
+// mask_columns against its definition: s[k, c] becomes -inf outside [lo[c], hi[c]), every
+// other value untouched (bitwise), including lo > hi, empty and whole-tile intervals.
+TEST(TileKernels, MaskColumnsHidesExactlyTheKeysOutsideEachInterval) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (Isa isa : isas()) {
+    const simd::TileKernels& k = simd::tile_kernels(isa);
+    const std::int64_t cols = 4 * k.vector_floats, keys = 37, lds = cols + 3;
+    std::vector<std::int32_t> lo(cols), hi(cols);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      lo[c] = static_cast<std::int32_t>(c % 5 == 0 ? 0 : rng() % keys);
+      hi[c] = static_cast<std::int32_t>(c % 7 == 0 ? keys + 9 : rng() % (keys + 1));  // some hi < lo: all hidden
+    }
+    std::vector<float> s(keys * lds), before;
+    for (float& v : s) v = normal(rng);
+    before = s;
+    k.mask_columns(s.data(), lds, keys, cols, lo.data(), hi.data());
+    for (std::int64_t r = 0; r < keys; ++r)
+      for (std::int64_t c = 0; c < lds; ++c) {
+        const float got = s[r * lds + c], was = before[r * lds + c];
+        if (c < cols && (r < lo[c] || r >= hi[c])) {
+          ASSERT_EQ(got, -std::numeric_limits<float>::infinity()) << isa_name(isa) << " key " << r << " column " << c;
+        } else {
+          ASSERT_EQ(std::memcmp(&got, &was, sizeof got), 0) << isa_name(isa) << " key " << r << " column " << c;
+        }
+      }
+  }
+}
+
 TEST(TileKernels, SoftmaxColumnsIsOneOnlineSoftmaxStep) {
   std::mt19937 rng(8);
   std::normal_distribution<float> normal(0.0f, 3.0f);

@@ -77,7 +77,7 @@ struct Plan {
   i64 depth = 0;  // head_dim, or its bf16 pairs
   i64 width = 0;  // v_head_dim rounded up to the vector width
   i64 qt_off = 0, k_off = 0, s_off = 0, pp_off = 0, v_off = 0, vstage_off = 0, acc_off = 0,
-      max_off = 0, sum_off = 0, alpha_off = 0, keys_off = 0, words = 0;
+      max_off = 0, sum_off = 0, alpha_off = 0, keys_off = 0, lo_off = 0, hi_off = 0, words = 0;
 
   Plan(const AttentionParams& p, const AttentionShape& shape, Isa isa) : s(shape) {
     mask = MaskSpec::from(p, s);
@@ -130,7 +130,9 @@ struct Plan {
     sum_off = next(max_off, rows_pad);
     alpha_off = next(sum_off, rows_pad);
     keys_off = next(alpha_off, rows_pad);
-    words = keys_off + positions * 4;  // KeyRange = two int64
+    lo_off = next(keys_off, positions * 4);  // KeyRange = two int64
+    hi_off = next(lo_off, rows_pad);
+    words = hi_off + rows_pad;
   }
 
   // Floats of one packed head: K [kv_len, head_dim], then V [kv_len, width] (zero-padded).
@@ -305,6 +307,11 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
   float* sum = reinterpret_cast<float*>(scratch + plan.sum_off);
   float* alpha = reinterpret_cast<float*>(scratch + plan.alpha_off);
   auto* keys_of = reinterpret_cast<KeyRange*>(scratch + plan.keys_off);
+  // Each score column's visible keys in the current tile; padding columns see the whole tile.
+  auto* col_lo = reinterpret_cast<std::int32_t*>(scratch + plan.lo_off);
+  auto* col_hi = reinterpret_cast<std::int32_t*>(scratch + plan.hi_off);
+  std::fill(col_lo, col_lo + cols_q, 0);
+  std::fill(col_hi, col_hi + cols_q, std::numeric_limits<std::int32_t>::max());
 
   const KeyRange union_keys = kernels::visible_keys(plan.mask, row0, n, key_length, keys_of);
   std::fill(max, max + cols_q, minus_inf);
@@ -359,21 +366,27 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
                        cols, cols_q, s.scale);
     }
 
-    // Masks at the edges of each query's key interval, and the bias.
+    // Masks at the edges of each query's key interval (a vectorised pass over the tile when
+    // any query sees less than the whole tile), and the bias.
+    bool partial = false;
     for (i64 i = 0; i < n; ++i) {
       const i64 lo = std::clamp(keys_of[i].begin - col0, i64{0}, cols);
       const i64 hi = std::clamp(keys_of[i].end - col0, lo, cols);
-      if (lo == 0 && hi == cols && !bias) continue;
+      partial = partial || lo != 0 || hi != cols;
       for (i64 hg = 0; hg < s.group; ++hg) {
-        const i64 r = hg * n + i;
-        for (i64 c = 0; c < lo; ++c) st[c * ld + r] = minus_inf;
-        for (i64 c = hi; c < cols; ++c) st[c * ld + r] = minus_inf;
-        if (bias) {
-          const i64 head = kv_head * s.group + hg;
-          const float* bias_row = bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b,
-                                                        p.bias.shape[1] == 1 ? 0 : head, row0 + i, col0});
-          for (i64 c = lo; c < hi; ++c) st[c * ld + r] += bias_row[c * p.bias.strides[3]];
-        }
+        col_lo[hg * n + i] = static_cast<std::int32_t>(lo);
+        col_hi[hg * n + i] = static_cast<std::int32_t>(hi);
+      }
+    }
+    if (partial) tiles.mask_columns(st, ld, cols, cols_q, col_lo, col_hi);
+    for (i64 i = 0; i < n && bias; ++i) {
+      const i64 lo = col_lo[i], hi = col_hi[i];
+      for (i64 hg = 0; hg < s.group; ++hg) {
+        const i64 head = kv_head * s.group + hg;
+        const float* bias_row = bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b,
+                                                      p.bias.shape[1] == 1 ? 0 : head, row0 + i, col0});
+        float* column = st + hg * n + i;
+        for (i64 c = lo; c < hi; ++c) column[c * ld] += bias_row[c * p.bias.strides[3]];
       }
     }
 

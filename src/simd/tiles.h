@@ -42,6 +42,12 @@ struct TileKernels {
                             const std::uint32_t* v, std::int64_t ldv, std::int64_t key_pairs,
                             float* acc, std::int64_t ldacc, std::int64_t rows,
                             std::int64_t width, const float* alpha) = nullptr;
+  // Masks a transposed score tile s [keys, cols] (lds) to each column's visible keys: s[k, c]
+  // = -inf unless lo[c] <= k < hi[c] (key indices relative to the tile's first key). Every
+  // row is written whole, a vector at a time: the per-query loop it replaced wrote one float
+  // per row at a stride of lds, ~12k scalar stores on each diagonal tile of a causal call.
+  void (*mask_columns)(float* s, std::int64_t lds, std::int64_t keys, std::int64_t cols,
+                       const std::int32_t* lo, const std::int32_t* hi) = nullptr;
   // One step of the online softmax down the columns of s [keys, cols] (lds), for every
   // column c at once: m' = max(max[c], max_k s[k, c]); alpha[c] = exp(max[c] - m');
   // s[k, c] = exp(s[k, c] - m'); sum[c] = alpha[c]·sum[c] + sum_k s[k, c]; max[c] = m'.

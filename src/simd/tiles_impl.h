@@ -178,6 +178,23 @@ void softmax_columns(float* s, i64 lds, i64 keys, i64 cols, float* max, float* s
   }
 }
 
+// ---- masks: each column (query) sees the keys [lo, hi) of the tile ------------------------
+
+void mask_columns(float* s, i64 lds, i64 keys, i64 cols, const std::int32_t* lo, const std::int32_t* hi) {
+  const vf minus_inf = splat(-std::numeric_limits<float>::infinity());
+  for (i64 k = 0; k < keys; ++k) {
+    const vi key = static_cast<std::int32_t>(k) + vi{};
+    float* row = s + k * lds;
+    for (i64 c0 = 0; c0 < cols; c0 += W) {
+      vi l, h;
+      std::memcpy(&l, lo + c0, sizeof l);
+      std::memcpy(&h, hi + c0, sizeof h);
+      const vi hidden = (key < l) | (key >= h);
+      store(row + c0, hidden ? minus_inf : load(row + c0));
+    }
+  }
+}
+
 // ---- the backward: P recomputed from the lse, and dS = P (dP - D) -------------------------
 
 void backward_probs(float* s, float* dp, i64 ld, i64 keys, i64 cols, const float* lse, const float* delta) {
@@ -347,6 +364,7 @@ const TileKernels& table() {
     k.scores_f32 = &scores_f32;
     k.weighted_sum_f32 = &weighted_sum_f32;
     k.softmax_columns = &softmax_columns;
+    k.mask_columns = &mask_columns;
     k.backward_probs = &backward_probs;
 #ifdef HC_WITH_BF16
     k.scores_bf16 = &scores_bf16;
