@@ -216,14 +216,6 @@ template <typename T>
 void pack_k(const Plan& plan, const TensorView& k, i64 b, i64 kv_head, i64 col0, i64 cols,
             std::uint32_t* dst) {
   const T* src = k.ptr<const T>();
-  if constexpr (std::is_same_v<T, float>) {
-    if (k.strides[3] == 1) {
-      for (i64 c = 0; c < cols; ++c)
-        std::memcpy(dst + c * plan.depth, src + k.offset({b, col0 + c, kv_head, 0}),
-                    static_cast<std::size_t>(plan.depth) * sizeof(float));
-      return;
-    }
-  }
   for (i64 c = 0; c < cols; ++c) {
     const T* row = src + k.offset({b, col0 + c, kv_head, 0});
     if constexpr (std::is_same_v<T, bf16>) {
