@@ -38,6 +38,23 @@ void expect_one_line_error(const CliResult& r, const std::string& needle) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// --dtype bf16 on an instruction set without AVX512_BF16 says that it runs slower than fp32
+// (one line on stderr, exit 0); fp32 says nothing. HEADCOUNT_ISA=avx2 stands for such a CPU.
+TEST_F(EncoderCli, Bf16WithoutAvx512Bf16SaysItIsSlower) {
+  HEADCOUNT_REQUIRE_MINILM();
+  const std::string input = file("in.txt", "One sentence.\n");
+  ::setenv("HEADCOUNT_ISA", "avx2", 1);
+  const CliResult bf16 = run_cli("embed --dtype bf16 " + input);
+  const CliResult fp32 = run_cli("embed " + input);
+  ::unsetenv("HEADCOUNT_ISA");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_NE(bf16.err.find("no AVX512_BF16, so --dtype bf16 widens each weight to fp32 and runs slower than fp32"),
+            std::string::npos)
+      << bf16.err;
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
+  EXPECT_EQ(fp32.err.find("AVX512_BF16"), std::string::npos) << fp32.err;
+}
+
 TEST_F(EncoderCli, EmbedJsonlInInputOrder) {
   HEADCOUNT_REQUIRE_MINILM();
   const std::vector<std::string> lines = {"A much longer sentence, with several words in it, comes first.", "",

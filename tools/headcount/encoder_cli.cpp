@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "headcount/error.h"
+#include "headcount/isa.h"
 
 namespace headcount::cli {
 
@@ -41,6 +42,12 @@ std::string resolve_model_dir(const std::string& flag) {
 }
 
 BertEncoder load_encoder(const std::string& flag, DType dtype) {
+  // Without vdpbf16ps the bf16 projections widen every weight pair to fp32 with two integer
+  // operations per multiply-add: on an Intel host without AVX512_BF16 they ran at 0.73x fp32
+  // (batch 32, README). The user asked for speed; say where it is not.
+  if (dtype == DType::bf16 && !isa_supported(Isa::avx512_bf16))
+    std::cerr << "headcount: note: this CPU (or HEADCOUNT_ISA) has no AVX512_BF16, so --dtype bf16 widens each "
+                 "weight to fp32 and runs slower than fp32 here; its results are still bf16's\n";
   return BertEncoder::load(resolve_model_dir(flag), {.dtype = dtype});
 }
 
