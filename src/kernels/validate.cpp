@@ -19,6 +19,7 @@ using kernels::check_rank;
 using kernels::check_shape;
 using kernels::check_writable;
 using kernels::for_each_offset;
+using kernels::rows_non_finite;
 
 namespace kernels {
 
@@ -124,26 +125,8 @@ void check_finite_inputs(Context& ctx, const AttentionParams& p) {
     const int i = chunk < first_chunk[1] ? 0 : chunk < first_chunk[2] ? 1 : 2;
     const TensorView& v = *views[i];
     const std::int64_t rows = v.shape[0] * v.shape[1] * v.shape[2];
-    const std::int64_t r0 = (chunk - first_chunk[i]) * kChunkRows, r1 = std::min(rows, r0 + kChunkRows);
-    auto scan = [&](std::int64_t off, std::int64_t n) {
-      return v.dtype == DType::bf16 ? any_non_finite(v.ptr<const std::uint16_t>() + off, n, std::uint16_t{0x7f80})
-                                    : any_non_finite(v.ptr<const std::uint32_t>() + off, n, std::uint32_t{0x7f800000});
-    };
-    bool seen = false;
-    if (v.strides[2] == v.shape[3] && v.strides[1] == v.shape[2] * v.shape[3] && v.strides[0] == v.shape[1] * v.strides[1]) {
-      seen = scan(r0 * v.shape[3], (r1 - r0) * v.shape[3]);  // contiguous: one flat range
-    } else {
-      // Row r0's indices once (divisions per row were 2x the serial scan's cost at n 128),
-      // then counted up.
-      std::int64_t c = r0 % v.shape[2], b = (r0 / v.shape[2]) % v.shape[1], a = r0 / (v.shape[2] * v.shape[1]);
-      for (std::int64_t r = r0; r < r1 && !seen; ++r) {
-        seen = scan(a * v.strides[0] + b * v.strides[1] + c * v.strides[2], v.shape[3]);
-        if (++c == v.shape[2]) {
-          c = 0;
-          if (++b == v.shape[1]) b = 0, ++a;
-        }
-      }
-    }
+    const std::int64_t r0 = (chunk - first_chunk[i]) * kChunkRows;
+    const bool seen = rows_non_finite(v, r0, std::min(rows, r0 + kChunkRows));
     if (seen) bad.store(true, std::memory_order_relaxed);
   });
   for (int i = 0; i < 3; ++i)
