@@ -105,9 +105,11 @@ struct Plan {
       direct_v = p.v.strides[3] == 1 && s.v_head_dim % w == 0;
     } else {
       // fp32 K is read in place (a block broadcasts 6 of its rows; packing them per tile cost
-      // 3-4%), V is copied per tile into [keys, width] (below) unless the heads are packed.
+      // 3-4%). V is copied per tile into [keys, width] unless its rows are already contiguous
+      // (a head-major layout) or the heads are packed: rows heads·dim apart read in place were
+      // 12% slower at n 1024 (and 7-8% at n 128-384, head_dim 64) than the copy.
       direct_k = in_f32 && p.k.strides[3] == 1;
-      direct_v = false;
+      direct_v = in_f32 && p.v.strides[3] == 1 && p.v.strides[1] == s.v_head_dim && s.v_head_dim % w == 0;
       // Long sequences: each head's K and V are copied once per call into contiguous rows
       // (pack_heads()), and every tile reads them in place from there.
       packed_heads = in_f32 && s.kv_len >= tuning::streaming_pack_heads_min_keys() &&
@@ -267,6 +269,8 @@ constexpr int kSlotPackedHeads = 11;  // the context workspace holding the packe
 // prefetchers do not follow across a tile; once a head's K/V outgrow the L2 (n·d·8 bytes:
 // 2 MiB at n 4096, d 64) a tile's rows come from L3 on demand. Measured: ~7% at n 8192, one
 // thread; inside the noise at n <= 4096 (bench/results/2026-12-02d-attention-prefetch.txt).
+// Since fp32 calls of >= 512 keys read a packed copy of each head (contiguous rows, which the
+// hardware prefetchers follow), this serves the shorter fp32 calls and the bf16 ones.
 void prefetch_rows(const void* first, i64 rows, i64 stride, i64 row_bytes) {
   const char* row = static_cast<const char*>(first);
   for (i64 r = 0; r < rows; ++r, row += stride)

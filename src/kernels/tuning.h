@@ -27,7 +27,8 @@ constexpr std::int64_t streaming_key_tile() { return 96; }
 // per call (streaming.cpp: pack_head_rows says why). Shorter ones read K in place and copy V
 // per tile: a head's rows then fit in cache whatever their stride, and the copy would add
 // two parallel regions to calls (the encoder's, n ~ 30) that open ~50 regions a sentence.
-// Measured (Intel Xeon, one thread, 8 x 64, build/attention_time, three alternating pairs each):
+// Measured (Intel Xeon, one thread, 8 x 64, build/attention_time, three alternating pairs each,
+// with a temporary environment switch for this threshold, not committed):
 // copying at n 256 cost 3% (1.09 against 1.11 ms fastest), at n 512 it gained 2% (4.17 against
 // 4.27 ms), at n 768 6% (8.95-9.09 against 9.54-9.60 ms).
 constexpr std::int64_t streaming_pack_heads_min_keys() { return 512; }
