@@ -61,10 +61,9 @@ def main():
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds per row (default 15)")
     parser.add_argument("--peers", default="ort,sdpa", help="ort, sdpa or both")
-    # ONNX Runtime's intra-op workers spin after a run: on the Intel host of 2026-12-03 one of
-    # them burned ~50 ms of CPU in the second after 10 runs, and with a 5 ms gap the headcount
-    # call after each ORT call ran at 13-21 ms against 9 alone (n 1000, 8 x 64, 2 threads), the
-    # ORT thread taking CPU during it; with 100 ms no ORT thread ran during headcount's calls.
+    # ONNX Runtime's intra-op workers spin after a run: bench/peers/interference_probe.py saw one
+    # of them burn 30-50 ms of CPU in the second after 10 runs (Intel host, 2026-12-03,
+    # bench/results/2026-12-03-intel-interference-probe.txt). A 100 ms gap outlasts that.
     parser.add_argument("--gap-ms", type=float, default=100.0,
                         help="sleep before every call, so the previous engine's idle workers stop spinning (default 100)")
     parser.add_argument("--row-seconds", type=float, default=30.0,
@@ -222,9 +221,10 @@ def isolate(args, rows, peers):
     """Each engine in its own process, its calls back to back, the engines' processes
     alternating (the order rotates each round): what a user who calls one engine in a loop
     gets. In one process (the default mode) an engine's call depends on the one before it:
-    ONNX Runtime's workers spin for ~50 ms after a run and take a core from whatever follows,
-    and after a 100 ms gap the next call (any engine's) starts on idle vCPUs: on the Intel host
-    of 2026-12-03 headcount at n 1024 took 11.4 ms after 100 ms gaps and 8.8 ms after 5 ms ones.
+    ONNX Runtime's workers spin for 30-50 ms after a run and take a core from whatever follows,
+    and a call after a long pause may start on idle vCPUs: bench/peers/interference_probe.py on
+    the Intel host of 2026-12-03 had headcount alone (n 1000, 8 x 64) at a median 10.9-15.5 ms
+    with 100 ms pauses against 8.2-12.6 ms with 5 ms ones, slower in three runs of four.
     Ratios are per round (peer / headcount), so the host's drift between rounds cancels."""
     import subprocess
     engines = ["headcount"] + peers
