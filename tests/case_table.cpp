@@ -107,13 +107,16 @@ std::vector<AttentionCase> kernel_cases() {
 
   // 4. Keys enough that the fp32 kernel copies K and V head by head in several chunks
   //    (tuning.h: a 16 MiB budget; 12000 keys x (64 + 64) floats are 6.1 MB a head: two
-  //    heads a chunk; 70000 x (59 + 32) are 25 MB: one head a chunk), with padding, a window
-  //    and a padded V width.
+  //    heads a chunk; 45000 x (59 + 32) are 16.4 MB (15.6 MiB): one head a chunk), with
+  //    padding, a window and a padded V width; and 70000 x (64 + 64), 36 MB a head, above the
+  //    budget: read in place.
   cases.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 64, .v_head_dim = 64,
                    .q_len = 5, .kv_len = 12000, .key_padding = true});
   cases.push_back({.batch = 1, .heads = 3, .kv_heads = 3, .head_dim = 59, .v_head_dim = 19,
-                   .q_len = 9, .kv_len = 70000, .window_left = 30000, .window_right = 0,
+                   .q_len = 9, .kv_len = 45000, .window_left = 30000, .window_right = 0,
                    .kv_layout = KvLayout::fused});
+  cases.push_back({.batch = 1, .heads = 2, .kv_heads = 1, .head_dim = 64, .v_head_dim = 64,
+                   .q_len = 3, .kv_len = 70000, .causal = true});
   return cases;
 }
 

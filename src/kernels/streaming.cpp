@@ -112,7 +112,11 @@ struct Plan {
       direct_v = in_f32 && p.v.strides[3] == 1 && p.v.strides[1] == s.v_head_dim && s.v_head_dim % w == 0;
       // Long sequences: each head's K and V are copied once per call into contiguous rows
       // (pack_heads()), and every tile reads them in place from there.
+      // A head whose copy alone would exceed the budget (n > 32768 at head_dim 64) is read in
+      // place: the copy never holds more than the budget, and never fails for lack of memory
+      // where the kernel itself would not.
       packed_heads = in_f32 && s.kv_len >= tuning::streaming_pack_heads_min_keys() &&
+                     s.kv_len * (s.head_dim + width) * 4 <= tuning::streaming_pack_heads_budget_bytes() &&
                      !(p.k.strides[3] == 1 && p.k.strides[1] == s.head_dim && p.v.strides[3] == 1 &&
                        p.v.strides[1] == s.v_head_dim && s.v_head_dim == width);
       if (packed_heads) direct_k = direct_v = true;
@@ -445,7 +449,7 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
   // only its own packed rows, so the chunking never changes a result.
   const i64 pairs = s.batch * s.kv_heads;
   const i64 head_floats = plan.packed_head_floats();
-  const i64 chunk = std::clamp<i64>(tuning::streaming_pack_heads_budget_bytes() / (head_floats * 4), 1, pairs);
+  const i64 chunk = std::min(tuning::streaming_pack_heads_budget_bytes() / (head_floats * 4), pairs);  // >= 1
   auto* packed = static_cast<float*>(ctx.workspace(kSlotPackedHeads, static_cast<std::size_t>(chunk * head_floats) * 4));
   const i64 copy_rows = tuning::streaming_pack_heads_copy_rows();
   const i64 copies_per_pair = (s.kv_len + copy_rows - 1) / copy_rows;

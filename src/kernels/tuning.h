@@ -34,8 +34,9 @@ constexpr std::int64_t streaming_key_tile() { return 96; }
 constexpr std::int64_t streaming_pack_heads_min_keys() { return 512; }
 
 // The most bytes of packed K and V held at once: heads are packed and run in chunks of this
-// size. Worked example: n 16384, head_dim 64 → 8 MiB a head, 2 heads a chunk; n 4096 → 2 MiB
-// a head, 8 heads a chunk.
+// size, and a call whose single head is larger reads K and V in place. Worked example: n 16384,
+// head_dim 64 → 8 MiB a head, 2 heads a chunk; n 4096 → 2 MiB a head, 8 heads a chunk;
+// n 65536 → 32 MiB a head: not copied.
 constexpr std::int64_t streaming_pack_heads_budget_bytes() { return std::int64_t{16} << 20; }
 
 // K/V rows one copy task moves (so that the copy of a chunk of few heads still uses every worker).
