@@ -10,7 +10,8 @@ namespace headcount::layers {
 
 // For each of `rows` rows of `width` floats (row stride = width):
 //   x[r] = (x[r] + residual[r] - mean) / sqrt(var + eps) * gamma + beta
-// residual may be nullptr. Mean and variance are accumulated in double (two passes), so the
+// residual may be nullptr. Mean and variance are accumulated in double (two passes, 32 lanes
+// summed in a fixed order: simd/gemm.h), so the
 // result is as exact as fp32 storage allows. Rows are spread over the context's workers.
 void add_layer_norm(Context& ctx, float* x, const float* residual, std::int64_t rows,
                     std::int64_t width, const float* gamma, const float* beta, float eps);

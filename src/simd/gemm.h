@@ -71,6 +71,11 @@ struct GemmKernels {
   // One row of n floats to n bytes q + 128 and its scale (above): 0 for an all-zero row (every
   // byte 128; also a row whose max |x| is so small that 127 / max overflows, below ~3.7e-37), NaN when the row holds a NaN or an infinity (so the row's outputs are NaN).
   void (*quantize_u8)(const float* x, std::int64_t n, std::uint8_t* q, float* scale) = nullptr;
+  // One row of the encoder's residual + LayerNorm (layers/layer_norm.h): row += residual (if
+  // not null), then (row - mean) / sqrt(var + eps) · gamma + beta, mean and variance summed in
+  // double in an order that depends only on width.
+  void (*layer_norm_row)(float* row, const float* residual, std::int64_t width, const float* gamma, const float* beta,
+                         float eps) = nullptr;
 };
 
 const GemmKernels& gemm_kernels(Isa isa);
