@@ -206,5 +206,31 @@ TEST(TileKernels, SoftmaxColumnsIsOneOnlineSoftmaxStep) {
   }
 }
 
+// The inputs' inf/NaN scan: every length up to 5 vectors (the 4-vector body, single vectors,
+// the scalar tail), each of +inf, -inf and NaN at every position, found; the largest finite
+// values, subnormals and -0 are not.
+TEST(TileKernels, AnyNonFiniteFindsEveryInfAndNaN) {
+  const float bad[3] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN()};
+  for (Isa isa : isas()) {
+    const simd::TileKernels& k = simd::tile_kernels(isa);
+    for (std::int64_t n = 0; n <= 5 * k.vector_floats + 3; ++n) {
+      std::vector<float> x(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i)
+        x[i] = i % 4 == 0 ? std::numeric_limits<float>::max()
+               : i % 4 == 1 ? -std::numeric_limits<float>::denorm_min()
+               : i % 4 == 2 ? -0.0f : -std::numeric_limits<float>::max();
+      ASSERT_FALSE(k.any_non_finite_f32(x.data(), n)) << isa_name(isa) << " n " << n;
+      for (std::int64_t i = 0; i < n; ++i)
+        for (float b : bad) {
+          const float keep = x[i];
+          x[i] = b;
+          ASSERT_TRUE(k.any_non_finite_f32(x.data(), n)) << isa_name(isa) << " n " << n << " at " << i << " " << b;
+          x[i] = keep;
+        }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace headcount::testing

@@ -2,6 +2,8 @@
 // "expected X, got Y" (one test per error), never a crash, an abort or a NaN.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -274,6 +276,35 @@ TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
   EXPECT_EQ(error_text([&] { attention_streaming(ctx, columns); }), "no error");
   wide.data<float>()[wide.view().offset({1, 10, 1, 9})] = -inf;
   EXPECT_EQ(error_text([&] { attention_streaming(ctx, columns); }), "q: expected finite values, got -inf at [1, 10, 1, 9]");
+  // The heads of one position next to each other, positions 53 floats apart (q of a fused
+  // [q | k | v] projection): each position's 3 x 16 floats are scanned as one run. 3 heads
+  // put chunk edges inside runs: row 1024 is [0, 341, 1], row 3071 is [1, 323, 2].
+  Tensor fused(DType::f32, {2, n, 53});
+  for (std::int64_t i = 0; i < fused.view().numel(); ++i) fused.data<float>()[i] = 0.25f;
+  Tensor q3(DType::f32, {2, n, 3, 16}), out3(DType::f32, {2, n, 3, 12}), k3(DType::f32, {2, n, 1, 16}),
+      v3(DType::f32, {2, n, 1, 12});
+  for (Tensor* t : {&k3, &v3})
+    for (std::int64_t i = 0; i < t->view().numel(); ++i) t->data<float>()[i] = 0.25f;
+  AttentionParams runs{.q = q3.view(), .k = k3.view(), .v = v3.view(), .out = out3.view()};
+  runs.q.data = fused.view().data;
+  runs.q.strides = {n * 53, 53, 16, 1};
+  auto at = [&](std::int64_t a, std::int64_t b, std::int64_t col) -> float& {
+    return fused.data<float>()[(a * n + b) * 53 + col];
+  };
+  at(0, 341, 48) = nan;  // past the run: never read
+  at(1, 323, 52) = inf;
+  EXPECT_EQ(error_text([&] { attention_streaming(ctx, runs); }), "no error");
+  for (const auto& [a, b, c, d] : std::vector<std::array<std::int64_t, 4>>{
+           {0, 341, 0, 15}, {0, 341, 1, 0}, {0, 341, 2, 15}, {1, 323, 2, 15}, {1, 324, 0, 0}, {1, n - 1, 2, 15}}) {
+    at(a, b, c * 16 + d) = -inf;
+    std::ostringstream want;
+    want << "q: expected finite values, got -inf at [" << a << ", " << b << ", " << c << ", " << d << "]";
+    for (int threads : {1, 2, 3}) {
+      Context each({.threads = threads});
+      EXPECT_EQ(error_text([&] { attention_streaming(each, runs); }), want.str()) << threads << " threads";
+    }
+    at(a, b, c * 16 + d) = 0.25f;
+  }
 }
 
 TEST(KernelValidation, ProbabilitiesOnlyOnTheReferencePath) {

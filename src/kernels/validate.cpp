@@ -11,6 +11,7 @@
 #include "headcount/error.h"
 #include "kernels/validate.h"
 #include "kernels/view_checks.h"
+#include "simd/tiles.h"
 
 namespace headcount {
 using detail::concat;
@@ -121,12 +122,13 @@ void check_finite_inputs(Context& ctx, const AttentionParams& p) {
     first_chunk[i + 1] = first_chunk[i] + (rows + kChunkRows - 1) / kChunkRows;
   }
   std::atomic<bool> bad{false};
+  const auto f32_scan = simd::tile_kernels(ctx.isa()).any_non_finite_f32;
   ctx.parallel_for(first_chunk[3], [&](std::int64_t chunk, int) {
     const int i = chunk < first_chunk[1] ? 0 : chunk < first_chunk[2] ? 1 : 2;
     const TensorView& v = *views[i];
     const std::int64_t rows = v.shape[0] * v.shape[1] * v.shape[2];
     const std::int64_t r0 = (chunk - first_chunk[i]) * kChunkRows;
-    const bool seen = rows_non_finite(v, r0, std::min(rows, r0 + kChunkRows));
+    const bool seen = rows_non_finite(v, r0, std::min(rows, r0 + kChunkRows), f32_scan);
     if (seen) bad.store(true, std::memory_order_relaxed);
   });
   for (int i = 0; i < 3; ++i)

@@ -72,18 +72,27 @@ inline bool any_non_finite(const Bits* x, std::int64_t n, Bits exponent) {
 // True if rows [r0, r1) of a rank-4 view with unit-stride rows (strides[3] == 1; row r is
 // (a, b, c) with r = (a·shape[1] + b)·shape[2] + c) hold an inf or a NaN. A contiguous view is
 // scanned as one flat range; otherwise row r0's indices are divided out once and counted up
-// (a division per row cost 2x the scan itself on short rows).
-inline bool rows_non_finite(const TensorView& v, std::int64_t r0, std::int64_t r1) {
+// (a division per row cost 2x the scan itself on short rows). fp32 rows are scanned by
+// `f32_scan` when given (a per-ISA kernel, simd::TileKernels::any_non_finite_f32).
+inline bool rows_non_finite(const TensorView& v, std::int64_t r0, std::int64_t r1,
+                            bool (*f32_scan)(const float*, std::int64_t) = nullptr) {
   auto scan = [&](std::int64_t off, std::int64_t n) {
-    return v.dtype == DType::bf16 ? any_non_finite(v.ptr<const std::uint16_t>() + off, n, std::uint16_t{0x7f80})
-                                  : any_non_finite(v.ptr<const std::uint32_t>() + off, n, std::uint32_t{0x7f800000});
+    if (v.dtype == DType::bf16) return any_non_finite(v.ptr<const std::uint16_t>() + off, n, std::uint16_t{0x7f80});
+    if (f32_scan != nullptr) return f32_scan(v.ptr<const float>() + off, n);
+    return any_non_finite(v.ptr<const std::uint32_t>() + off, n, std::uint32_t{0x7f800000});
   };
   if (v.strides[2] == v.shape[3] && v.strides[1] == v.shape[2] * v.shape[3] && v.strides[0] == v.shape[1] * v.strides[1])
     return scan(r0 * v.shape[3], (r1 - r0) * v.shape[3]);
   std::int64_t c = r0 % v.shape[2], b = (r0 / v.shape[2]) % v.shape[1], a = r0 / (v.shape[2] * v.shape[1]);
-  for (std::int64_t r = r0; r < r1; ++r) {
-    if (scan(a * v.strides[0] + b * v.strides[1] + c * v.strides[2], v.shape[3])) return true;
-    if (++c == v.shape[2]) {
+  // Rows (a, b, 0..shape[2]) that follow each other in memory (heads of one position in a
+  // [batch, seq, heads, dim] view of a wider projection) are scanned as one run: one call per
+  // position instead of per head (the calls' overhead was most of the scan in `embed`).
+  const bool runs = v.strides[2] == v.shape[3];
+  for (std::int64_t r = r0; r < r1;) {
+    const std::int64_t n = runs ? std::min(v.shape[2] - c, r1 - r) : 1;
+    if (scan(a * v.strides[0] + b * v.strides[1] + c * v.strides[2], n * v.shape[3])) return true;
+    r += n;
+    if ((c += n) == v.shape[2]) {
       c = 0;
       if (++b == v.shape[1]) b = 0, ++a;
     }

@@ -49,6 +49,9 @@ struct TileKernels {
   // it changed a causal call's time within the noise; exp's underflow was the cost there.
   void (*mask_columns)(float* s, std::int64_t lds, std::int64_t keys, std::int64_t cols,
                        const std::int32_t* lo, const std::int32_t* hi) = nullptr;
+  // True if any of x[0, n) is inf or NaN (n any): the attention's input check
+  // (kernels/validate.h), vectorised per ISA.
+  bool (*any_non_finite_f32)(const float* x, std::int64_t n) = nullptr;
   // One step of the online softmax down the columns of s [keys, cols] (lds), for every
   // column c at once: m' = max(max[c], max_k s[k, c]); alpha[c] = exp(max[c] - m');
   // s[k, c] = exp(s[k, c] - m'); sum[c] = alpha[c]·sum[c] + sum_k s[k, c]; max[c] = m'.
