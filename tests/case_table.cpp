@@ -117,6 +117,19 @@ std::vector<AttentionCase> kernel_cases() {
                    .kv_layout = KvLayout::fused});
   cases.push_back({.batch = 1, .heads = 2, .kv_heads = 1, .head_dim = 64, .v_head_dim = 64,
                    .q_len = 3, .kv_len = 70000, .causal = true});
+
+  // 5. V rows wider than the weighted sum's 64-float column block, which fp32 copies lay out
+  //    an odd number of cache lines apart (streaming.cpp, Plan::v_ld): per tile from a width
+  //    the vector does not divide (250 → 256, rows 272 apart), per tile from contiguous rows
+  //    that are no longer read in place (256), and as packed heads (600 keys).
+  cases.push_back({.batch = 1, .heads = 2, .kv_heads = 1, .head_dim = 32, .v_head_dim = 250,
+                   .q_len = 70, .kv_len = 300, .key_padding = true});
+  cases.push_back({.batch = 2, .heads = 1, .kv_heads = 1, .head_dim = 256, .v_head_dim = 256,
+                   .q_len = 33, .kv_len = 300});
+  cases.push_back({.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = 64, .v_head_dim = 512,
+                   .q_len = 20, .kv_len = 600, .causal = true});
+  cases.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .head_dim = 128, .v_head_dim = 128,
+                   .q_len = 40, .kv_len = 600, .kv_layout = KvLayout::fused});
   return cases;
 }
 

@@ -76,6 +76,7 @@ struct Plan {
   i64 ld = 0;     // leading dimension of Q^T, S^T and the bf16 P pairs (see below)
   i64 depth = 0;  // head_dim, or its bf16 pairs
   i64 width = 0;  // v_head_dim rounded up to the vector width
+  i64 v_ld = 0;   // row stride of fp32 V copies (per tile or packed heads), see below
   i64 qt_off = 0, k_off = 0, s_off = 0, pp_off = 0, v_off = 0, vstage_off = 0, acc_off = 0,
       max_off = 0, sum_off = 0, alpha_off = 0, keys_off = 0, lo_off = 0, hi_off = 0, words = 0;
 
@@ -97,6 +98,17 @@ struct Plan {
     key_tile = tuning::streaming_key_tile();
     depth = bf16_math ? (s.head_dim + 1) / 2 : s.head_dim;
     width = round_up(s.v_head_dim, w);
+    // The weighted sum reads V one column block (64 floats) of every key row at a time. Rows
+    // wider than a block at a power-of-two stride (1 KiB at head_dim 256, 2 KiB at 512) put
+    // those reads into a few of the L1's sets, and the 96 rows of a tile thrashed them: the
+    // sum ran at 72% of the score product's rate at head_dim 512. Copies of V rows wider than
+    // a block therefore take an odd number of cache lines, like Q^T and S^T; narrower rows
+    // stay contiguous (a block is the whole row).
+    v_ld = width;
+    if (width > 64) {
+      v_ld = round_up(width, 16);
+      if ((v_ld / 16) % 2 == 0) v_ld += 16;
+    }
     const bool in_f32 = p.q.dtype == DType::f32;
     if (bf16_math) {
       direct_k = p.k.strides[3] == 1 && s.head_dim % 2 == 0 && p.k.strides[1] % 2 == 0 &&
@@ -109,20 +121,20 @@ struct Plan {
       // (a head-major layout) or the heads are packed: rows heads·dim apart read in place were
       // 12% slower at n 1024 (and 7-8% at n 128-384, head_dim 64) than the copy.
       direct_k = in_f32 && p.k.strides[3] == 1;
-      direct_v = in_f32 && p.v.strides[3] == 1 && p.v.strides[1] == s.v_head_dim && s.v_head_dim % w == 0;
+      direct_v = in_f32 && p.v.strides[3] == 1 && p.v.strides[1] == s.v_head_dim && s.v_head_dim == v_ld;
       // Long sequences: each head's K and V are copied once per call into contiguous rows
       // (pack_heads()), and every tile reads them in place from there.
       // A head whose copy alone would exceed the budget (n > 32768 at head_dim 64) is read in
       // place: the copy never holds more than the budget, and never fails for lack of memory
       // where the kernel itself would not.
       packed_heads = in_f32 && s.kv_len >= tuning::streaming_pack_heads_min_keys() &&
-                     s.kv_len * (s.head_dim + width) * 4 <= tuning::streaming_pack_heads_budget_bytes() &&
+                     s.kv_len * (s.head_dim + v_ld) * 4 <= tuning::streaming_pack_heads_budget_bytes() &&
                      !(p.k.strides[3] == 1 && p.k.strides[1] == s.head_dim && p.v.strides[3] == 1 &&
-                       p.v.strides[1] == s.v_head_dim && s.v_head_dim == width);
+                       p.v.strides[1] == s.v_head_dim && s.v_head_dim == v_ld);
       if (packed_heads) direct_k = direct_v = true;
     }
     const i64 k_words = direct_k ? 0 : key_tile * depth;
-    const i64 v_words = bf16_math ? key_tile / 2 * width : (direct_v ? 0 : key_tile * width);
+    const i64 v_words = bf16_math ? key_tile / 2 * width : (direct_v ? 0 : key_tile * v_ld);
     const i64 vstage_words = bf16_math && !direct_v ? key_tile * width / 2 : 0;
     auto next = [](i64 offset, i64 words) { return offset + round_up(words, 16); };
     qt_off = 0;
@@ -141,8 +153,9 @@ struct Plan {
     words = hi_off + rows_pad;
   }
 
-  // Floats of one packed head: K [kv_len, head_dim], then V [kv_len, width] (zero-padded).
-  i64 packed_head_floats() const { return s.kv_len * (s.head_dim + width); }
+  // Floats of one packed head: K [kv_len, head_dim], then V [kv_len, width] (zero-padded),
+  // rows v_ld apart.
+  i64 packed_head_floats() const { return s.kv_len * (s.head_dim + v_ld); }
 };
 
 // Where one (batch, kv head)'s K and V rows are read: the caller's tensors (rows strides[1]
@@ -170,14 +183,14 @@ void pack_head_rows(const Plan& plan, const AttentionParams& p, i64 pair, i64 ro
   const AttentionShape& s = plan.s;
   const KvRows<float> src = caller_rows<float>(p, pair / s.kv_heads, pair % s.kv_heads);
   float* k = head + row0 * s.head_dim;
-  float* v = head + s.kv_len * s.head_dim + row0 * plan.width;
+  float* v = head + s.kv_len * s.head_dim + row0 * plan.v_ld;
   const auto k_bytes = static_cast<std::size_t>(s.head_dim) * sizeof(float);
   const auto v_bytes = static_cast<std::size_t>(s.v_head_dim) * sizeof(float);
   const auto pad_bytes = static_cast<std::size_t>(plan.width - s.v_head_dim) * sizeof(float);
   for (i64 r = 0; r < rows; ++r) {
     std::memcpy(k + r * s.head_dim, src.k + (row0 + r) * src.k_stride, k_bytes);
-    std::memcpy(v + r * plan.width, src.v + (row0 + r) * src.v_stride, v_bytes);
-    if (pad_bytes) std::memset(v + r * plan.width + s.v_head_dim, 0, pad_bytes);
+    std::memcpy(v + r * plan.v_ld, src.v + (row0 + r) * src.v_stride, v_bytes);
+    if (pad_bytes) std::memset(v + r * plan.v_ld + s.v_head_dim, 0, pad_bytes);
   }
 }
 
@@ -238,26 +251,28 @@ void pack_k(const Plan& plan, const TensorView& k, i64 b, i64 kv_head, i64 col0,
   }
 }
 
-// V rows of one tile, [cols, width] zero-padded, as f32 (or as bf16 for the pairing step).
+// V rows of one tile, [cols, width] zero-padded, as f32 rows plan.v_ld apart (or as bf16
+// rows plan.width apart for the pairing step).
 template <typename T, typename Out>
 void pack_v(const Plan& plan, const TensorView& v, i64 b, i64 kv_head, i64 col0, i64 cols, Out* dst) {
   const T* src = v.ptr<const T>();
+  const i64 ld = std::is_same_v<Out, float> ? plan.v_ld : plan.width;
   if constexpr (std::is_same_v<T, float> && std::is_same_v<Out, float>) {
     if (v.strides[3] == 1 && plan.s.v_head_dim == plan.width) {
       for (i64 c = 0; c < cols; ++c)
-        std::memcpy(dst + c * plan.width, src + v.offset({b, col0 + c, kv_head, 0}),
+        std::memcpy(dst + c * ld, src + v.offset({b, col0 + c, kv_head, 0}),
                     static_cast<std::size_t>(plan.width) * sizeof(float));
       return;
     }
   }
-  std::memset(dst, 0, static_cast<std::size_t>(cols * plan.width) * sizeof(Out));
+  std::memset(dst, 0, static_cast<std::size_t>(cols * ld) * sizeof(Out));
   for (i64 c = 0; c < cols; ++c) {
     const T* row = src + v.offset({b, col0 + c, kv_head, 0});
     for (i64 e = 0; e < plan.s.v_head_dim; ++e) {
       if constexpr (std::is_same_v<Out, std::uint16_t>) {
-        if constexpr (std::is_same_v<T, bf16>) dst[c * plan.width + e] = row[e * v.strides[3]].bits;
+        if constexpr (std::is_same_v<T, bf16>) dst[c * ld + e] = row[e * v.strides[3]].bits;
       } else {
-        dst[c * plan.width + e] = to_f32(row[e * v.strides[3]]);
+        dst[c * ld + e] = to_f32(row[e * v.strides[3]]);
       }
     }
   }
@@ -322,7 +337,7 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
   TaskResult result;
   KvRows<T> kv = caller_rows<T>(p, b, kv_head);
   if constexpr (std::is_same_v<T, float>) {
-    if (packed != nullptr) kv = {packed, s.head_dim, packed + s.kv_len * s.head_dim, plan.width};
+    if (packed != nullptr) kv = {packed, s.head_dim, packed + s.kv_len * s.head_dim, plan.v_ld};
   }
   const float* bias = p.bias.empty() ? nullptr : p.bias.ptr<const float>();
   const i64 tk = plan.key_tile;
@@ -407,7 +422,7 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
                               rows, plan.width, alpha);
     } else {
       const float* v_rows = reinterpret_cast<const float*>(v_pack);
-      i64 ldv = plan.width;
+      i64 ldv = plan.v_ld;
       if (plan.direct_v) {
         v_rows = reinterpret_cast<const float*>(kv.v + col0 * kv.v_stride);
         ldv = kv.v_stride;
