@@ -16,6 +16,7 @@
 #include "headcount/context.h"
 #include "layers/packed_gemm.h"
 #include "packed_gemm_testing.h"
+#include "simd/gemm.h"
 
 namespace headcount::testing {
 namespace {
@@ -123,6 +124,48 @@ TEST(PackedGemmBf16, RowResultDoesNotDependOnMPositionOrThreads) {
   const std::int64_t k = 514, n = 130;  // three depth blocks, the last partial; a partial panel
   const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 1);
   expect_row_invariance(layers::pack_weights(w.data(), k, n, n, DType::bf16), k, n, 40);
+}
+
+// Without vdpbf16ps (avx512, avx2, generic) packed_gemm widens x once and each panel once per
+// task and runs the fp32 tiles; the bf16 kernel it replaced there widened every pair inside its
+// loop. Both must give the same bits (same exact products, same fp32 accumulation order and
+// multiply-add): the old kernel is called directly, panel by panel, beside packed_gemm, over
+// row counts of every tile height, depths across the depth blocks of both kernels, partial
+// panels and both epilogues.
+TEST(PackedGemmBf16, WidenedPathEqualsTheBf16KernelBitwise) {
+  int compared = 0;
+  for (Isa isa : isas()) {
+    const simd::GemmKernels& kernels = simd::gemm_kernels(isa);
+    if (kernels.isa == Isa::avx512_bf16) continue;  // vdpbf16ps: its own kernel, other order
+    Context ctx({.threads = 2, .isa = isa});
+    for (std::int64_t k : {2, 130, 386})
+      for (std::int64_t n : {1, 64, 130}) {
+        const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 40 + k * n);
+        const std::vector<float> bias = uniform(static_cast<std::size_t>(n), 50 + n, 0.5f);
+        const Tensor packed = layers::pack_weights(w.data(), k, n, n, DType::bf16);
+        const std::int64_t nr = packed.size(2), lanes = k / 2 * nr;
+        for (std::int64_t m : {1, 5, 6, 7, 97, 200}) {
+          const std::vector<float> x = uniform(static_cast<std::size_t>(m * k), 60 + m);
+          std::vector<std::uint16_t> xb(static_cast<std::size_t>(m * k));
+          for (std::int64_t r = 0; r < m; ++r) kernels.to_bf16(x.data() + r * k, xb.data() + r * k, k);
+          for (GemmEpilogue e : {GemmEpilogue::none, GemmEpilogue::gelu_erf}) {
+            const std::vector<float> y = run(ctx, x, m, k, packed, n, bias.data(), e);
+            std::vector<float> old(static_cast<std::size_t>(m * n), -7.0f);
+            for (std::int64_t p = 0; p < packed.size(0); ++p)
+              kernels.panel_bf16(xb.data(), k, m, packed.data<const std::uint32_t>() + p * lanes, k,
+                                 bias.data() + p * nr, old.data() + p * nr, n, std::min(nr, n - p * nr), e);
+            for (std::size_t i = 0; i < y.size(); ++i) {
+              std::uint32_t a, b;
+              std::memcpy(&a, &y[i], 4);
+              std::memcpy(&b, &old[i], 4);
+              ASSERT_EQ(a, b) << isa_name(isa) << " k " << k << " n " << n << " m " << m << " element " << i;
+            }
+            ++compared;
+          }
+        }
+      }
+  }
+  EXPECT_GT(compared, 0);  // generic at least
 }
 
 TEST(PackedGemmBf16, BadArgumentsAreErrors) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "headcount/error.h"
 #include "kernels/tuning.h"
@@ -19,6 +20,28 @@ namespace {
 constexpr int kSlotBf16Input = 48;
 // ... and of the int8 copy of x and its row scales.
 constexpr int kSlotI8Input = 49, kSlotI8Scales = 50;
+// ... and of x's bf16 values and the bf16 panels widened to fp32 (bf16 weights on an ISA
+// without vdpbf16ps).
+constexpr int kSlotBf16Widened = 51, kSlotBf16WidenedPanels = 52;
+
+// bf16 values as fp32 bit patterns: the 16 bits on top, zeros below (exact). Written on
+// 32-bit integers, in loops of known length, so that they vectorise in this (generic) unit.
+void widen_row(const std::uint16_t* x, std::int64_t n, std::uint32_t* out) {
+  for (std::int64_t d = 0; d < n; ++d) out[d] = static_cast<std::uint32_t>(x[d]) << 16;
+}
+
+// One bf16 panel (gemm.h's pair rows) widened to an fp32 panel [k, 64]: pair row p gives
+// rows 2p (the low halves) and 2p + 1 (the high halves).
+void widen_panel(const std::uint32_t* pairs, std::int64_t k, std::uint32_t* out) {
+  constexpr std::int64_t nr = tuning::gemm_panel_columns();
+  for (std::int64_t p = 0; p < k / 2; ++p) {
+    const std::uint32_t* in = pairs + p * nr;
+    std::uint32_t* even = out + 2 * p * nr;
+    std::uint32_t* odd = even + nr;
+    for (std::int64_t c = 0; c < nr; ++c) even[c] = in[c] << 16;
+    for (std::int64_t c = 0; c < nr; ++c) odd[c] = in[c] & 0xffff0000u;
+  }
+}
 
 Tensor pack_bf16(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw) {
   HEADCOUNT_CHECK(k % 2 == 0, "weights", "an even k for bf16 packing", k);
@@ -120,12 +143,47 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
     // x rounded to bf16 once per call, rows split over the pool like the GEMM's tasks (each
     // row's bits depend on that row only), then the same task split on the bf16 kernel.
     auto* xb = static_cast<std::uint16_t*>(ctx.workspace(kSlotBf16Input, static_cast<std::size_t>(g.m * k) * 2));
+    const auto* packed = g.w->data<const std::uint32_t>();
+    const std::int64_t lanes = k / 2 * nr;  // 32-bit lanes of one panel
+    if (kernels.isa != Isa::avx512_bf16 && g.m >= tuning::gemm_bf16_widen_min_rows()) {
+      // No bf16 dot product: the bf16 kernel would widen every value of every pair for every
+      // multiply-add (0.73x the fp32 GEMM's speed on an AVX-512 host without AVX512_BF16).
+      // Widening x and the panels once per call instead (into workspaces, one pass each)
+      // runs the fp32 tiles on the same values. The results are the same bits: bf16 x bf16
+      // products are exact in fp32, both kernels add them to one fp32 accumulator per output
+      // in increasing depth with the ISA's multiply-add (fused or not alike), and depth blocks
+      // pass that accumulator through y exactly (tests/test_packed_gemm_bf16.cpp compares the
+      // two). Widening the panel per task instead repeated it for every row block: 0.90x fp32.
+      auto* xw = static_cast<std::uint32_t*>(
+          ctx.workspace(kSlotBf16Widened, static_cast<std::size_t>(g.m * k) * sizeof(float)));
+      auto* wide = static_cast<std::uint32_t*>(
+          ctx.workspace(kSlotBf16WidenedPanels, static_cast<std::size_t>(panels * k * nr) * sizeof(float)));
+      ctx.parallel_for(row_blocks + panels, [&](std::int64_t t, int) {
+        if (t >= row_blocks) {
+          widen_panel(packed + (t - row_blocks) * lanes, k, wide + (t - row_blocks) * k * nr);
+          return;
+        }
+        const std::int64_t r1 = std::min(g.m, (t + 1) * block);
+        for (std::int64_t r = t * block; r < r1; ++r) {
+          kernels.to_bf16(g.x + r * g.ldx, xb + r * k, k);
+          widen_row(xb + r * k, k, xw + r * k);
+        }
+      });
+      const auto* xf = reinterpret_cast<const float*>(xw);
+      const auto* panels_f = reinterpret_cast<const float*>(wide);
+      ctx.parallel_for(row_blocks * panels, [&](std::int64_t task, int) {
+        const std::int64_t p = task / row_blocks, rb = task % row_blocks;
+        const std::int64_t r0 = rb * block, rows = std::min(block, g.m - r0);
+        const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
+        kernels.panel(xf + r0 * k, k, rows, panels_f + p * k * nr, k, g.bias == nullptr ? nullptr : g.bias + c0,
+                      g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
+      });
+      return;
+    }
     ctx.parallel_for(row_blocks, [&](std::int64_t rb, int) {
       const std::int64_t r1 = std::min(g.m, (rb + 1) * block);
       for (std::int64_t r = rb * block; r < r1; ++r) kernels.to_bf16(g.x + r * g.ldx, xb + r * k, k);
     });
-    const auto* packed = g.w->data<const std::uint32_t>();
-    const std::int64_t lanes = k / 2 * nr;  // 32-bit lanes of one panel
     ctx.parallel_for(row_blocks * panels, [&](std::int64_t task, int) {
       const std::int64_t p = task / row_blocks, rb = task % row_blocks;
       const std::int64_t r0 = rb * block, rows = std::min(block, g.m - r0);
