@@ -206,6 +206,37 @@ TEST(TileKernels, SoftmaxColumnsIsOneOnlineSoftmaxStep) {
   }
 }
 
+// The softmax's exponentials are exp's bits exactly (the decode kernel and the backward
+// recompute P with the same exp, so a faster variant here would have to match it): each P
+// entry against vector_exp of the same fp32 difference s - m, over scores that reach below
+// ln(FLT_MIN) from the column's maximum, -inf among them, and alpha.
+TEST(TileKernels, SoftmaxExponentialsAreExpBitForBit) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> spread(-120.0f, 5.0f);
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  for (Isa isa : isas()) {
+    const simd::TileKernels& k = simd::tile_kernels(isa);
+    const std::int64_t w = k.vector_floats, cols = 2 * w, keys = 37;
+    std::vector<float> s(keys * cols), max(cols), sum(cols, 1.0f), alpha(cols);
+    for (float& x : s) x = spread(rng);
+    for (std::int64_t c = 0; c < cols; ++c) max[c] = c % 4 == 0 ? minus_inf : spread(rng);
+    for (std::int64_t r = 0; r < keys; r += 5) s[r * cols + 3] = minus_inf;
+    const std::vector<float> s0 = s, max0 = max;
+    k.softmax_columns(s.data(), cols, keys, cols, max.data(), sum.data(), alpha.data());
+    std::vector<float> diff(static_cast<std::size_t>(keys * cols + cols)), want(diff.size());
+    for (std::int64_t r = 0; r < keys; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) diff[r * cols + c] = s0[r * cols + c] - max[c];
+    for (std::int64_t c = 0; c < cols; ++c) diff[keys * cols + c] = max0[c] - max[c];
+    simd::vector_exp(isa, diff.data(), want.data(), static_cast<std::int64_t>(diff.size()));
+    for (std::int64_t r = 0; r < keys; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(std::memcmp(&s[r * cols + c], &want[r * cols + c], 4), 0)
+            << isa_name(isa) << " key " << r << " column " << c << ": " << s[r * cols + c] << " vs " << want[r * cols + c];
+    for (std::int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(std::memcmp(&alpha[c], &want[keys * cols + c], 4), 0) << isa_name(isa) << " alpha " << c;
+  }
+}
+
 // The inputs' inf/NaN scan: every length up to 5 vectors (the 4-vector body, single vectors,
 // the scalar tail), each of +inf, -inf and NaN at every position, found; the largest finite
 // values, subnormals and -0 are not.
