@@ -118,7 +118,7 @@ struct Plan {
     } else {
       // fp32 K is read in place (a block broadcasts 6 of its rows; packing them per tile cost
       // 3-4%). V is copied per tile into [keys, width] unless its rows are already contiguous
-      // (a head-major layout) or the heads are packed: rows heads·dim apart read in place were
+      // (a head-major layout) at a set-friendly stride (v_ld above) or the heads are packed: rows heads·dim apart read in place were
       // 12% slower at n 1024 (and 7-8% at n 128-384, head_dim 64) than the copy.
       direct_k = in_f32 && p.k.strides[3] == 1;
       direct_v = in_f32 && p.v.strides[3] == 1 && p.v.strides[1] == s.v_head_dim && s.v_head_dim == v_ld;

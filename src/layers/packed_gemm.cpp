@@ -147,7 +147,8 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
     const std::int64_t lanes = k / 2 * nr;  // 32-bit lanes of one panel
     if (kernels.isa != Isa::avx512_bf16 && g.m >= tuning::gemm_bf16_widen_min_rows()) {
       // No bf16 dot product: the bf16 kernel would widen every value of every pair for every
-      // multiply-add (0.73x the fp32 GEMM's speed on an AVX-512 host without AVX512_BF16).
+      // multiply-add (0.65x the fp32 GEMM's rate on an AVX-512 host without AVX512_BF16,
+      // tuning.h).
       // Widening x and the panels once per call instead (into workspaces, one pass each)
       // runs the fp32 tiles on the same values. The results are the same bits: bf16 x bf16
       // products are exact in fp32, both kernels add them to one fp32 accumulator per output

@@ -140,9 +140,10 @@ constexpr auto kSumBlocks = sum_table(std::make_integer_sequence<int, kVecs>{});
 void weighted_sum_f32(const float* p, i64 p_row, i64 p_key, const float* v, i64 ldv, i64 keys,
                       float* acc, i64 ldacc, i64 rows, i64 width, const float* alpha) {
   // Column blocks of V outside, rows inside: one block of V (keys x kVecs·W floats, 24 KiB for
-  // 96 keys) stays in L1 while every row block passes over it, as in scores_f32. With the rows
-  // outside, heads wider than one block streamed the whole V tile (192 KiB at head_dim 512)
-  // from L2 for every 6 rows: the sum ran at 72% of the score product's rate at head_dim 512.
+  // 96 keys) stays in L1 while every row block passes over it, as in scores_f32. (Measured
+  // alone, this order changed nothing at head_dim 512; what cured the sum's 72% of the score
+  // product's rate there was V's row stride, streaming.cpp's Plan::v_ld. The two together are
+  // the L1-friendly layout.)
   const int nv_max = static_cast<int>(std::min<i64>(kVecs, width / W));
   for (i64 e0 = 0; e0 < width; e0 += kVecs * W) {
     const int nv = static_cast<int>(std::min<i64>(kVecs, (width - e0) / W));
