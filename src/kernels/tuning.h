@@ -127,9 +127,10 @@ constexpr std::int64_t gemm_bf16_depth_block() { return 256; }
 // bf16 weights on an ISA without vdpbf16ps: calls of at least this many rows widen x and every
 // panel to fp32 once and run the fp32 tiles (layers/packed_gemm.cpp); shorter ones keep the
 // bf16 kernel, which widens each pair as it multiplies. Widening all k x n weights costs as
-// much as ~27 rows of the widened kernel's extra work (one thread, m 448, k 384, n 1536: fp32
-// 172, widened kernel 111, widen once 161 GFLOP/s best of 100), so the switch pays from ~50
-// rows; a batch of one sentence (~15 rows) stays on the kernel. Same bits either way.
+// much as ~27 rows of the widened kernel's extra work (one thread, m 448, k 384, n 1536, fastest
+// of 100 calls with a driver not committed: fp32 172, widened kernel 111, widen once 161
+// GFLOP/s; `build/gemm_stream 1 448 1 30 fp32|bf16` now: 162 and 144-154), so the switch pays
+// from ~50 rows; a batch of one sentence (~15 rows) stays on the kernel. Same bits either way.
 constexpr std::int64_t gemm_bf16_widen_min_rows() { return 64; }
 
 }  // namespace headcount::tuning
