@@ -91,12 +91,19 @@ constexpr std::int64_t gemm_panel_columns() { return 64; }
 // tasks; 640 rows x W_up (24 panels) → 7 x 24 = 168 tasks. The split never changes a result.
 constexpr std::int64_t gemm_task_rows() { return 96; }
 
-// Depth of one pass of the packed GEMM's register tiles over a panel: 128 rows of a panel are
-// 32 KiB, which stay in a 48 KiB L1 while all the task's row tiles use them. Partial sums go
-// through y in fp32, exactly, so this changes speed, never a result. Worked example: FFN down,
-// k = 1536 → 12 depth blocks; without them a task's 384 KiB panel and its 96 x 1536 rows of x
-// (576 KiB) overflowed a 1 MiB L2 and the GEMM ran at a third of its rate at batch 32.
-constexpr std::int64_t gemm_depth_block() { return 128; }
+// Depth of one pass of the packed GEMM's register tiles over a panel. Partial sums go through
+// y in fp32, exactly, so this changes speed, never a result. Without depth blocks a task's
+// 384 KiB panel of FFN down (k = 1536) and its 96 x 1536 rows of x (576 KiB) overflowed a
+// 1 MiB L2 (AMD) and the GEMM ran at a third of its rate at batch 32. Blocks of 128 (a 32 KiB
+// panel block, meant to stay in L1) cured that, but every block reloads and stores each tile's
+// 24 partial-sum vectors and they shared the L1 with the task's 24 KiB of y: at 384 the
+// MiniLM projections of k = 384 run in one block and FFN down in four, with 96 KiB of panel
+// and 144 KiB of x per block, well inside a 1 MiB L2. Measured on the Intel host (2 MiB L2),
+// one thread, the four projections at m = 448, 128 against 384 in one process, alternating
+// (an uncommitted driver compiling gemm_impl.h twice): 1.14x faster in all (qkv 1.07, o 1.10,
+// up 1.14, down 1.21), bitwise the same; at m = 14 1.06x, at m = 96 1.07x. Without any
+// blocks it was no faster here than 384 (1.15-1.19x) and would spill the 1 MiB L2s.
+constexpr std::int64_t gemm_depth_block() { return 384; }
 
 // Panel rows (fp32) or pair rows (bf16) ahead of the multiply-adds that a depth block's first
 // row tile prefetches into L2: 32 rows of 256 bytes, 8 KiB in flight per worker. Without it,
