@@ -10,6 +10,7 @@
 
 #include "expect_error.h"
 #include "headcount/context.h"
+#include "kernels/tuning.h"
 #include "layers/feed_forward.h"
 #include "layers/packed_gemm.h"
 #include "packed_gemm_testing.h"
@@ -32,7 +33,10 @@ using namespace packed;
 TEST(PackedGemm, MatchesFloat64WithinDerivedBound) {
   for (Isa isa : isas()) {
     Context ctx({.threads = 2, .isa = isa});
-    for (std::int64_t k : {1, 7, 129, 385})
+    // 769: two depth blocks of tuning::gemm_depth_block() (768), the second one row deep, so
+    // the partial sums' round trip through y is checked.
+    static_assert(tuning::gemm_depth_block() == 768, "pick a k just past one depth block");
+    for (std::int64_t k : {1, 7, 129, 385, 769})
       for (std::int64_t n : {1, 17, 64, 65, 130}) {
         const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 10 + k * n);
         const std::vector<float> bias = uniform(static_cast<std::size_t>(n), 20 + n, 0.5f);

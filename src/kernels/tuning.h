@@ -96,14 +96,15 @@ constexpr std::int64_t gemm_task_rows() { return 96; }
 // 384 KiB panel of FFN down (k = 1536) and its 96 x 1536 rows of x (576 KiB) overflowed a
 // 1 MiB L2 (AMD) and the GEMM ran at a third of its rate at batch 32. Blocks of 128 (a 32 KiB
 // panel block, meant to stay in L1) cured that, but every block reloads and stores each tile's
-// 24 partial-sum vectors and they shared the L1 with the task's 24 KiB of y: at 384 the
-// MiniLM projections of k = 384 run in one block and FFN down in four, with 96 KiB of panel
-// and 144 KiB of x per block, well inside a 1 MiB L2. Measured on the Intel host (2 MiB L2),
-// one thread, the four projections at m = 448, 128 against 384 in one process, alternating
-// (an uncommitted driver compiling gemm_impl.h twice): 1.14x faster in all (qkv 1.07, o 1.10,
-// up 1.14, down 1.21), bitwise the same; at m = 14 1.06x, at m = 96 1.07x. Without any
-// blocks it was no faster here than 384 (1.15-1.19x) and would spill the 1 MiB L2s.
-constexpr std::int64_t gemm_depth_block() { return 384; }
+// 24 partial-sum vectors, and the block shared the L1 with the task's 24 KiB of y. At 768 the
+// MiniLM projections of k = 384 run in one block and FFN down in two, with 192 KiB of panel
+// and 288 KiB of x per block: half of a 1 MiB L2. Measured on the Intel host (2 MiB L2), one
+// thread, the four projections, 128 against the new depth in one process, alternating, -O3
+// (an uncommitted driver compiling gemm_impl.h twice), time ratios: 384: 1.04-1.05x in all at
+// m = 448 (qkv 1.02-1.05, o 1.08-1.11, up 1.02-1.03, down 1.04-1.06), 1.05x at m = 96, 1.10x
+// at m = 14; 768: 1.05x at m = 448 with down 1.09x; no blocks at all: 1.05-1.08x (down
+// 1.11-1.17x), which would spill the 1 MiB L2s.
+constexpr std::int64_t gemm_depth_block() { return 768; }
 
 // Panel rows (fp32) or pair rows (bf16) ahead of the multiply-adds that a depth block's first
 // row tile prefetches into L2: 32 rows of 256 bytes, 8 KiB in flight per worker. Without it,

@@ -177,7 +177,7 @@ void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, 
   // The blocks depend on k alone, never on rows or threads. (Measured with `headcount bench
   // --suite encoder`, 2 threads, 448 rows, on a shared host: FFN down, k = 1536, ran at 37
   // GFLOP/s against 108 for W_qkv before the depth blocks, 72 with them; tuning.h has why
-  // the blocks are now 384 deep.)
+  // the blocks are now 768 deep.)
   const i64 kc = tuning::gemm_depth_block();
   const int prefetching = rows <= tuning::gemm_prefetch_max_rows() ? 0 : 1;  // kTiles' index for r0 == 0
   for (i64 d0 = 0; d0 < k; d0 += kc) {
