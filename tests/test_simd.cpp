@@ -263,5 +263,52 @@ TEST(TileKernels, AnyNonFiniteFindsEveryInfAndNaN) {
   }
 }
 
+// The Q^T transpose: m rows of `depth` floats (each row its own allocation, with a
+// distinct value per element, NaN bit patterns included) into columns ldout apart; every m to
+// 16 and depths around the 16 x 16 blocks. Bit-exact (a copy), and nothing outside the m
+// columns written.
+TEST(TileKernels, TransposeRowsIsAnExactCopy) {
+  for (Isa isa : isas()) {
+    const simd::TileKernels& k = simd::tile_kernels(isa);
+    for (std::int64_t m = 1; m <= 16; ++m)
+      for (std::int64_t depth : {1, 15, 16, 17, 32, 64, 79}) {
+        const std::int64_t ldout = 19 + m;  // not a multiple of the vector width
+        std::vector<std::vector<std::uint32_t>> rows(static_cast<std::size_t>(m));
+        std::vector<const float*> ptrs;
+        for (std::int64_t j = 0; j < m; ++j) {
+          for (std::int64_t d = 0; d < depth; ++d)
+            rows[j].push_back(static_cast<std::uint32_t>((j << 16) | d) | (d % 7 == 3 ? 0x7fc00000u : 0x3f000000u));
+          ptrs.push_back(reinterpret_cast<const float*>(rows[j].data()));
+        }
+        const std::uint32_t fence = 0xdeadbeefu;
+        std::vector<std::uint32_t> out(static_cast<std::size_t>(depth * ldout), fence);
+        k.transpose_rows_f32(ptrs.data(), m, depth, reinterpret_cast<float*>(out.data()), ldout);
+        for (std::int64_t d = 0; d < depth; ++d)
+          for (std::int64_t c = 0; c < ldout; ++c)
+            ASSERT_EQ(out[d * ldout + c], c < m ? rows[c][d] : fence)
+                << isa_name(isa) << " m " << m << " depth " << depth << " at [" << d << ", " << c << "]";
+      }
+  }
+}
+
+// The write-out's y = x * s: every length to 3 vectors + 3, the same bits as the scalar product
+// (one IEEE multiply either way), y written only on [0, n).
+TEST(TileKernels, ScaleIsTheScalarProduct) {
+  for (Isa isa : isas()) {
+    const simd::TileKernels& k = simd::tile_kernels(isa);
+    for (std::int64_t n = 0; n <= 3 * k.vector_floats + 3; ++n) {
+      std::vector<float> x(static_cast<std::size_t>(n)), y(static_cast<std::size_t>(n) + 1, -7.0f);
+      for (std::int64_t i = 0; i < n; ++i) x[i] = 1.0f / static_cast<float>(3 + i) - 0.1f;
+      const float s = 1.0f / 2.9f;
+      k.scale_f32(x.data(), s, y.data(), n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float want = x[i] * s;
+        ASSERT_EQ(std::memcmp(&y[i], &want, 4), 0) << isa_name(isa) << " n " << n << " at " << i;
+      }
+      ASSERT_EQ(y[n], -7.0f) << isa_name(isa) << " n " << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace headcount::testing

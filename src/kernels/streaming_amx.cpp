@@ -20,6 +20,7 @@
 #include "kernels/task_rows.h"
 #include "kernels/tuning.h"
 #include "simd/amx.h"
+#include "simd/tiles.h"
 
 namespace headcount::kernels {
 namespace {
@@ -152,7 +153,8 @@ TaskResult run_task(const AmxPlan& plan, const AttentionParams& p, i64 task, std
                             plan.rows_pad, plan.width);
   }
 
-  if (write_rows(p, s, b, g, row0, n, acc, plan.width, max, sum)) result.overflow = true;
+  if (write_rows(p, s, b, g, row0, n, acc, plan.width, max, sum, simd::tile_kernels(Isa::amx_bf16).scale_f32))
+    result.overflow = true;
   return result;
 }
 

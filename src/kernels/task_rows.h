@@ -32,9 +32,11 @@ inline KeyRange visible_keys(const MaskSpec& mask, std::int64_t row0, std::int64
 // Row r = h_in_group * n + i of a task holds query (row0 + i) of head (kv_head * group +
 // h_in_group): writes O = acc / sum and lse = max + log(sum) (zeros and -inf for a row that
 // saw no key). Returns true if a row overflowed fp32 (an infinite max, a non-finite sum).
+// `scale` is the ISA's y = x * s (simd::TileKernels::scale_f32) for unit-stride rows of out.
 inline bool write_rows(const AttentionParams& p, const AttentionShape& s, std::int64_t b,
                        std::int64_t kv_head, std::int64_t row0, std::int64_t n, const float* acc,
-                       std::int64_t ld_acc, const float* max, const float* sum) {
+                       std::int64_t ld_acc, const float* max, const float* sum,
+                       void (*scale)(const float*, float, float*, std::int64_t)) {
   bool overflow = false;
   float* out = p.out.ptr<float>();
   for (std::int64_t r = 0; r < n * s.group; ++r) {
@@ -43,7 +45,10 @@ inline bool write_rows(const AttentionParams& p, const AttentionShape& s, std::i
     if (!(max[r] < std::numeric_limits<float>::infinity()) || !std::isfinite(sum[r])) overflow = true;
     const float inverse = saw_key ? 1.0f / sum[r] : 0.0f;
     float* dst = out + p.out.offset({b, row0 + i, head, 0});
-    for (std::int64_t e = 0; e < s.v_head_dim; ++e) dst[e * p.out.strides[3]] = acc[r * ld_acc + e] * inverse;
+    if (p.out.strides[3] == 1)
+      scale(acc + r * ld_acc, inverse, dst, s.v_head_dim);
+    else
+      for (std::int64_t e = 0; e < s.v_head_dim; ++e) dst[e * p.out.strides[3]] = acc[r * ld_acc + e] * inverse;
     if (!p.lse.empty())
       p.lse.ptr<float>()[p.lse.offset({b, head, row0 + i})] =
           saw_key ? max[r] + std::log(sum[r]) : -std::numeric_limits<float>::infinity();

@@ -243,6 +243,59 @@ bool any_non_finite_f32(const float* x, i64 n) {
   return any;
 }
 
+// ---- Q^T packing and the write-out ------------------------------------------------------------
+
+#ifdef __AVX512F__
+// 16 rows of 16 floats (a[j] = row j) transposed in registers: out[c * ld + j] = a[j][c].
+inline void transpose16(const __m512 (&a)[16], float* out, i64 ld) {
+  __m512 t[16], u[16];
+  // Pairs of rows interleaved: per 128-bit lane, unpacklo = r0 r1 of columns 0, 1; unpackhi of 2, 3.
+  for (int j = 0; j < 16; j += 2) {
+    t[j] = _mm512_unpacklo_ps(a[j], a[j + 1]);
+    t[j + 1] = _mm512_unpackhi_ps(a[j], a[j + 1]);
+  }
+  // u[4i + c], lane L: rows 4i..4i+3 of column 4L + c.
+  for (int i = 0; i < 16; i += 4) {
+    u[i + 0] = _mm512_shuffle_ps(t[i + 0], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm512_shuffle_ps(t[i + 0], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // Column 4L + c gathers lane L of u[c], u[4 + c], u[8 + c], u[12 + c].
+  for (int c = 0; c < 4; ++c) {
+    const __m512 s1 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 s2 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 s3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 s4 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 2, 3, 2));
+    _mm512_storeu_ps(out + (0 + c) * ld, _mm512_shuffle_f32x4(s1, s3, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_storeu_ps(out + (4 + c) * ld, _mm512_shuffle_f32x4(s1, s3, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm512_storeu_ps(out + (8 + c) * ld, _mm512_shuffle_f32x4(s2, s4, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_storeu_ps(out + (12 + c) * ld, _mm512_shuffle_f32x4(s2, s4, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+}
+#endif
+
+void transpose_rows_f32(const float* const* rows, i64 m, i64 depth, float* out, i64 ldout) {
+  i64 d0 = 0;
+#ifdef __AVX512F__
+  if (m == 16)
+    for (; d0 + 16 <= depth; d0 += 16) {
+      __m512 a[16];
+      for (int j = 0; j < 16; ++j) a[j] = _mm512_loadu_ps(rows[j] + d0);
+      transpose16(a, out + d0 * ldout, ldout);
+    }
+#endif
+  for (i64 d = d0; d < depth; ++d)
+    for (i64 j = 0; j < m; ++j) out[d * ldout + j] = rows[j][d];
+}
+
+void scale_f32(const float* x, float s, float* y, i64 n) {
+  const vf sv = splat(s);
+  i64 i = 0;
+  for (; i + W <= n; i += W) store(y + i, load(x + i) * sv);
+  for (; i < n; ++i) y[i] = x[i] * s;
+}
+
 // ---- the backward: P recomputed from the lse, and dS = P (dP - D) -------------------------
 
 void backward_probs(float* s, float* dp, i64 ld, i64 keys, i64 cols, const float* lse, const float* delta) {
@@ -414,6 +467,8 @@ const TileKernels& table() {
     k.softmax_columns = &softmax_columns;
     k.mask_columns = &mask_columns;
     k.any_non_finite_f32 = &any_non_finite_f32;
+    k.transpose_rows_f32 = &transpose_rows_f32;
+    k.scale_f32 = &scale_f32;
     k.backward_probs = &backward_probs;
 #ifdef HC_WITH_BF16
     k.scores_bf16 = &scores_bf16;
