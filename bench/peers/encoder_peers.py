@@ -79,6 +79,18 @@ def sts_score(model, path):
             "pairs": len(pairs)}
 
 
+def sts_of_embeddings(embeddings, path):
+    """STS-B Spearman/Pearson (x100) of unit embeddings laid out as every sentence1, then every sentence2."""
+    import numpy as np
+    from scipy.stats import pearsonr, spearmanr
+    pairs = read_sts(path)
+    n = len(pairs)
+    e = embeddings.astype(np.float64)
+    cos = (e[:n] * e[n:2 * n]).sum(1) / (np.linalg.norm(e[:n], axis=1) * np.linalg.norm(e[n:2 * n], axis=1))
+    gold = [p[0] for p in pairs]
+    return {"sts_spearman": 100 * spearmanr(cos, gold).statistic, "sts_pearson": 100 * pearsonr(cos, gold).statistic}
+
+
 def time_passes(run, repeats):
     run()  # warm-up
     times = []
@@ -236,11 +248,17 @@ def run_engines(args, engines, sentences, batches):
         results.append({"peer": peer, "batch": batch, "sentences": len(sentences), "seconds": median,
                         "sentences_per_second": len(sentences) / median, "passes": times,
                         "load_before": load, **environment(args)})
+        got = None
+        if batch == batches[-1] and not args.limit:
+            # The engine's own STS-B quality from the embeddings it just timed (sentences are every
+            # sentence1, then every sentence2): what its speed costs in Spearman (int8 above all).
+            got = run()
+            results[-1].update(sts_of_embeddings(got, args.file))
         print(json.dumps(results[-1]), flush=True)
         if batch == batches[-1]:
             ref = reference()
             if ref is not None:
-                got = run()
+                got = run() if got is None else got
                 print(f"{peer} vs sentence-transformers, first 64 sentences: max |diff| "
                       f"{np.abs(ref - got[:64]).max():.2e}", file=sys.stderr)
 
