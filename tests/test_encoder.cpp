@@ -165,14 +165,14 @@ class ModelDir : public ::testing::Test {
 
   // A complete tiny BERT: d=8, 2 heads, 2 layers, ffn 16, 12-token vocabulary. `skip` drops one
   // tensor; `reshape` gives one tensor the wrong shape.
-  void write_tiny_model(const std::string& skip = "", const std::string& reshape = "") const {
+  void write_tiny_model(const std::string& skip = "", const std::string& reshape = "", int ffn = 16) const {
     write("config.json", R"({"model_type":"bert","hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,
-      "intermediate_size":16,"vocab_size":12,"max_position_embeddings":16,"type_vocab_size":2,
+      "intermediate_size":)" + std::to_string(ffn) + R"(,"vocab_size":12,"max_position_embeddings":16,"type_vocab_size":2,
       "layer_norm_eps":1e-12,"hidden_act":"gelu","position_embedding_type":"absolute"})");
     write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\nsat\n##s\non\nmat\n.\na\n");
     write("sentence_bert_config.json", R"({"max_seq_length": 12, "do_lower_case": false})");
     EncoderConfig c;
-    c.hidden_size = 8; c.layers = 2; c.heads = 2; c.intermediate_size = 16; c.vocab_size = 12;
+    c.hidden_size = 8; c.layers = 2; c.heads = 2; c.intermediate_size = ffn; c.vocab_size = 12;
     c.max_position_embeddings = 16; c.type_vocab_size = 2;
     std::vector<F32Tensor> tensors;
     std::mt19937 rng(3);
@@ -211,6 +211,22 @@ TEST_F(ModelDir, TinyModelLoadsAndEmbeds) {
     double norm = 0;
     for (std::int64_t k = 0; k < 8; ++k) norm += std::pow(e.data<float>()[r * 8 + k], 2);
     EXPECT_NEAR(norm, 1.0, 1e-5);
+  }
+}
+
+// int8 needs input widths that are multiples of 4: a model whose FFN is 18 wide loads in fp32
+// and bf16, and in int8 fails naming the config field and its value (it named only "weights").
+TEST_F(ModelDir, Int8NamesTheWidthThatIsNotAMultipleOf4) {
+  write_tiny_model("", "", 18);
+  EXPECT_NO_THROW(BertEncoder::load(dir_.string()));
+  EXPECT_NO_THROW(BertEncoder::load(dir_.string(), {.dtype = DType::bf16}));
+  try {
+    BertEncoder::load(dir_.string(), {.dtype = DType::i8});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "dtype int8: expected intermediate_size a multiple of 4 (the int8 kernel takes 4 input features at "
+                 "a time), got 18 (config.json intermediate_size)");
   }
 }
 

@@ -71,6 +71,20 @@ BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, W
         "f32, bf16 or i8",
         dtype_name(options.dtype));
   impl_->dtype = options.dtype;
+  if (options.dtype == DType::i8) {
+    // The int8 kernel multiplies 4 depths at a time (vpdpbusd): every projection's input width
+    // must be a multiple of 4. Said here with the config's names, before any weight is packed.
+    check(c.hidden_size % 4 == 0, "dtype int8",
+          "hidden_size a multiple of 4 (the int8 kernel takes 4 input features at a time)",
+          concat(c.hidden_size, " (config.json hidden_size)"));
+    check(c.intermediate_size % 4 == 0, "dtype int8",
+          "intermediate_size a multiple of 4 (the int8 kernel takes 4 input features at a time)",
+          concat(c.intermediate_size, " (config.json intermediate_size)"));
+    for (std::int64_t l = 0; l < c.layers; ++l)
+      check(c.layer_heads(l) * c.head_dim() % 4 == 0, "dtype int8",
+            concat("layer ", l, "'s heads x head_dim a multiple of 4 (W_O's input width)"),
+            concat(c.layer_heads(l), " x ", c.head_dim()));
+  }
   check(impl_->tokenizer.vocab_size() == c.vocab_size, "vocab.txt",
         concat(c.vocab_size, " tokens (config.json vocab_size)"), impl_->tokenizer.vocab_size());
 
