@@ -97,7 +97,7 @@ TEST(PackedGemmI8, ExactIntegerSumsAndDerivedBounds) {
     Context ctx({.threads = 2, .isa = isa});
     for (std::int64_t k : {4, 8, 388, 1536})
       for (std::int64_t n : {1, 17, 64, 65, 130}) {
-        if (k == 1536 && n != 65) continue;  // the long depth once (three depth blocks, a partial panel)
+        if (k == 1536 && n != 65) continue;  // the long depth once (two depth blocks, a partial panel)
         std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 10 + k * n);
         if (n > 1)
           for (std::int64_t d = 0; d < k; ++d) w[static_cast<std::size_t>(d * n + 1)] = 0.0f;  // an all-zero column
@@ -156,7 +156,7 @@ TEST(PackedGemmI8, ExactIntegerSumsAndDerivedBounds) {
 // blocks), at the end and in the middle, on 1 and 2 threads: bitwise equal on every ISA (the
 // row's quantisation and sums depend on that row only).
 TEST(PackedGemmI8, RowResultDoesNotDependOnMPositionOrThreads) {
-  const std::int64_t k = 1540, n = 130;  // four depth blocks, the last partial; a partial panel
+  const std::int64_t k = 1540, n = 130;  // three depth blocks, the last 4 deep; a partial panel
   const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 1);
   expect_row_invariance(layers::pack_weights(w.data(), k, n, n, DType::i8), k, n, 40);
 }

@@ -124,9 +124,11 @@ constexpr std::int64_t gemm_prefetch_rows() { return 32; }
 // memory (m = 448, weights in cache: fp32 8329 -> 8430, bf16 4253 -> 4391 us with prefetch).
 constexpr std::int64_t gemm_prefetch_max_rows() { return 64; }
 
-// The same for int8 weights (depths, a multiple of 4): 512 depths are 128 quad rows of 64
-// 32-bit lanes, the same 32 KiB as fp32's 128.
-constexpr std::int64_t gemm_i8_depth_block() { return 512; }
+// The same for int8 weights (depths, a multiple of 4): 768 depths, as fp32's, so FFN down
+// (k = 1536) runs in two blocks (192 quad rows of 64 32-bit lanes, 48 KiB of panel a block).
+// It was 512 (the 32 KiB of fp32's old 128): `build/gemm_stream 1 448 1 15 int8`, old and new
+// binaries alternating four times, 3691-4416 -> 3570-3835 us a pass (medians ~3890 -> ~3730).
+constexpr std::int64_t gemm_i8_depth_block() { return 768; }
 
 // The same for bf16 weights (depths, even): 256 depths of a bf16 panel are 128 pair rows of 64
 // 32-bit lanes, the same 32 KiB of L1 as fp32's 128.
