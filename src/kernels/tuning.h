@@ -96,15 +96,20 @@ constexpr std::int64_t gemm_task_rows() { return 96; }
 // 384 KiB panel of FFN down (k = 1536) and its 96 x 1536 rows of x (576 KiB) overflowed a
 // 1 MiB L2 (AMD) and the GEMM ran at a third of its rate at batch 32. Blocks of 128 (a 32 KiB
 // panel block, meant to stay in L1) cured that, but every block reloads and stores each tile's
-// 24 partial-sum vectors, and the block shared the L1 with the task's 24 KiB of y. At 768 the
-// MiniLM projections of k = 384 run in one block and FFN down in two, with 192 KiB of panel
-// and 288 KiB of x per block: half of a 1 MiB L2. Measured on the Intel host (2 MiB L2), one
-// thread, the four projections, 128 against the new depth in one process, alternating, -O3
-// (an uncommitted driver compiling gemm_impl.h twice), time ratios: 384: 1.04-1.05x in all at
-// m = 448 (qkv 1.02-1.05, o 1.08-1.11, up 1.02-1.03, down 1.04-1.06), 1.05x at m = 96, 1.10x
-// at m = 14; 768: 1.05x at m = 448 with down 1.09x; no blocks at all: 1.05-1.08x (down
-// 1.11-1.17x), which would spill the 1 MiB L2s.
+// 24 partial-sum vectors. At 768 the MiniLM projections of k = 384 run in one block and FFN
+// down in two, with 192 KiB of panel and 288 KiB of x per block: half of a 1 MiB L2.
+// Measured on the Intel host (2 MiB L2), one thread, m = 448: `bench/gemm_depth_ab.sh 128 448
+// 40` (768 against 128 in one process) time ratio 0.95 for the four projections (qkv 1.06,
+// o 1.02, up 0.97, down 0.90), against 384 1.00 (down 0.96), against no blocks 1.00;
+// `build/gemm_stream 1 448 1 11 fp32`, 128 and 768 binaries alternating six times: 10003-11777
+// -> 9549-9862 us a pass. Tasks of at most gemm_prefetch_max_rows() rows keep the blocks below.
 constexpr std::int64_t gemm_depth_block() { return 768; }
+
+// The depth block of tasks of at most gemm_prefetch_max_rows() rows (batch 1), whose weights
+// stream from memory: their first row tile prefetches the panel and the other one or two find
+// a 128-row block (32 KiB) still in L1. With 768 there `build/gemm_stream 6 14 1 9 fp32` ran
+// 12% slower (alternating six times: 2843-3816 -> 3067-3884 us a pass, every pair slower).
+constexpr std::int64_t gemm_streaming_depth_block() { return 128; }
 
 // Panel rows (fp32) or pair rows (bf16) ahead of the multiply-adds that a depth block's first
 // row tile prefetches into L2: 32 rows of 256 bytes, 8 KiB in flight per worker. Without it,
@@ -128,7 +133,10 @@ constexpr std::int64_t gemm_prefetch_max_rows() { return 64; }
 // (k = 1536) runs in two blocks (192 quad rows of 64 32-bit lanes, 48 KiB of panel a block).
 // It was 512 (the 32 KiB of fp32's old 128): `build/gemm_stream 1 448 1 15 int8`, old and new
 // binaries alternating four times, 3691-4416 -> 3570-3835 us a pass (medians ~3890 -> ~3730).
+// Tasks of at most gemm_prefetch_max_rows() rows keep 512 (at m = 14, 768 was ~5% slower in
+// five alternating pairs of `build/gemm_stream 6 14 1 9 int8`).
 constexpr std::int64_t gemm_i8_depth_block() { return 768; }
+constexpr std::int64_t gemm_i8_streaming_depth_block() { return 512; }
 
 // The same for bf16 weights (depths, even): 256 depths of a bf16 panel are 128 pair rows of 64
 // 32-bit lanes, the same 32 KiB of L1 as fp32's 128.

@@ -174,12 +174,18 @@ void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, 
                   float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
   // Depth blocks outside, then column blocks, rows inside: one block of the panel
   // (gemm_depth_block() x kBlock floats) stays in L2 while every row tile passes over it.
-  // The blocks depend on k alone, never on rows or threads. (Measured with `headcount bench
-  // --suite encoder`, 2 threads, 448 rows, on a shared host: FFN down, k = 1536, ran at 37
-  // GFLOP/s against 108 for W_qkv before the depth blocks, 72 with them; tuning.h has why
-  // the blocks are now 768 deep.)
-  const i64 kc = tuning::gemm_depth_block();
-  const int prefetching = rows <= tuning::gemm_prefetch_max_rows() ? 0 : 1;  // kTiles' index for r0 == 0
+  // The blocks depend on k and on whether the task is small enough to prefetch (tuning.h),
+  // never on threads; any split gives the same bits (exact partial sums). (Measured with
+  // `headcount bench --suite encoder`, 2 threads, 448 rows, on a shared host: FFN down,
+  // k = 1536, ran at 37 GFLOP/s against 108 for W_qkv before the depth blocks, 72 with them;
+  // tuning.h has why the blocks are now 768 deep, and 128 for small tasks.)
+  const bool streaming = rows <= tuning::gemm_prefetch_max_rows();
+#ifdef HC_GEMM_DEPTH_OVERRIDE  // only bench/gemm_depth_ab.cpp's second copy, to time another depth
+  const i64 kc = streaming ? tuning::gemm_streaming_depth_block() : HC_GEMM_DEPTH_OVERRIDE;
+#else
+  const i64 kc = streaming ? tuning::gemm_streaming_depth_block() : tuning::gemm_depth_block();
+#endif
+  const int prefetching = streaming ? 0 : 1;  // kTiles' index for r0 == 0
   for (i64 d0 = 0; d0 < k; d0 += kc) {
     const i64 d1 = std::min(k, d0 + kc);
     for (i64 c0 = 0; c0 < cols; c0 += kBlock) {
@@ -442,11 +448,13 @@ void panel_kernel_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, i64
                      i64 k, const float* bias, float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
   // As panel_kernel, in quads: a depth block of gemm_i8_depth_block() depths is as many bytes
   // of the panel as fp32's block (one byte a weight, four to a lane).
-  const i64 quads = k / 4, kc = tuning::gemm_i8_depth_block() / 4;
+  const bool streaming = rows <= tuning::gemm_prefetch_max_rows();  // as panel_kernel
+  const i64 quads = k / 4,
+            kc = (streaming ? tuning::gemm_i8_streaming_depth_block() : tuning::gemm_i8_depth_block()) / 4;
   const auto* lanes = reinterpret_cast<const std::uint32_t*>(panel);
   const auto* col_scale = reinterpret_cast<const float*>(panel + k * kPanel);
   const auto* col_offset = reinterpret_cast<const std::int32_t*>(panel + k * kPanel + 4 * kPanel);
-  const int prefetching = rows <= tuning::gemm_prefetch_max_rows() ? 0 : 1;
+  const int prefetching = streaming ? 0 : 1;
   for (i64 q0 = 0; q0 < quads; q0 += kc) {
     const i64 q1 = std::min(quads, q0 + kc);
     for (i64 c0 = 0; c0 < cols; c0 += kBlock) {
