@@ -99,10 +99,12 @@ constexpr std::int64_t gemm_task_rows() { return 96; }
 // 24 partial-sum vectors. At 768 the MiniLM projections of k = 384 run in one block and FFN
 // down in two, with 192 KiB of panel and 288 KiB of x per block: half of a 1 MiB L2.
 // Measured on the Intel host (2 MiB L2), one thread, m = 448: `bench/gemm_depth_ab.sh 128 448
-// 40` (768 against 128 in one process) time ratio 0.95 for the four projections (qkv 1.06,
-// o 1.02, up 0.97, down 0.90), against 384 1.00 (down 0.96), against no blocks 1.00;
-// `build/gemm_stream 1 448 1 11 fp32`, 128 and 768 binaries alternating six times: 10003-11777
-// -> 9549-9862 us a pass. Tasks of at most gemm_prefetch_max_rows() rows keep the blocks below.
+// 40` (768 against 128 in one process; the 64-row task runs the small tasks' 128 on both
+// sides) time ratio 0.97-0.98 for the four projections (qkv 1.03-1.04, o 0.99-1.01, up
+// 0.98-1.00, down 0.88-0.90); with 768 for every task 0.95, against 384 1.00 (down 0.96),
+// against no blocks 1.00. `build/gemm_stream 1 448 1 11 fp32`, the 128 and the final binaries
+// alternating five times: 9820-10111 -> 9371-9688 us a pass. Tasks of at most
+// gemm_prefetch_max_rows() rows keep the blocks below.
 constexpr std::int64_t gemm_depth_block() { return 768; }
 
 // The depth block of tasks of at most gemm_prefetch_max_rows() rows (batch 1), whose weights
