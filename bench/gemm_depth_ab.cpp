@@ -33,7 +33,6 @@ const GemmKernels& side_b() { return ab_side_b::gemm_table(); }
 #else
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>

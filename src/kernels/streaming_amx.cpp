@@ -39,8 +39,12 @@ struct AmxPlan {
   i64 q_off = 0, s_off = 0, p_off = 0, acc_off = 0, max_off = 0, sum_off = 0, lo_off = 0,
       hi_off = 0, keys_off = 0, bytes = 0;
 
+  // The write-out's y = x * s (only AMX machines get here, and they have AVX-512).
+  void (*scale)(const float*, float, float*, std::int64_t) = nullptr;
+
   AmxPlan(const AttentionParams& p, const AttentionShape& shape) : s(shape) {
     mask = MaskSpec::from(p, s);
+    scale = simd::tile_kernels(Isa::amx_bf16).scale_f32;
     positions = std::min(tuning::streaming_query_tile(s.group), s.q_len);
     rows = positions * s.group;
     rows_pad = round_up(rows, 16);
@@ -153,8 +157,7 @@ TaskResult run_task(const AmxPlan& plan, const AttentionParams& p, i64 task, std
                             plan.rows_pad, plan.width);
   }
 
-  if (write_rows(p, s, b, g, row0, n, acc, plan.width, max, sum, simd::tile_kernels(Isa::amx_bf16).scale_f32))
-    result.overflow = true;
+  if (write_rows(p, s, b, g, row0, n, acc, plan.width, max, sum, plan.scale)) result.overflow = true;
   return result;
 }
 

@@ -172,8 +172,9 @@ constexpr std::array<std::array<Tile, kRows>, 2> kTiles = {tile_table<true>(std:
 
 void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, const float* bias,
                   float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
-  // Depth blocks outside, then column blocks, rows inside: one block of the panel
-  // (gemm_depth_block() x kBlock floats) stays in L2 while every row tile passes over it.
+  // Depth blocks outside, then column blocks, rows inside: one block of the panel stays in
+  // cache while every row tile passes over it (768 x kBlock floats in L2; a small task's
+  // 128 x kBlock in L1).
   // The blocks depend on k and on whether the task is small enough to prefetch (tuning.h),
   // never on threads; any split gives the same bits (exact partial sums). (Measured with
   // `headcount bench --suite encoder`, 2 threads, 448 rows, on a shared host: FFN down,

@@ -54,12 +54,14 @@ struct TileKernels {
   bool (*any_non_finite_f32)(const float* x, std::int64_t n) = nullptr;
   // out[d * ldout + j] = rows[j][d] for j < m (m <= 16), d < depth: up to 16 rows (each
   // contiguous) into 16 columns, the streaming kernel's Q^T packing. AVX-512 transposes 16 x 16
-  // blocks in registers when m is 16; the scalar gather it replaced was 1.6% of a call at
-  // n 1000, head_dim 256. Copies values, so every ISA writes the same bits.
+  // blocks in registers when m is 16 (other ISAs and m < 16: the scalar loop it replaced).
+  // Copies values, so every ISA writes the same bits. perf, n 1000, head_dim 256: ~1.6% of a
+  // call as a scalar gather, 1.3% now: reading q from memory is most of it.
   void (*transpose_rows_f32)(const float* const* rows, std::int64_t m, std::int64_t depth, float* out,
                              std::int64_t ldout) = nullptr;
   // y[i] = x[i] * s for i < n (n any; the same product on every ISA): the attention's
-  // O = acc / l write-out, which ran as an SSE2 loop (2% of a call at head_dim 256).
+  // O = acc / l write-out, an SSE2 loop before; ~2% of a call at head_dim 256 either way,
+  // since writing out to memory is the cost.
   void (*scale_f32)(const float* x, float s, float* y, std::int64_t n) = nullptr;
   // One step of the online softmax down the columns of s [keys, cols] (lds), for every
   // column c at once: m' = max(max[c], max_k s[k, c]); alpha[c] = exp(max[c] - m');
