@@ -134,9 +134,10 @@ constexpr std::int64_t gemm_prefetch_max_rows() { return 64; }
 // The same for int8 weights (depths, a multiple of 4): 768 depths, as fp32's, so FFN down
 // (k = 1536) runs in two blocks (192 quad rows of 64 32-bit lanes, 48 KiB of panel a block).
 // It was 512 (the 32 KiB of fp32's old 128): `build/gemm_stream 1 448 1 15 int8`, old and new
-// binaries alternating four times, 3691-4416 -> 3570-3835 us a pass (medians ~3890 -> ~3730).
-// Tasks of at most gemm_prefetch_max_rows() rows keep 512 (at m = 14, 768 was ~5% slower in
-// five alternating pairs of `build/gemm_stream 6 14 1 9 int8`).
+// binaries alternating four times, 3691-4416 -> 3570-3835 us a pass (medians ~3890 -> ~3730;
+// with 768 for every task then). Tasks of at most gemm_prefetch_max_rows() rows keep 512: at
+// m = 14, 768 gave medians 847 -> 893 us in five alternating pairs of `build/gemm_stream 6 14
+// 1 9 int8` (two of the five faster: not clearly a loss, not a gain either).
 constexpr std::int64_t gemm_i8_depth_block() { return 768; }
 constexpr std::int64_t gemm_i8_streaming_depth_block() { return 512; }
 
