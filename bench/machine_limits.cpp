@@ -1,7 +1,8 @@
 // What one core of this host can do at most, to read the encoder's figures against:
 // the fp32 multiply-add rate with 512-bit and with 256-bit vectors (24 independent chains,
 // enough to hide the latency on every x86 core we run on) and the sequential read bandwidth
-// from memory with 1 and 2 threads (256 MiB per thread, well past any L3).
+// from memory with 1 and 2 threads (256 MiB per thread, well past any L3), and the 512-bit
+// rate of two threads at once.
 // Build and run (not part of the CMake build: it needs AVX-512 and says nothing about headcount):
 //   g++ -O3 -march=x86-64-v4 -pthread bench/machine_limits.cpp -o build/machine_limits && build/machine_limits
 // Whether a 512-bit FMA issues at two per cycle (Intel server cores, Zen 5) or one (Zen 4,
@@ -75,6 +76,25 @@ double read_bandwidth(int threads, std::size_t bytes_per_thread) {
   return best;
 }
 
+// The 512-bit rate with `threads` threads at once, each running fma_rate's chains: on a host
+// whose two vCPUs are the two hyperthreads of one physical core it is about the one-thread
+// rate (they share the FMA units), on two real cores about twice it. Every figure of a
+// 2-thread run should be read against this, not against twice the one-core rate.
+double fma_rate_threads(int threads) {
+  std::vector<double> rates(static_cast<std::size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&rates, t] {
+      rates[static_cast<std::size_t>(t)] =
+          fma_rate<__m512>(16, [](__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); },
+                           [](float f) { return _mm512_set1_ps(f); });
+    });
+  for (std::thread& th : pool) th.join();
+  double total = 0;
+  for (double r : rates) total += r;
+  return total;
+}
+
 }  // namespace
 
 int main() {
@@ -83,6 +103,8 @@ int main() {
   const double ymm = fma_rate<__m256>(8, [](__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); },
                                       [](float f) { return _mm256_set1_ps(f); });
   std::printf("fp32 FMA, one core: 512-bit %.1f GFLOP/s, 256-bit %.1f GFLOP/s (ratio %.2f)\n", zmm, ymm, zmm / ymm);
+  const double two = fma_rate_threads(2);
+  std::printf("fp32 FMA, two threads at once: 512-bit %.1f GFLOP/s in all (%.2fx one thread)\n", two, two / zmm);
   const std::size_t bytes = std::size_t{256} << 20;
   std::printf("sequential read from memory: 1 thread %.1f GB/s, 2 threads %.1f GB/s (best of 3)\n",
               read_bandwidth(1, bytes), read_bandwidth(2, bytes));
