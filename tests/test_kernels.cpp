@@ -204,3 +204,53 @@ INSTANTIATE_TEST_SUITE_P(CaseTable, KernelCase, ::testing::ValuesIn(kernel_cases
 
 }  // namespace
 }  // namespace headcount::testing
+
+namespace headcount::testing {
+namespace {
+
+// The streaming kernel takes each key tile's maximum from the score product only where every
+// query sees the whole tile: a causal tile's hidden keys must not raise the softmax's shift.
+// Here the hidden (future) keys score up to ~190 above the visible ones (score(i, j) = 2j),
+// so a shift taken over them would underflow every visible exp(s - m) to 0 and the row would
+// come out as "saw no key" (zeros); the output must be the softmax over the visible keys,
+// almost all on key i, on every ISA.
+TEST(StreamingKernel, HiddenKeysNeverSetTheSoftmaxShift) {
+  const std::int64_t n = 200, dim = 8;
+  Tensor q(DType::f32, {1, n, 1, dim}), k(DType::f32, {1, n, 1, dim}), v(DType::f32, {1, n, 1, dim});
+  std::fill_n(q.data<float>(), q.numel(), 0.0f);
+  std::fill_n(k.data<float>(), k.numel(), 0.0f);
+  for (std::int64_t i = 0; i < n; ++i) {
+    q.data<float>()[i * dim] = 2.0f;
+    k.data<float>()[i * dim] = static_cast<float>(i);
+    for (std::int64_t e = 0; e < dim; ++e) v.data<float>()[i * dim + e] = static_cast<float>(i + e);
+  }
+  for (Isa isa : supported_isas()) {
+    Tensor out(DType::f32, {1, n, 1, dim});
+    AttentionParams p;
+    p.q = q.view();
+    p.k = k.view();
+    p.v = v.view();
+    p.out = out.view();
+    p.scale = 1.0f;
+    p.causal = true;
+    Context ctx({.threads = 1, .isa = isa});
+    attention(ctx, Kernel::streaming, p);
+    for (std::int64_t i = 0; i < n; ++i) {
+      // softmax over j <= i of 2j: weight 1 / (1 + e^-2 + e^-4 + ...) on key i, and so on.
+      double num = 0, den = 0;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        const double w = std::exp(2.0 * static_cast<double>(j - i));
+        num += w * static_cast<double>(j);
+        den += w;
+      }
+      const double want = num / den;  // output column 0 (v[j][0] = j)
+      // fp32: <= n + 3 roundings of terms bounded by max|v| (the sums of P·V and of P, exp's 2
+      // ulp, the division), each at most u relative: (n + 4)·u·max|v|, max|v| = n - 1 + dim - 1.
+      const double bound = static_cast<double>(n + 4) * std::ldexp(1.0, -24) * static_cast<double>(n + dim - 2);
+      ASSERT_NEAR(out.data<float>()[i * dim], want, bound) << isa_name(isa) << " row " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace headcount::testing

@@ -86,7 +86,7 @@ TEST(TileKernels, ScoresAndWeightedSumMatchPlainLoops) {
         std::vector<float> q(rows * depth), kt(depth * ldk), s(rows * cols);
         for (float& v : q) v = normal(rng);
         for (float& v : kt) v = normal(rng);
-        k.scores_f32(q.data(), depth, kt.data(), ldk, depth, s.data(), cols, rows, cols, 0.5f);
+        k.scores_f32(q.data(), depth, kt.data(), ldk, depth, s.data(), cols, rows, cols, 0.5f, nullptr);
         for (std::int64_t r = 0; r < rows; ++r)
           for (std::int64_t c = 0; c < cols; ++c) {
             double dot = 0, mag = 0;
@@ -117,6 +117,44 @@ TEST(TileKernels, ScoresAndWeightedSumMatchPlainLoops) {
             ASSERT_NEAR(acc[r * width + e], want, (keys + 2) * std::ldexp(mag, -24) + 1e-30) << isa_name(isa);
           }
       }
+    }
+  }
+}
+
+// The score product's column maxima (col_max) are the maxima of what it stored, and a softmax
+// step given them writes the same bits as one that reads the tile for them: every row count
+// (full and short register tiles, several row blocks), NaN scores (never taken), a column of
+// NaN only (-inf), and -inf scores.
+TEST(TileKernels, ScoreColumnMaximaAreTheSoftmaxsOwn) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), minus_inf = -std::numeric_limits<float>::infinity();
+  for (Isa isa : isas()) {
+    const simd::TileKernels& k = simd::tile_kernels(isa);
+    const std::int64_t w = k.vector_floats;
+    for (std::int64_t rows : {1, 5, 6, 7, 13, 96}) {
+      const std::int64_t depth = 19, cols = 5 * w, lds = cols + w;
+      std::vector<float> q(rows * depth), kt(depth * cols), s(rows * lds), col_max(cols, 123.0f);
+      for (float& v : q) v = normal(rng);
+      for (float& v : kt) v = normal(rng);
+      kt[3] = nan;                                       // column 3: NaN in every row
+      q[(rows / 2) * depth + 2] = nan;                   // a NaN row: NaN in every column
+      if (rows > 1) kt[depth / 2 * cols + 7] = -INFINITY;  // column 7: -inf or NaN rows
+      k.scores_f32(q.data(), depth, kt.data(), cols, depth, s.data(), lds, rows, cols, 0.25f, col_max.data());
+      for (std::int64_t c = 0; c < cols; ++c) {
+        float want = minus_inf;
+        for (std::int64_t r = 0; r < rows; ++r) want = s[r * lds + c] > want ? s[r * lds + c] : want;
+        ASSERT_EQ(std::memcmp(&col_max[c], &want, 4), 0) << isa_name(isa) << " rows " << rows << " column " << c;
+      }
+      std::vector<float> s2 = s, max(cols), sum(cols, 1.0f), alpha(cols);
+      for (std::int64_t c = 0; c < cols; ++c) max[c] = c % 4 == 0 ? minus_inf : normal(rng);
+      std::vector<float> max2 = max, sum2 = sum, alpha2 = alpha;
+      k.softmax_columns(s.data(), lds, rows, cols, max.data(), sum.data(), alpha.data(), nullptr);
+      k.softmax_columns(s2.data(), lds, rows, cols, max2.data(), sum2.data(), alpha2.data(), col_max.data());
+      ASSERT_EQ(std::memcmp(s.data(), s2.data(), s.size() * 4), 0) << isa_name(isa) << " rows " << rows;
+      ASSERT_EQ(std::memcmp(max.data(), max2.data(), max.size() * 4), 0) << isa_name(isa);
+      ASSERT_EQ(std::memcmp(sum.data(), sum2.data(), sum.size() * 4), 0) << isa_name(isa);
+      ASSERT_EQ(std::memcmp(alpha.data(), alpha2.data(), alpha.size() * 4), 0) << isa_name(isa);
     }
   }
 }
@@ -169,7 +207,7 @@ TEST(TileKernels, SoftmaxColumnsIsOneOnlineSoftmaxStep) {
     sum[1] = 0.0f;
     s[4 * cols + 2] = minus_inf;  // ...column 2 loses one key
     const std::vector<float> s0 = s, max0 = max, sum0 = sum;
-    k.softmax_columns(s.data(), cols, keys, cols, max.data(), sum.data(), alpha.data());
+    k.softmax_columns(s.data(), cols, keys, cols, max.data(), sum.data(), alpha.data(), nullptr);
     for (std::int64_t c = 0; c < cols; ++c) {
       double m = max0[c];
       for (std::int64_t r = 0; r < keys; ++r) m = std::max<double>(m, s0[r * cols + c]);
@@ -222,7 +260,7 @@ TEST(TileKernels, SoftmaxExponentialsAreExpBitForBit) {
     for (std::int64_t c = 0; c < cols; ++c) max[c] = c % 4 == 0 ? minus_inf : spread(rng);
     for (std::int64_t r = 0; r < keys; r += 5) s[r * cols + 3] = minus_inf;
     const std::vector<float> s0 = s, max0 = max;
-    k.softmax_columns(s.data(), cols, keys, cols, max.data(), sum.data(), alpha.data());
+    k.softmax_columns(s.data(), cols, keys, cols, max.data(), sum.data(), alpha.data(), nullptr);
     std::vector<float> diff(static_cast<std::size_t>(keys * cols + cols)), want(diff.size());
     for (std::int64_t r = 0; r < keys; ++r)
       for (std::int64_t c = 0; c < cols; ++c) diff[r * cols + c] = s0[r * cols + c] - max[c];

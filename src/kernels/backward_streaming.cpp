@@ -271,7 +271,7 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
       float* dpt_lo = dpt + c_lo * ld;
 
       // S^T = scale · K · Q^T, then the masks at each query's interval edges and the bias.
-      tiles.scores_f32(k_rows + c_lo * ldk, ldk, qt, ld, s.head_dim, st_lo, ld, kc, ld, s.scale);
+      tiles.scores_f32(k_rows + c_lo * ldk, ldk, qt, ld, s.head_dim, st_lo, ld, kc, ld, s.scale, nullptr);
       for (i64 i = 0; i < n; ++i) {
         const i64 lo = std::clamp(keys_of[i].begin - col0, c_lo, c_hi);
         const i64 hi = std::clamp(keys_of[i].end - col0, lo, c_hi);
@@ -290,7 +290,7 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
       }
 
       // dP^T = V · dO^T; then P and dS in place of S^T and dP^T.
-      tiles.scores_f32(v_rows + c_lo * ldv, ldv, dot, ld, s.v_head_dim, dpt_lo, ld, kc, ld, 1.0f);
+      tiles.scores_f32(v_rows + c_lo * ldv, ldv, dot, ld, s.v_head_dim, dpt_lo, ld, kc, ld, 1.0f, nullptr);
       tiles.backward_probs(st_lo, dpt_lo, ld, kc, ld, lse, delta);
 
       if (d_bias) {

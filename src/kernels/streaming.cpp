@@ -78,7 +78,7 @@ struct Plan {
   i64 width = 0;  // v_head_dim rounded up to the vector width
   i64 v_ld = 0;   // row stride of fp32 V copies (per tile or packed heads), see below
   i64 qt_off = 0, k_off = 0, s_off = 0, pp_off = 0, v_off = 0, vstage_off = 0, acc_off = 0,
-      max_off = 0, sum_off = 0, alpha_off = 0, keys_off = 0, lo_off = 0, hi_off = 0, words = 0;
+      max_off = 0, sum_off = 0, alpha_off = 0, tile_max_off = 0, keys_off = 0, lo_off = 0, hi_off = 0, words = 0;
 
   Plan(const AttentionParams& p, const AttentionShape& shape, Isa isa) : s(shape) {
     mask = MaskSpec::from(p, s);
@@ -147,7 +147,8 @@ struct Plan {
     max_off = next(acc_off, rows_pad * width);
     sum_off = next(max_off, rows_pad);
     alpha_off = next(sum_off, rows_pad);
-    keys_off = next(alpha_off, rows_pad);
+    tile_max_off = next(alpha_off, rows_pad);
+    keys_off = next(tile_max_off, rows_pad);
     lo_off = next(keys_off, positions * 4);  // KeyRange = two int64
     hi_off = next(lo_off, rows_pad);
     words = hi_off + rows_pad;
@@ -328,6 +329,7 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
   float* max = reinterpret_cast<float*>(scratch + plan.max_off);
   float* sum = reinterpret_cast<float*>(scratch + plan.sum_off);
   float* alpha = reinterpret_cast<float*>(scratch + plan.alpha_off);
+  float* tile_max = reinterpret_cast<float*>(scratch + plan.tile_max_off);
   auto* keys_of = reinterpret_cast<KeyRange*>(scratch + plan.keys_off);
   // Each score column's visible keys in the current tile; padding columns see the whole tile.
   auto* col_lo = reinterpret_cast<std::int32_t*>(scratch + plan.lo_off);
@@ -364,6 +366,22 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
                       s.v_head_dim * static_cast<i64>(sizeof(T)));
     }
 
+    // Each query's visible keys in this tile. Where every query sees the whole tile and there
+    // is no bias, the score product also returns each column's maximum (the softmax's first
+    // pass over the tile, a fifth of it at head_dim 64); otherwise the mask and the bias
+    // change the scores after it and the softmax finds the maximum itself.
+    bool partial = false;
+    for (i64 i = 0; i < n; ++i) {
+      const i64 lo = std::clamp(keys_of[i].begin - col0, i64{0}, cols);
+      const i64 hi = std::clamp(keys_of[i].end - col0, lo, cols);
+      partial = partial || lo != 0 || hi != cols;
+      for (i64 hg = 0; hg < s.group; ++hg) {
+        col_lo[hg * n + i] = static_cast<std::int32_t>(lo);
+        col_hi[hg * n + i] = static_cast<std::int32_t>(hi);
+      }
+    }
+    float* fused_max = plan.bf16_math || partial || bias != nullptr ? nullptr : tile_max;  // (not the bf16 product)
+
     // S^T = scale · K · Q^T
     if (plan.bf16_math) {
       const std::uint32_t* k_rows = k_pack;
@@ -385,21 +403,11 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
         pack_k<T>(plan, p.k, b, kv_head, col0, cols, k_pack);
       }
       tiles.scores_f32(k_rows, ldk, reinterpret_cast<const float*>(qt), ld, plan.depth, st, ld,
-                       cols, cols_q, s.scale);
+                       cols, cols_q, s.scale, fused_max);
     }
 
-    // Masks at the edges of each query's key interval (a vectorised pass over the tile when
+    // The mask at the edges of each query's key interval (a vectorised pass over the tile when
     // any query sees less than the whole tile), and the bias.
-    bool partial = false;
-    for (i64 i = 0; i < n; ++i) {
-      const i64 lo = std::clamp(keys_of[i].begin - col0, i64{0}, cols);
-      const i64 hi = std::clamp(keys_of[i].end - col0, lo, cols);
-      partial = partial || lo != 0 || hi != cols;
-      for (i64 hg = 0; hg < s.group; ++hg) {
-        col_lo[hg * n + i] = static_cast<std::int32_t>(lo);
-        col_hi[hg * n + i] = static_cast<std::int32_t>(hi);
-      }
-    }
     if (partial) tiles.mask_columns(st, ld, cols, cols_q, col_lo, col_hi);
     for (i64 i = 0; i < n && bias; ++i) {
       const i64 lo = col_lo[i], hi = col_hi[i];
@@ -413,7 +421,7 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
     }
 
     // P = exp(S - m), alpha, l: per query, across queries at once.
-    tiles.softmax_columns(st, ld, cols, cols_q, max, sum, alpha);
+    tiles.softmax_columns(st, ld, cols, cols_q, max, sum, alpha, fused_max);
 
     // acc = alpha · acc + P^T · V
     if (plan.bf16_math) {

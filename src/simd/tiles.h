@@ -25,10 +25,12 @@ struct TileKernels {
   Isa isa = Isa::generic;
   int vector_floats = 4;
 
-  // s[r, c] = scale * sum_d a[r, d] * b[d, c]
+  // s[r, c] = scale * sum_d a[r, d] * b[d, c]; and where col_max is not null, col_max[c] =
+  // max_r s[r, c] for c < cols (NaN scores are never taken; -inf when all are NaN): the
+  // streaming kernel's softmax then skips its own pass over the tile to find the maximum.
   void (*scores_f32)(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                      std::int64_t depth, float* s, std::int64_t lds, std::int64_t rows,
-                     std::int64_t cols, float scale) = nullptr;
+                     std::int64_t cols, float scale, float* col_max) = nullptr;
   // The same on bf16 pairs with fp32 accumulation; null where the ISA has no bf16 dot.
   void (*scores_bf16)(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b,
                       std::int64_t ldb, std::int64_t depth_pairs, float* s, std::int64_t lds,
@@ -67,8 +69,10 @@ struct TileKernels {
   // column c at once: m' = max(max[c], max_k s[k, c]); alpha[c] = exp(max[c] - m');
   // s[k, c] = exp(s[k, c] - m'); sum[c] = alpha[c]·sum[c] + sum_k s[k, c]; max[c] = m'.
   // -inf scores give 0; a column still without a finite score keeps alpha 1 and sum 0.
+  // tile_max, where not null, holds max_k s[k, c] already (scores_f32's col_max), and the
+  // step uses it instead of reading the tile for it: the same m', so the same bits.
   void (*softmax_columns)(float* s, std::int64_t lds, std::int64_t keys, std::int64_t cols,
-                          float* max, float* sum, float* alpha) = nullptr;
+                          float* max, float* sum, float* alpha, const float* tile_max) = nullptr;
   // The backward's elementwise step on transposed tiles s and dp [keys, cols] (ld), for
   // every column (query) c at once: p = exp(s[k, c] - lse[c]); dp[k, c] = p·(dp[k, c] -
   // delta[c]) (that is dS); s[k, c] = p. A -inf score, or lse[c] = +inf, gives p = 0.

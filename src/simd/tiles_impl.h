@@ -48,9 +48,12 @@ constexpr int rows_for(int nv) { return std::min(kRows, kAcc / nv); }
 
 // ---- scores: s = scale · q · kt -----------------------------------------------------------
 
+// With col_max (not null), also folds the block's column maxima into col_max[0, NV·W): written
+// when `first` (the column block's first row block), else max-ed in. A NaN score is never taken
+// (x > m is false for it), as in softmax_columns' own pass, so the result is the same value.
 template <int R, int NV>
 void score_block(const float* q, i64 ldq, const float* kt, i64 ldk, i64 depth, float* s, i64 lds,
-                 float scale) {
+                 float scale, float* col_max, bool first) {
   vf acc[R][NV] = {};
   for (i64 d = 0; d < depth; ++d) {
     vf k[NV];
@@ -67,7 +70,18 @@ void score_block(const float* q, i64 ldq, const float* kt, i64 ldk, i64 depth, f
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < NV; ++j) store(s + r * lds + j * W, acc[r][j] * sc);
+    for (int j = 0; j < NV; ++j) {
+      acc[r][j] *= sc;
+      store(s + r * lds + j * W, acc[r][j]);
+    }
+  if (col_max == nullptr) return;
+#pragma GCC unroll 16
+  for (int j = 0; j < NV; ++j) {
+    vf m = first ? splat(-std::numeric_limits<float>::infinity()) : load(col_max + j * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) m = acc[r][j] > m ? acc[r][j] : m;
+    store(col_max + j * W, m);
+  }
 }
 
 using ScoreBlock = decltype(&score_block<1, 1>);
@@ -83,7 +97,7 @@ constexpr auto score_table(std::integer_sequence<int, V...>) {
 constexpr auto kScoreBlocks = score_table(std::make_integer_sequence<int, kVecs>{});
 
 void scores_f32(const float* q, i64 ldq, const float* kt, i64 ldk, i64 depth, float* s, i64 lds,
-                i64 rows, i64 cols, float scale) {
+                i64 rows, i64 cols, float scale, float* col_max) {
   // Column blocks outside, rows inside: one block of K^T (depth x kVecs·W) stays in L1
   // while every row block of q passes over it.
   for (i64 c0 = 0; c0 < cols; c0 += kVecs * W) {
@@ -91,7 +105,7 @@ void scores_f32(const float* q, i64 ldq, const float* kt, i64 ldk, i64 depth, fl
     for (i64 r0 = 0; r0 < rows; r0 += rows_for(nv)) {
       const int nr = static_cast<int>(std::min<i64>(rows_for(nv), rows - r0));
       kScoreBlocks[nv - 1][nr - 1](q + r0 * ldq, ldq, kt + c0, ldk, depth, s + r0 * lds + c0, lds,
-                                   scale);
+                                   scale, col_max == nullptr ? nullptr : col_max + c0, r0 == 0);
     }
   }
 }
@@ -157,27 +171,39 @@ void weighted_sum_f32(const float* p, i64 p_row, i64 p_key, const float* v, i64 
 
 // ---- the online softmax, down the columns of a transposed score tile -----------------------
 
-void softmax_columns(float* s, i64 lds, i64 keys, i64 cols, float* max, float* sum, float* alpha) {
+// max(m_old, s[k, c0 .. c0 + W) for every k): the softmax's maximum when the score kernel did
+// not fold it in. Four running maxima over interleaved keys: one made every compare wait for
+// the one before (4 cycles each), and that pass was a fifth of softmax_columns at n 1024,
+// 8 x 64. The maximum does not depend on the order (a NaN score is never taken: x > m is false).
+inline vf column_max(const float* s, i64 lds, i64 keys, i64 c0, vf m_old) {
+  vf m4[4] = {m_old, m_old, m_old, m_old};
+  i64 k = 0;
+  for (; k + 4 <= keys; k += 4)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const vf x = load(s + (k + j) * lds + c0);
+      m4[j] = x > m4[j] ? x : m4[j];
+    }
+  for (; k < keys; ++k) {
+    const vf x = load(s + k * lds + c0);
+    m4[0] = x > m4[0] ? x : m4[0];
+  }
+  const vf m01 = m4[1] > m4[0] ? m4[1] : m4[0], m23 = m4[3] > m4[2] ? m4[3] : m4[2];
+  return m23 > m01 ? m23 : m01;
+}
+
+void softmax_columns(float* s, i64 lds, i64 keys, i64 cols, float* max, float* sum, float* alpha,
+                     const float* tile_max) {
   const vf minus_inf = splat(-std::numeric_limits<float>::infinity());
   for (i64 c0 = 0; c0 < cols; c0 += W) {
     const vf m_old = load(max + c0);
-    // Four running maxima over interleaved keys: one made every compare wait for the one
-    // before (4 cycles each), and that pass was a fifth of this function at n 1024, 8 x 64.
-    // The maximum does not depend on the order (a NaN score is never taken: x > m is false).
-    vf m4[4] = {m_old, m_old, m_old, m_old};
-    i64 k = 0;
-    for (; k + 4 <= keys; k += 4)
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const vf x = load(s + (k + j) * lds + c0);
-        m4[j] = x > m4[j] ? x : m4[j];
-      }
-    for (; k < keys; ++k) {
-      const vf x = load(s + k * lds + c0);
-      m4[0] = x > m4[0] ? x : m4[0];
+    vf m_new;
+    if (tile_max != nullptr) {
+      const vf t = load(tile_max + c0);
+      m_new = t > m_old ? t : m_old;
+    } else {
+      m_new = column_max(s, lds, keys, c0, m_old);
     }
-    const vf m01 = m4[1] > m4[0] ? m4[1] : m4[0], m23 = m4[3] > m4[2] ? m4[3] : m4[2];
-    const vf m_new = m23 > m01 ? m23 : m01;
     // A column that has seen no finite score yet: shift by 0 (its scores are all -inf,
     // so they still give 0) and leave its sum alone.
     const vi none = m_new == minus_inf;
