@@ -21,6 +21,12 @@ normalisation in NumPy; int8 is its compute_type="int8" on those fp32 weights (w
 quantised when loaded).
 Prints one JSON object per measurement (and a table on stderr).
 
+headcount as an engine (--peers headcount,...): its Python package (build/python, or
+--headcount-python), in a process of its own like the peers, timed the same way. With --rounds R
+every engine runs R times, the order rotated each round, and a last JSON line per batch gives
+headcount's sentences/s over the best fp32 peer's of the same round, round by round, and their
+median: ratios of passes minutes apart, not of runs a quarter of an hour apart.
+
 Isolation: by default every engine runs in its OWN Python process (this script re-invoked with
 --worker ENGINE), started with OMP_NUM_THREADS = MKL_NUM_THREADS = N and TOKENIZERS_PARALLELISM
 as given, and only that engine imported. In one process (--same-process, the old way) PyTorch's
@@ -222,7 +228,22 @@ def engine_ct2(args, sentences, batches, record, compute_type):
         record(f"CTranslate2 {ctranslate2.__version__} {compute_type} ({backend})", batch, run)
 
 
-ENGINES = ("torch", "ort", "ort-opt", "ct2", "ct2-int8", "ct2-mkl", "ct2-int8-mkl")
+def engine_headcount(args, sentences, batches, record):
+    # headcount itself, through its Python package (the build's build/python, or --headcount-python),
+    # timed like the peers in a process of its own: the same sentences, batches, warm-up and passes,
+    # so that its ratio to each peer can be taken round by round (--rounds).
+    import headcount
+    encoder = headcount.Encoder.load(str(MODEL))
+    context = headcount.Context(threads=args.threads)
+    for batch in batches:
+        def run():
+            return encoder.embed(sentences, batch_size=batch, context=context)
+        record(f"headcount {headcount.__version__} float32", batch, run)
+
+
+ENGINES = ("torch", "ort", "ort-opt", "ct2", "ct2-int8", "ct2-mkl", "ct2-int8-mkl", "headcount")
+# The engines whose arithmetic is fp32 (what the issue's fp32 targets compare against).
+FP32_PEERS = ("torch", "ort", "ort-opt", "ct2", "ct2-mkl")
 
 
 def run_engines(args, engines, sentences, batches):
@@ -275,7 +296,32 @@ def run_engines(args, engines, sentences, batches):
                     raise SystemExit("--peers: the -mkl engines need their own process (no --same-process)")
                 os.environ["CT2_USE_MKL"] = "1"
             engine_ct2(args, sentences, batches, record, "int8" if "int8" in engine else "float32")
+        elif engine == "headcount":
+            engine_headcount(args, sentences, batches, record)
     return results
+
+
+def round_ratios(results, batches):
+    """Per round and batch: headcount's sentences/s over the best fp32 peer's of the same round.
+    Ratios within one round compare passes minutes apart at most; on a shared host whose speed
+    drifts 1.3x from one run to the next, their median says more than a ratio of two runs."""
+    summary = []
+    for batch in batches:
+        ratios = []
+        for r in sorted({x["round"] for x in results}):
+            own = [x for x in results if x["round"] == r and x["batch"] == batch]
+            mine = [x["sentences_per_second"] for x in own if x["engine"] == "headcount"]
+            peers = [x for x in own if x["engine"] in FP32_PEERS]
+            if mine and peers:
+                best = max(peers, key=lambda x: x["sentences_per_second"])
+                ratios.append({"round": r, "ratio": mine[0] / best["sentences_per_second"], "best_peer": best["peer"],
+                               "headcount": mine[0], "peer": best["sentences_per_second"]})
+        if ratios:
+            values = sorted(x["ratio"] for x in ratios)
+            summary.append({"summary": "headcount / best fp32 peer, per round", "batch": batch,
+                            "rounds": len(values), "median": statistics.median(values), "min": values[0],
+                            "max": values[-1], "per_round": ratios})
+    return summary
 
 
 def environment(args):
@@ -313,6 +359,12 @@ def main():
                              "off, as headcount's tokenizer is single-threaded)")
     parser.add_argument("--no-check", dest="check", action="store_false",
                         help="skip the max |diff| check against sentence-transformers")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every engine this many times, the order rotated each round; with 'headcount' "
+                             "among --peers, prints its ratio to the best fp32 peer per round and their median")
+    parser.add_argument("--headcount-python", default=str(ROOT / "build" / "python"),
+                        help="directory holding the built headcount package, put first on PYTHONPATH "
+                             "(default: build/python)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--sts", metavar="FILE", help="only print sentence-transformers' STS-B scores for FILE")
     args = parser.parse_args()
@@ -332,6 +384,12 @@ def main():
     batches = [int(b) for b in args.batches.split(",")]
     engines = parse_engines(args.peers)
 
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds: expected >= 1, got {args.rounds}")
+    if args.rounds > 1 and args.same_process:
+        raise SystemExit("--rounds: needs every engine in its own process (no --same-process)")
+    if "headcount" in engines:
+        sys.path.insert(0, args.headcount_python)
     if args.worker or args.same_process:
         results = run_engines(args, [args.worker] if args.worker else engines, sentences, batches)
         if args.worker:
@@ -340,23 +398,37 @@ def main():
         import subprocess
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                    TOKENIZERS_PARALLELISM=args.tokenizers_parallelism, HF_HUB_OFFLINE="1")
+        if "headcount" in engines:
+            env["PYTHONPATH"] = os.pathsep.join(x for x in (args.headcount_python, os.environ.get("PYTHONPATH")) if x)
         results = []
-        for engine in engines:
-            cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", engine,
-                   "--threads", str(args.threads), "--repeats", str(args.repeats), "--batches", args.batches,
-                   "--file", args.file, "--limit", str(args.limit),
-                   "--tokenizers-parallelism", args.tokenizers_parallelism]
-            if not args.check:
-                cmd.append("--no-check")
-            out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
-            for line in out.splitlines():
-                if line.startswith("{"):
-                    results.append(json.loads(line))
-                    print(line, flush=True)
+        for r in range(args.rounds):
+            order = engines[r % len(engines):] + engines[:r % len(engines)]
+            for engine in order:
+                for record in run_worker(args, engine, env):
+                    record.update(round=r, engine=engine)
+                    results.append(record)
+                    print(json.dumps(record), flush=True)
+        for line in round_ratios(results, batches):
+            print(json.dumps(line), flush=True)
+            print(f"headcount / best fp32 peer, batch {line['batch']:>3}: median {line['median']:.2f}x over "
+                  f"{line['rounds']} rounds (min {line['min']:.2f}, max {line['max']:.2f})", file=sys.stderr)
 
     for r in results:
         print(f"{r['peer']:<48} batch {r['batch']:>3}  {r['sentences_per_second']:9.1f} sentences/s"
               f"  (load {r['load_before']:.2f}, {r['process']} process)", file=sys.stderr)
+
+
+def run_worker(args, engine, env):
+    """One engine in a Python process of its own; returns its records."""
+    import subprocess
+    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", engine,
+           "--threads", str(args.threads), "--repeats", str(args.repeats), "--batches", args.batches,
+           "--file", args.file, "--limit", str(args.limit),
+           "--tokenizers-parallelism", args.tokenizers_parallelism, "--headcount-python", args.headcount_python]
+    if not args.check:
+        cmd.append("--no-check")
+    out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
 if __name__ == "__main__":
