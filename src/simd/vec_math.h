@@ -53,12 +53,12 @@ inline vf madd(vf a, vf b, vf c) {
 // it returns exactly 0, -inf included, so a masked key contributes nothing, on every ISA.
 #if defined(__AVX512F__) && HC_VEC_FLOATS == 16
 // AVX-512: round with vrndscaleps and apply 2^n with vscalefps, which handles the
-// exponent range itself: 14 instructions instead of 21. Lanes below ln(FLT_MIN) (and NaN) are
+// exponent range itself: 15 instructions instead of 21. Lanes below ln(FLT_MIN) (and NaN) are
 // zeroed by the mask of the final vscalefps instead of computed: on Intel cores a vscalefps
 // whose result underflows takes a microcode assist, and with -inf masked keys computed through
 // it the online softmax of a causal call was 40% of the call (against 15% unmasked) at n 1024.
 // Since the mask discards those lanes, x needs no clamp below: what they compute, NaN included,
-// is never used (the clamp this had was 1 of 15 instructions; every result is the same bits).
+// is never used (the clamp this had was a 16th instruction; every result is the same bits).
 // The clamp above stays: past it the reduction loses r and the polynomial could give -inf.
 inline vf exp_v(vf x) {
   const __mmask16 normal = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-87.3365447504019f), _CMP_GE_OQ);
