@@ -21,8 +21,9 @@ normalisation in NumPy; int8 is its compute_type="int8" on those fp32 weights (w
 quantised when loaded).
 Prints one JSON object per measurement (and a table on stderr).
 
-headcount as an engine (--peers headcount,...): its Python package (build/python, or
---headcount-python), in a process of its own like the peers, timed the same way. With --rounds R
+headcount as an engine (--peers headcount,...; headcount-bf16 and headcount-int8 load with that
+dtype): its Python package (build/python, or --headcount-python), in a process of its own like
+the peers, timed the same way. With --rounds R
 every engine runs R times, the order rotated each round, and a last JSON line per batch gives
 headcount's sentences/s over the best fp32 peer's of the same round, round by round, and their
 median: ratios of passes minutes apart, not of runs a quarter of an hour apart.
@@ -228,20 +229,21 @@ def engine_ct2(args, sentences, batches, record, compute_type):
         record(f"CTranslate2 {ctranslate2.__version__} {compute_type} ({backend})", batch, run)
 
 
-def engine_headcount(args, sentences, batches, record):
+def engine_headcount(args, sentences, batches, record, dtype):
     # headcount itself, through its Python package (the build's build/python, or --headcount-python),
     # timed like the peers in a process of its own: the same sentences, batches, warm-up and passes,
-    # so that its ratio to each peer can be taken round by round (--rounds).
+    # so that its ratio to each peer can be taken round by round (--rounds). dtype as `embed --dtype`.
     import headcount
-    encoder = headcount.Encoder.load(str(MODEL))
+    encoder = headcount.Encoder.load(str(MODEL), dtype=dtype)
     context = headcount.Context(threads=args.threads)
     for batch in batches:
         def run():
             return encoder.embed(sentences, batch_size=batch, context=context)
-        record(f"headcount {headcount.__version__} float32", batch, run)
+        record(f"headcount {headcount.__version__} {'float32' if dtype == 'fp32' else dtype}", batch, run)
 
 
-ENGINES = ("torch", "ort", "ort-opt", "ct2", "ct2-int8", "ct2-mkl", "ct2-int8-mkl", "headcount")
+ENGINES = ("torch", "ort", "ort-opt", "ct2", "ct2-int8", "ct2-mkl", "ct2-int8-mkl", "headcount", "headcount-bf16",
+           "headcount-int8")
 # The engines whose arithmetic is fp32 (what the fp32 targets compare against).
 FP32_PEERS = ("torch", "ort", "ort-opt", "ct2", "ct2-mkl")
 
@@ -296,8 +298,8 @@ def run_engines(args, engines, sentences, batches):
                     raise SystemExit("--peers: the -mkl engines need their own process (no --same-process)")
                 os.environ["CT2_USE_MKL"] = "1"
             engine_ct2(args, sentences, batches, record, "int8" if "int8" in engine else "float32")
-        elif engine == "headcount":
-            engine_headcount(args, sentences, batches, record)
+        elif engine.startswith("headcount"):
+            engine_headcount(args, sentences, batches, record, engine.partition("-")[2] or "fp32")
     return results
 
 
@@ -388,7 +390,7 @@ def main():
         raise SystemExit(f"--rounds: expected >= 1, got {args.rounds}")
     if args.rounds > 1 and args.same_process:
         raise SystemExit("--rounds: needs every engine in its own process (no --same-process)")
-    if "headcount" in engines:
+    if any(e.startswith("headcount") for e in engines):
         sys.path.insert(0, args.headcount_python)
     if args.worker or args.same_process:
         results = run_engines(args, [args.worker] if args.worker else engines, sentences, batches)
@@ -398,7 +400,7 @@ def main():
         import subprocess
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                    TOKENIZERS_PARALLELISM=args.tokenizers_parallelism, HF_HUB_OFFLINE="1")
-        if "headcount" in engines:
+        if any(e.startswith("headcount") for e in engines):
             env["PYTHONPATH"] = os.pathsep.join(x for x in (args.headcount_python, os.environ.get("PYTHONPATH")) if x)
         results = []
         for r in range(args.rounds):

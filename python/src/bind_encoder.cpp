@@ -90,18 +90,29 @@ void register_encoder(nb::module_& m) {
                           "config.json and vocab.txt) run on headcount's attention layer.")
       .def_static(
           "load",
-          [](std::optional<std::string> dir) {
+          [](std::optional<std::string> dir, const std::string& dtype) {
+            const EncoderLoadOptions options{.dtype = parse_encoder_dtype(dtype)};
             const std::string path = dir.value_or(default_model_dir());
             if (!std::filesystem::exists(path))
               throw FileError{"model: expected a directory with model.safetensors, config.json, vocab.txt, got " +
                               path + " (it does not exist; scripts/setup.sh fetches all-MiniLM-L6-v2)"};
             nb::gil_scoped_release release;
-            return reading_files([&] { return BertEncoder::load(path); });
+            return reading_files([&] { return BertEncoder::load(path, options); });
           },
-          nb::arg("dir") = nb::none(),
+          nb::arg("dir") = nb::none(), nb::kw_only(), nb::arg("dtype") = "fp32",
           "Loads a model directory (default: models/all-MiniLM-L6-v2 of the checkout the library was\n"
-          "built from, which scripts/setup.sh fills). Every tensor is checked against its shape.")
+          "built from, which scripts/setup.sh fills). Every tensor is checked against its shape.\n"
+          "dtype: how the projections compute, as the CLI's --dtype: 'fp32', 'bf16' (weights and\n"
+          "each projection's input rows rounded to bf16, fp32 sums) or 'int8' (int8 weights per\n"
+          "column, int8 input rows per row, exact int32 sums); everything else stays fp32.")
       .def_prop_ro("dim", &BertEncoder::dim)
+      .def_prop_ro(
+          "dtype",
+          [](const BertEncoder& e) {
+            const DType d = e.dtype();
+            return std::string(d == DType::bf16 ? "bf16" : d == DType::i8 ? "int8" : "fp32");
+          },
+          "How the projections compute: 'fp32', 'bf16' or 'int8' (Encoder.load's dtype).")
       .def_prop_ro("layers", [](const BertEncoder& e) { return e.config().layers; })
       .def_prop_ro("heads", [](const BertEncoder& e) { return e.config().heads; })
       .def(
