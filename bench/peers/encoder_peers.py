@@ -397,7 +397,6 @@ def main():
         if args.worker:
             return
     else:
-        import subprocess
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                    TOKENIZERS_PARALLELISM=args.tokenizers_parallelism, HF_HUB_OFFLINE="1")
         if any(e.startswith("headcount") for e in engines):
