@@ -39,7 +39,9 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
   std::vector<double> grid(static_cast<std::size_t>(s.batch * s.heads * s.q_len * s.kv_len));
   std::vector<std::int64_t> computed_entries(static_cast<std::size_t>(s.batch * s.kv_heads), 0);
 
-  auto value = [](const TensorView& t, std::int64_t off) {
+  // Forced inline (the accessors below too): clang under AddressSanitizer kept them out of line,
+  // each call with a checked stack frame, most of the time of the long-key backward tests there.
+  auto value = [](const TensorView& t, std::int64_t off) __attribute__((always_inline)) {
     return t.dtype == DType::bf16 ? static_cast<double>(to_float(t.ptr<const bf16>()[off]))
                                   : static_cast<double>(t.ptr<const float>()[off]);
   };
@@ -49,7 +51,8 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
     return static_cast<double>(p.bias.ptr<const float>()[p.bias.offset({bb, bh, i, j})]);
   };
   // Element e of row (b, t, head) of a [batch, len, heads, dim] tensor, widened to double.
-  auto at = [&](const TensorView& t, std::int64_t b, std::int64_t row, std::int64_t head, std::int64_t e) {
+  auto at = [&](const TensorView& t, std::int64_t b, std::int64_t row, std::int64_t head, std::int64_t e)
+                __attribute__((always_inline)) {
     return value(t, t.offset({b, row, head, e}));
   };
 
@@ -114,14 +117,19 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
           x *= dp - delta[static_cast<std::size_t>(i)];
         }
 
-      // 6. dQ
+      // 6. dQ. Keys in the outer loop so K is read along its rows; each sum still takes its terms
+      // in key order, so the values are those of a per-element loop over j.
       float* d_q = g.d_q.ptr<float>();
-      for (std::int64_t i = 0; i < s.q_len; ++i)
-        for (std::int64_t d = 0; d < s.head_dim; ++d) {
-          double sum = 0.0;
-          for (std::int64_t j = 0; j < s.kv_len; ++j) sum += P[i * s.kv_len + j] * at(p.k, b, j, kv_h, d);
-          d_q[g.d_q.offset({b, i, h, d})] = static_cast<float>(static_cast<double>(s.scale) * sum);
+      std::vector<double> dq_row(static_cast<std::size_t>(s.head_dim));
+      for (std::int64_t i = 0; i < s.q_len; ++i) {
+        std::fill(dq_row.begin(), dq_row.end(), 0.0);
+        for (std::int64_t j = 0; j < s.kv_len; ++j) {
+          const double pj = P[i * s.kv_len + j];
+          for (std::int64_t d = 0; d < s.head_dim; ++d) dq_row[static_cast<std::size_t>(d)] += pj * at(p.k, b, j, kv_h, d);
         }
+        for (std::int64_t d = 0; d < s.head_dim; ++d)
+          d_q[g.d_q.offset({b, i, h, d})] = static_cast<float>(static_cast<double>(s.scale) * dq_row[static_cast<std::size_t>(d)]);
+      }
 
       // 7. dK
       for (std::int64_t j = 0; j < s.kv_len; ++j)
