@@ -17,6 +17,7 @@
 
 #include "attention_inputs.h"
 #include "case_table.h"
+#include "sanitized.h"
 
 namespace headcount::testing {
 namespace {
@@ -113,6 +114,12 @@ class KernelCase : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(KernelCase, BothKernelsMatchIndependentFloat64) {
   const AttentionCase& c = GetParam();
+  // Under the sanitizers the two largest cases (12-16 M scores) spent 114 s of the ASan suite,
+  // most of it in the float64 and float32 loops of this file. Their memory is still checked there
+  // (StreamingIsBitwiseIdenticalForOneAndTwoThreads runs the streaming kernel on them) and their
+  // values in the Release build.
+  if (HEADCOUNT_TEST_SANITIZED && c.batch * c.heads * c.q_len * c.kv_len > 4'000'000)
+    GTEST_SKIP() << "values checked in the Release build; memory by StreamingIsBitwiseIdentical here";
   const AttentionInputs in = make_inputs(c, 1234);
   const NaiveResult exact = naive_attention_f64(in);
   const NaiveResult plain = naive_attention_f32(in);
