@@ -115,9 +115,10 @@ class KernelCase : public ::testing::TestWithParam<AttentionCase> {};
 TEST_P(KernelCase, BothKernelsMatchIndependentFloat64) {
   const AttentionCase& c = GetParam();
   // Under the sanitizers the two largest cases (12-16 M scores) spent 114 s of the ASan suite,
-  // most of it in the float64 and float32 loops of this file. Their memory is still checked there
-  // (StreamingIsBitwiseIdenticalForOneAndTwoThreads runs the streaming kernel on them) and their
-  // values in the Release build.
+  // most of it in the naive float64 and float32 loops (attention_inputs.cpp). The streaming
+  // kernel's memory is still checked on them there (StreamingIsBitwiseIdenticalForOneAndTwoThreads,
+  // default ISA; the reference kernel is not run on them under the sanitizers), their values in
+  // the Release build.
   if (HEADCOUNT_TEST_SANITIZED && c.batch * c.heads * c.q_len * c.kv_len > 4'000'000)
     GTEST_SKIP() << "values checked in the Release build; memory by StreamingIsBitwiseIdentical here";
   const AttentionInputs in = make_inputs(c, 1234);
