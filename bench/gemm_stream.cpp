@@ -7,7 +7,9 @@
 // has the build line).
 //   gemm_stream LAYERS M THREADS [ROUNDS] [fp32|bf16|int8]
 // Prints the median, first and third quartile of the time of one pass over all projections
-// (each round: 20 passes, after one warm-up pass) and the GFLOP/s at the median.
+// (each round: 20 passes, after one warm-up pass) and the GFLOP/s at the median; then each
+// projection alone (layer 0's weights, 10 calls a round, so its weights stay in cache), its
+// GFLOP/s at the median of the rounds.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -73,6 +75,23 @@ int main(int argc, char** argv) {
     std::printf("layers %d, m %ld, %s, %d threads: median %.1f us a pass (q1 %.1f, q3 %.1f), %.1f GFLOP/s\n", layers, m,
                 dtype_name.c_str(), threads, median * 1e6, seconds[seconds.size() / 4] * 1e6,
                 seconds[3 * seconds.size() / 4] * 1e6, flops / median / 1e9);
+    const char* names[4] = {"qkv", "o", "up", "down"};
+    for (int g = 0; g < 4; ++g) {
+      auto call = [&] {
+        layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = shapes[g].k, .w = &weights[static_cast<std::size_t>(g)],
+                                  .n = shapes[g].n, .y = y.data(), .ldy = shapes[g].n});
+      };
+      call();
+      std::vector<double> alone;
+      for (int r = 0; r < rounds; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < 10; ++i) call();
+        alone.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 10);
+      }
+      std::sort(alone.begin(), alone.end());
+      std::printf("  %-4s alone (k %ld, n %ld): %.1f GFLOP/s\n", names[g], shapes[g].k, shapes[g].n,
+                  2.0 * static_cast<double>(m * shapes[g].k * shapes[g].n) / alone[alone.size() / 2] / 1e9);
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "gemm_stream: %s\n", e.what());
     return 2;

@@ -360,21 +360,33 @@ TEST(KernelValidation, ParseKernel) {
   }
 }
 
+// Both schedules: parallel_for (one shared counter) and parallel_for_ranges (a range per
+// worker, then stealing).
+void run_region(Context& ctx, bool ranged, std::int64_t count, FunctionRef<void(std::int64_t, int)> fn) {
+  if (ranged)
+    ctx.parallel_for_ranges(count, fn);
+  else
+    ctx.parallel_for(count, fn);
+}
+
 TEST(Context, RejectsBadThreadCountsAndRunsEveryTaskOnce) {
   EXPECT_THROW(Context({.threads = 0}), Error);
   Context ctx({.threads = 2});
-  std::vector<int> hits(1000, 0);
-  ctx.parallel_for(1000, [&](std::int64_t task, int worker) {
-    ASSERT_GE(worker, 0);
-    ASSERT_LT(worker, 2);
-    hits[static_cast<std::size_t>(task)] += 1;
-  });
-  for (int h : hits) ASSERT_EQ(h, 1);
+  for (const bool ranged : {false, true}) {
+    std::vector<int> hits(1000, 0);
+    run_region(ctx, ranged, 1000, [&](std::int64_t task, int worker) {
+      ASSERT_GE(worker, 0);
+      ASSERT_LT(worker, 2);
+      hits[static_cast<std::size_t>(task)] += 1;
+    });
+    for (int h : hits) ASSERT_EQ(h, 1) << "ranged " << ranged;
+  }
 }
 
 // Regions back to back (the workers catch the next one while they spin), regions after a
 // pause longer than the spin (they have gone to sleep and are woken), and a pool with more
-// threads than cores (it never spins): every task once, every time. TSan runs this one too.
+// threads than cores (it never spins; more ranges than tasks for small counts): every task
+// once, every time, on both schedules, alternating. TSan runs this one too.
 TEST(Context, RegionsBackToBackAndAfterSleepRunEveryTaskOnce) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (const int threads : {2, cores + 2}) {
@@ -383,47 +395,50 @@ TEST(Context, RegionsBackToBackAndAfterSleepRunEveryTaskOnce) {
     for (int region = 0; region < 300; ++region) {
       if (region % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       const std::int64_t count = 1 + region % 64;
-      ctx.parallel_for(count, [&](std::int64_t task, int worker) {
+      const bool ranged = region % 3 != 0;
+      run_region(ctx, ranged, count, [&](std::int64_t task, int worker) {
         ASSERT_LT(worker, std::min<std::int64_t>(threads, count));
         hits[static_cast<std::size_t>(task)].fetch_add(1, std::memory_order_relaxed);
       });
       for (std::int64_t t = 0; t < 64; ++t)
         ASSERT_EQ(hits[static_cast<std::size_t>(t)].exchange(0), t < count ? 1 : 0)
-            << "threads " << threads << ", region " << region << ", task " << t;
+            << "threads " << threads << ", region " << region << ", ranged " << ranged << ", task " << t;
     }
   }
 }
 
 // A task's exception reaches the caller of parallel_for whichever thread threw it, instead of
 // ending the process (a pool thread) or unwinding the task while others still run it (the
-// caller); the pool keeps working afterwards.
+// caller); no more tasks are handed out, from any range; the pool keeps working afterwards.
 TEST(Context, TaskExceptionsReachTheCallerFromAnyWorker) {
-  for (const int thrower : {0, 1}) {
-    Context ctx({.threads = 2});
-    std::atomic<int> started{0};
-    std::atomic<int> finished{0};
-    const auto region = [&](std::int64_t task, int worker) {
-      if (task < 2) {
-        // Tasks 0 and 1 wait for each other, so each worker holds one when the thrower throws.
-        started.fetch_add(1);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-        if (worker == thrower) throw Error("task " + std::to_string(task) + " on worker " + std::to_string(worker));
+  for (const bool ranged : {false, true})
+    for (const int thrower : {0, 1}) {
+      Context ctx({.threads = 2});
+      std::atomic<int> started{0};
+      std::atomic<int> finished{0};
+      const auto region = [&](std::int64_t task, int worker) {
+        // The first task of each worker (0 and 1 shared; 0 and 500, the ranges' first) wait for
+        // each other, so each worker holds one when the thrower throws.
+        if (ranged ? task % 500 == 0 : task < 2) {
+          started.fetch_add(1);
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+          if (worker == thrower) throw Error("task " + std::to_string(task) + " on worker " + std::to_string(worker));
+        }
+        finished.fetch_add(1);
+      };
+      try {
+        run_region(ctx, ranged, 1000, region);
+        FAIL() << "no exception reached the caller";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("on worker " + std::to_string(thrower)), std::string::npos) << e.what();
       }
-      finished.fetch_add(1);
-    };
-    try {
-      ctx.parallel_for(1000, region);
-      FAIL() << "no exception reached the caller";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("on worker " + std::to_string(thrower)), std::string::npos) << e.what();
+      EXPECT_EQ(started.load(), 2) << "thrower " << thrower << ", ranged " << ranged;
+      EXPECT_LT(finished.load(), 1000);
+      std::vector<int> hits(100, 0);
+      run_region(ctx, ranged, 100, [&](std::int64_t task, int) { hits[static_cast<std::size_t>(task)] += 1; });
+      for (int h : hits) ASSERT_EQ(h, 1);
     }
-    EXPECT_EQ(started.load(), 2) << "thrower " << thrower;
-    EXPECT_LT(finished.load(), 1000);
-    std::vector<int> hits(100, 0);
-    ctx.parallel_for(100, [&](std::int64_t task, int) { hits[static_cast<std::size_t>(task)] += 1; });
-    for (int h : hits) ASSERT_EQ(h, 1);
-  }
 }
 
 TEST(Tensor, Bf16RoundsToNearestEven) {

@@ -72,7 +72,9 @@ AttentionStats run_tasks(Context& ctx, const AttentionShape& s, std::int64_t tas
   for (int w = 0; w < workers; ++w) ctx.scratch(w, scratch_bytes);
   std::atomic<std::int64_t> entries{0};
   std::atomic<bool> overflow{false};
-  ctx.parallel_for(tasks, [&](std::int64_t task, int worker) {
+  // By ranges: the tasks are batch-major, so worker w attends the sequences whose rows it
+  // projected (packed_gemm.cpp's row groups) and writes its output rows where W_o reads them.
+  ctx.parallel_for_ranges(tasks, [&](std::int64_t task, int worker) {
     const TaskResult r = run(task, ctx.scratch(worker, scratch_bytes));
     entries.fetch_add(r.entries, std::memory_order_relaxed);
     if (r.overflow) overflow.store(true, std::memory_order_relaxed);

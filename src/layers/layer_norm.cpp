@@ -13,7 +13,9 @@ void add_layer_norm(Context& ctx, float* x, const float* residual, std::int64_t 
   // The row arithmetic is compiled per instruction set (simd/gemm_impl.h), like the GEMM.
   const auto norm_row = simd::gemm_kernels(ctx.isa()).layer_norm_row;
   const std::int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-  ctx.parallel_for(tasks, [&](std::int64_t task, int) {
+  // By ranges: worker w normalises the rows whose GEMM output it wrote (packed_gemm.cpp's
+  // row groups), and keeps them in its cache for the next projection.
+  ctx.parallel_for_ranges(tasks, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
     for (std::int64_t r = task * kRowsPerTask; r < end; ++r)
       norm_row(x + r * width, residual == nullptr ? nullptr : residual + r * width, width, gamma, beta, eps);

@@ -102,6 +102,50 @@ Tensor pack_i8(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw)
   return packed;
 }
 
+// How a call's rows and panels become tasks. Few rows (one block of gemm_task_rows(), or
+// fewer blocks than workers): blocks x panels, panel-major (consecutive tasks share a panel,
+// which a task at batch 1 streams from memory), handed out dynamically. More rows: the rows
+// are cut into one group per worker, each group into blocks, and a task is (block, panel),
+// ordered group-major and panel-major within a group; parallel_for_ranges then gives group w
+// to worker w, so each core multiplies the rows it normalised (LayerNorm) or attended (the
+// attention's batch-major tasks) a moment ago, and writes y rows the next step reads there.
+// With the rows spread over all workers a row's x and y lines moved between the cores' L2s on
+// every step. On the Intel host (2 cores, 2 MiB L2 each), `build/gemm_stream 1 M 2 15 fp32`'s
+// "alone" lines, old and new binaries alternating twice: qkv / o / up at m 448 298-303 ->
+// 313-320 GFLOP/s, at m 640 300-308 -> 313-327; down (k 1536, 4x the work per y line) 321-324
+// both. No split changes a result (packed_gemm.h).
+struct TaskGrid {
+  std::int64_t m = 0, panels = 0, row_blocks = 0, block = 0, blocks_per_group = 0;
+  bool grouped = false;
+
+  TaskGrid(std::int64_t rows, std::int64_t panel_count, int threads) : m(rows), panels(panel_count) {
+    const std::int64_t natural = (rows + tuning::gemm_task_rows() - 1) / tuning::gemm_task_rows();
+    grouped = threads > 1 && natural >= threads;
+    row_blocks = grouped ? (natural + threads - 1) / threads * threads : natural;
+    blocks_per_group = grouped ? row_blocks / threads : row_blocks;
+    // Whole register tiles (6 rows on every ISA) in all blocks but the last.
+    constexpr std::int64_t kTileRows = 6;
+    block = (rows + row_blocks - 1) / row_blocks;
+    if (grouped) block = (block + kTileRows - 1) / kTileRows * kTileRows;
+  }
+  std::int64_t tasks() const { return row_blocks * panels; }
+  // Task t's panel and row block.
+  std::int64_t panel(std::int64_t t) const {
+    return grouped ? t % (blocks_per_group * panels) / blocks_per_group : t / row_blocks;
+  }
+  std::int64_t row_block(std::int64_t t) const {
+    return grouped ? t / (blocks_per_group * panels) * blocks_per_group + t % blocks_per_group : t % row_blocks;
+  }
+  std::int64_t first_row(std::int64_t rb) const { return std::min(m, rb * block); }
+  std::int64_t rows(std::int64_t rb) const { return std::min(m, (rb + 1) * block) - first_row(rb); }
+  void run(Context& ctx, std::int64_t count, FunctionRef<void(std::int64_t, int)> fn) const {
+    if (grouped)
+      ctx.parallel_for_ranges(count, fn);
+    else
+      ctx.parallel_for(count, fn);
+  }
+};
+
 }  // namespace
 
 Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw, DType dtype) {
@@ -137,8 +181,15 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
                   concat("m ", g.m, ", ldx ", g.ldx, ", ldy ", g.ldy));
   if (g.m == 0) return;
   const simd::GemmKernels& kernels = simd::gemm_kernels(ctx.isa());
-  const std::int64_t block = tuning::gemm_task_rows();
-  const std::int64_t row_blocks = (g.m + block - 1) / block;
+  const TaskGrid grid(g.m, panels, ctx.threads());
+  const std::int64_t row_blocks = grid.row_blocks;
+  // The per-row passes before the GEMM (rounding x to bf16, quantising it) take the same
+  // row blocks, and with a grouped grid the same workers, as the GEMM's tasks.
+  const auto row_pass = [&](auto&& per_row) {
+    grid.run(ctx, row_blocks, [&](std::int64_t rb, int) {
+      for (std::int64_t r = grid.first_row(rb), r1 = r + grid.rows(rb); r < r1; ++r) per_row(r);
+    });
+  };
   if (g.w->dtype() == DType::bf16) {
     // x rounded to bf16 once per call, rows split over the pool like the GEMM's tasks (each
     // row's bits depend on that row only), then the same task split on the bf16 kernel.
@@ -164,30 +215,28 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
           widen_panel(packed + (t - row_blocks) * lanes, k, wide + (t - row_blocks) * k * nr);
           return;
         }
-        const std::int64_t r1 = std::min(g.m, (t + 1) * block);
-        for (std::int64_t r = t * block; r < r1; ++r) {
+        for (std::int64_t r = grid.first_row(t), r1 = r + grid.rows(t); r < r1; ++r) {
           kernels.to_bf16(g.x + r * g.ldx, xb + r * k, k);
           widen_row(xb + r * k, k, xw + r * k);
         }
       });
       const auto* xf = reinterpret_cast<const float*>(xw);
       const auto* panels_f = reinterpret_cast<const float*>(wide);
-      ctx.parallel_for(row_blocks * panels, [&](std::int64_t task, int) {
-        const std::int64_t p = task / row_blocks, rb = task % row_blocks;
-        const std::int64_t r0 = rb * block, rows = std::min(block, g.m - r0);
+      grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
+        const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
+        const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
+        if (rows <= 0) return;
         const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
         kernels.panel(xf + r0 * k, k, rows, panels_f + p * k * nr, k, g.bias == nullptr ? nullptr : g.bias + c0,
                       g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
       });
       return;
     }
-    ctx.parallel_for(row_blocks, [&](std::int64_t rb, int) {
-      const std::int64_t r1 = std::min(g.m, (rb + 1) * block);
-      for (std::int64_t r = rb * block; r < r1; ++r) kernels.to_bf16(g.x + r * g.ldx, xb + r * k, k);
-    });
-    ctx.parallel_for(row_blocks * panels, [&](std::int64_t task, int) {
-      const std::int64_t p = task / row_blocks, rb = task % row_blocks;
-      const std::int64_t r0 = rb * block, rows = std::min(block, g.m - r0);
+    row_pass([&](std::int64_t r) { kernels.to_bf16(g.x + r * g.ldx, xb + r * k, k); });
+    grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
+      const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
+      const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
+      if (rows <= 0) return;
       const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
       kernels.panel_bf16(xb + r0 * k, k, rows, packed + p * lanes, k, g.bias == nullptr ? nullptr : g.bias + c0,
                          g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
@@ -199,15 +248,13 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
     // and scale depend on that row only), then the usual task split on the int8 kernel.
     auto* xq = static_cast<std::uint8_t*>(ctx.workspace(kSlotI8Input, static_cast<std::size_t>(g.m * k)));
     auto* scales = static_cast<float*>(ctx.workspace(kSlotI8Scales, static_cast<std::size_t>(g.m) * sizeof(float)));
-    ctx.parallel_for(row_blocks, [&](std::int64_t rb, int) {
-      const std::int64_t r1 = std::min(g.m, (rb + 1) * block);
-      for (std::int64_t r = rb * block; r < r1; ++r) kernels.quantize_u8(g.x + r * g.ldx, k, xq + r * k, scales + r);
-    });
+    row_pass([&](std::int64_t r) { kernels.quantize_u8(g.x + r * g.ldx, k, xq + r * k, scales + r); });
     const auto* packed = g.w->data<const std::uint8_t>();
     const std::int64_t panel_bytes = (k + 8) * nr;
-    ctx.parallel_for(row_blocks * panels, [&](std::int64_t task, int) {
-      const std::int64_t p = task / row_blocks, rb = task % row_blocks;
-      const std::int64_t r0 = rb * block, rows = std::min(block, g.m - r0);
+    grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
+      const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
+      const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
+      if (rows <= 0) return;
       const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
       kernels.panel_i8(xq + r0 * k, k, scales + r0, rows, packed + p * panel_bytes, k,
                        g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
@@ -215,11 +262,10 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
     return;
   }
   const float* packed = g.w->data<const float>();
-  // Panel-major task order: consecutive tasks share a panel, so on few workers a panel read
-  // from memory serves several row blocks while it is still in cache.
-  ctx.parallel_for(row_blocks * panels, [&](std::int64_t task, int) {
-    const std::int64_t p = task / row_blocks, rb = task % row_blocks;
-    const std::int64_t r0 = rb * block, rows = std::min(block, g.m - r0);
+  grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
+    const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
+    const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
+    if (rows <= 0) return;
     const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
     kernels.panel(g.x + r0 * g.ldx, g.ldx, rows, packed + p * k * nr, k, g.bias == nullptr ? nullptr : g.bias + c0,
                   g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);

@@ -113,16 +113,57 @@ constexpr int kNumberShift = 33;
 }  // namespace
 
 void Context::parallel_for(std::int64_t count, FunctionRef<void(std::int64_t, int)> fn) {
+  run_region(count, false, fn);
+}
+
+void Context::parallel_for_ranges(std::int64_t count, FunctionRef<void(std::int64_t, int)> fn) {
+  run_region(count, true, fn);
+}
+
+std::int64_t Context::claim(int worker) {
+  if (!ranged_) {
+    const std::int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
+    return task < job_count_ ? task : -1;
+  }
+  // Its own range first, then the next ones round the ring. The load skips a spent range
+  // without a locked instruction; a fetch_add that overshoots a range's end is harmless.
+  for (int i = 0; i < threads_; ++i) {
+    Range& range = ranges_[static_cast<std::size_t>((worker + i) % threads_)];
+    if (range.next.load(std::memory_order_relaxed) >= range.end) continue;
+    const std::int64_t task = range.next.fetch_add(1, std::memory_order_relaxed);
+    if (task < range.end) return task;
+  }
+  return -1;
+}
+
+void Context::stop_handing_out() {
+  next_task_.store(job_count_, std::memory_order_relaxed);
+  if (ranged_)
+    for (int w = 0; w < threads_; ++w) ranges_[static_cast<std::size_t>(w)].next.store(ranges_[static_cast<std::size_t>(w)].end,
+                                                                                        std::memory_order_relaxed);
+}
+
+void Context::run_region(std::int64_t count, bool ranged, FunctionRef<void(std::int64_t, int)> fn) {
   if (count <= 0) return;
   if (threads_ == 1 || count == 1) {
     for (std::int64_t t = 0; t < count; ++t) fn(t, 0);
     return;
   }
-  // No worker reads job_ or job_count_ now: a worker reads them only inside a region it
-  // joined, and the last region ended closed with every joined worker gone (acquire below).
+  // No worker reads job_, job_count_ or the ranges now: a worker reads them only inside a
+  // region it joined, and the last region ended closed with every joined worker gone
+  // (acquire below).
   job_ = &fn;
   job_count_ = count;
   next_task_.store(0, std::memory_order_relaxed);
+  ranged_ = ranged;
+  if (ranged) {
+    if (!ranges_) ranges_ = std::make_unique<Range[]>(static_cast<std::size_t>(threads_));
+    for (int w = 0; w < threads_; ++w) {
+      Range& range = ranges_[static_cast<std::size_t>(w)];
+      range.next.store(count * w / threads_, std::memory_order_relaxed);
+      range.end = count * (w + 1) / threads_;
+    }
+  }
   std::uint64_t region;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -131,11 +172,7 @@ void Context::parallel_for(std::int64_t count, FunctionRef<void(std::int64_t, in
   }
   wake_.notify_all();  // without sleepers (they spin) no system call
   // The caller is worker 0 and takes tasks like everyone else.
-  for (;;) {
-    const std::int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= count) break;
-    run_task(fn, task, 0);
-  }
+  for (std::int64_t task; (task = claim(0)) >= 0;) run_task(fn, task, 0);
   region_.fetch_or(kClosed, std::memory_order_acq_rel);
   const auto all_left = [this] { return (region_.load(std::memory_order_acquire) & kJoinedMask) == 0; };
   if (!(spin_ && spin_until(all_left))) {
@@ -158,7 +195,7 @@ void Context::run_task(const FunctionRef<void(std::int64_t, int)>& fn, std::int6
   } catch (...) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!error_) error_ = std::current_exception();
-    next_task_.store(job_count_, std::memory_order_relaxed);  // hand out no more
+    stop_handing_out();
   }
 }
 
@@ -188,13 +225,8 @@ void Context::worker_loop(int worker) {
     // otherwise grow its scratch (allocate, count) inside it, racing the others.
     const std::int64_t count = job_count_;
     const auto* job = job_;
-    if (worker < count) {
-      for (;;) {
-        const std::int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-        if (task >= count) break;
-        run_task(*job, task, worker);
-      }
-    }
+    if (worker < count)
+      for (std::int64_t task; (task = claim(worker)) >= 0;) run_task(*job, task, worker);
     const std::uint64_t before = region_.fetch_sub(1, std::memory_order_release);
     if ((before & kClosed) != 0 && (before & kJoinedMask) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);  // the caller may be between its check and its wait
