@@ -127,8 +127,14 @@ constexpr std::int64_t gemm_streaming_depth_block() { return 128; }
 // 5.40 -> 5.44 s, inside the spread of the rounds (2.31-2.95 s at batch 1).
 constexpr std::int64_t gemm_prefetch_rows() { return 32; }
 
-// Tasks of more rows than this do not prefetch: 11+ row tiles share each block's wait for
-// memory (m = 448, weights in cache: fp32 8329 -> 8430, bf16 4253 -> 4391 us with prefetch).
+// Tasks of at most this many rows stream their weights from memory (batch 1): they take the
+// short depth blocks above. Of the larger tasks, the bf16 and int8 ones do not prefetch: 11+
+// row tiles share each block's wait for memory (AMD EPYC, m = 448, weights in cache: bf16 4253
+// -> 4391 us with prefetch). The fp32 ones do since the row groups of packed_gemm.cpp, whose
+// tasks meet each panel once or twice before it leaves L2: on the Intel host
+// `bench/embed_ab.sh` (5 rounds, batch 32) 0.972 of the time with it, every round faster,
+// `build/gemm_stream 6 448 2 9 fp32` 283-288 -> 294 GFLOP/s. (On AMD before the row groups,
+// fp32 at m = 448 lost 1%: 8329 -> 8430 us; not measured there since.)
 constexpr std::int64_t gemm_prefetch_max_rows() { return 64; }
 
 // The same for int8 weights (depths, a multiple of 4): 768 depths, as fp32's, so FFN down

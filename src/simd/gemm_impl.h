@@ -117,9 +117,10 @@ inline void store_tile(const vf (&acc)[R][kVecs], const float* bias, float* y, i
 // memory when the weights are not in cache (batch 1: the 42 MB of MiniLM's fp32 weights do not
 // fit a 32 MB L3). It asks for the rows gemm_prefetch_rows() ahead, into L2, so the next rows
 // arrive while these are multiplied instead of after (tuning.h has the measurement); the other
-// row tiles find the rows in cache and issue no prefetch, and neither do tasks of more than
-// gemm_prefetch_max_rows() rows, whose many row tiles per block hide the wait. `rows_end` is
-// the panel's depth (k, or k/2 pair rows): nothing past it is asked for.
+// row tiles find the rows in cache and issue no prefetch, and neither do the bf16 and int8
+// tasks of more than gemm_prefetch_max_rows() rows, whose many row tiles per block hide the
+// wait (the fp32 ones prefetch: tuning.h). `rows_end` is the panel's depth (k, or k/2 pair
+// rows): nothing past it is asked for.
 template <bool kPrefetch>
 inline void prefetch_row(const void* panel_row) {
   if constexpr (kPrefetch) {
@@ -186,7 +187,7 @@ void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, 
 #else
   const i64 kc = streaming ? tuning::gemm_streaming_depth_block() : tuning::gemm_depth_block();
 #endif
-  const int prefetching = streaming ? 0 : 1;  // kTiles' index for r0 == 0
+  constexpr int prefetching = 0;  // kTiles' index for r0 == 0: every task's first row tile
   for (i64 d0 = 0; d0 < k; d0 += kc) {
     const i64 d1 = std::min(k, d0 + kc);
     for (i64 c0 = 0; c0 < cols; c0 += kBlock) {
