@@ -1,7 +1,9 @@
 // The encoder's projections: y[m, n] = epilogue(x[m, k] · W[k, n] + bias), with W packed once
 // (when the model loads) into panels of gemm_panel_columns() = 64 columns x k rows, contiguous
 // and zero-padded past n (tuning.h), and multiplied by headcount's own micro-kernels
-// (simd/gemm.h) on the Context's pool: one task per (block of gemm_task_rows() rows, panel).
+// (simd/gemm.h) on the Context's pool: one task per (block of at most gemm_task_rows() rows,
+// panel); with as many blocks as workers, the rows in one contiguous group per worker
+// (packed_gemm.cpp's TaskGrid).
 //
 // Determinism by construction: every output element is one fp32 accumulator over d = 0..k-1
 // in order (never split over threads; depth blocks of gemm_depth_block() run one after the

@@ -176,7 +176,8 @@ void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, 
   // Depth blocks outside, then column blocks, rows inside: one block of the panel stays in
   // cache while every row tile passes over it (768 x kBlock floats in L2; a small task's
   // 128 x kBlock in L1).
-  // The blocks depend on k and on whether the task is small enough to prefetch (tuning.h),
+  // The blocks depend on k and on whether the task is small enough to stream its weights
+  // (tuning.h: gemm_prefetch_max_rows()),
   // never on threads; any split gives the same bits (exact partial sums). (Measured with
   // `headcount bench --suite encoder`, 2 threads, 448 rows, on a shared host: FFN down,
   // k = 1536, ran at 37 GFLOP/s against 108 for W_qkv before the depth blocks, 72 with them;
