@@ -57,38 +57,35 @@ int main(int argc, char** argv) {
     for (float& v : x) v = uniform(rng);
     double flops = 0;
     for (const Shape& s : shapes) flops += 2.0 * static_cast<double>(m * s.k * s.n) * layers;
-    auto pass = [&] {
-      for (int l = 0; l < layers; ++l)
-        for (int g = 0; g < 4; ++g)
-          layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = shapes[g].k, .w = &weights[static_cast<std::size_t>(l * 4 + g)],
-                                    .n = shapes[g].n, .y = y.data(), .ldy = shapes[g].n});
+    auto gemm = [&](std::size_t w, int g) {
+      layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = shapes[g].k, .w = &weights[w], .n = shapes[g].n,
+                                .y = y.data(), .ldy = shapes[g].n});
     };
-    pass();
-    std::vector<double> seconds;
-    for (int r = 0; r < rounds; ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < 20; ++i) pass();
-      seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 20);
-    }
-    std::sort(seconds.begin(), seconds.end());
+    // One warm-up call of fn, then `rounds` rounds of `calls` calls: the sorted times of one call.
+    auto sorted_times = [&](auto&& fn, int calls) {
+      fn();
+      std::vector<double> seconds;
+      for (int r = 0; r < rounds; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) fn();
+        seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / calls);
+      }
+      std::sort(seconds.begin(), seconds.end());
+      return seconds;
+    };
+    const std::vector<double> seconds = sorted_times(
+        [&] {
+          for (int l = 0; l < layers; ++l)
+            for (int g = 0; g < 4; ++g) gemm(static_cast<std::size_t>(l * 4 + g), g);
+        },
+        20);
     const double median = seconds[seconds.size() / 2];
     std::printf("layers %d, m %ld, %s, %d threads: median %.1f us a pass (q1 %.1f, q3 %.1f), %.1f GFLOP/s\n", layers, m,
                 dtype_name.c_str(), threads, median * 1e6, seconds[seconds.size() / 4] * 1e6,
                 seconds[3 * seconds.size() / 4] * 1e6, flops / median / 1e9);
     const char* names[4] = {"qkv", "o", "up", "down"};
     for (int g = 0; g < 4; ++g) {
-      auto call = [&] {
-        layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = shapes[g].k, .w = &weights[static_cast<std::size_t>(g)],
-                                  .n = shapes[g].n, .y = y.data(), .ldy = shapes[g].n});
-      };
-      call();
-      std::vector<double> alone;
-      for (int r = 0; r < rounds; ++r) {
-        const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < 10; ++i) call();
-        alone.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 10);
-      }
-      std::sort(alone.begin(), alone.end());
+      const std::vector<double> alone = sorted_times([&] { gemm(static_cast<std::size_t>(g), g); }, 10);
       std::printf("  %-4s alone (k %ld, n %ld): %.1f GFLOP/s\n", names[g], shapes[g].k, shapes[g].n,
                   2.0 * static_cast<double>(m * shapes[g].k * shapes[g].n) / alone[alone.size() / 2] / 1e9);
     }
