@@ -111,9 +111,11 @@ class Context {
 
   // The region's hand-off, one 64-bit word (region_): the region's number (bits 33 and
   // up), a closed bit (32) and how many workers have joined it (bits 0-31). The caller
-  // publishes job_ and job_count_, then opens a new region (release; under mutex_ so that a
+  // publishes job_, job_count_ and the schedule (ranged_ and, for parallel_for_ranges, each
+  // range's start and end), then opens a new region (release; under mutex_ so that a
   // sleeping worker cannot miss it). A worker that sees it open joins with a compare-and-swap
-  // (acquire), claims tasks with one fetch_add each and leaves (release). When the tasks are
+  // (acquire), claims tasks with one fetch_add each (on next_task_, or on a range's counter:
+  // claim()) and leaves (release). When the tasks are
   // handed out the caller closes the region and waits only for the workers that joined: one
   // that was not running at the time (a busy host) skips the region instead of holding it
   // up. Between regions workers spin on region_ for a short while before they sleep on

@@ -121,12 +121,19 @@ struct TaskGrid {
   TaskGrid(std::int64_t rows, std::int64_t panel_count, int threads) : m(rows), panels(panel_count) {
     const std::int64_t natural = (rows + tuning::gemm_task_rows() - 1) / tuning::gemm_task_rows();
     grouped = threads > 1 && natural >= threads;
-    row_blocks = grouped ? (natural + threads - 1) / threads * threads : natural;
-    blocks_per_group = grouped ? row_blocks / threads : row_blocks;
-    // Whole register tiles (6 rows on every ISA) in all blocks but the last.
+    if (!grouped) {
+      row_blocks = blocks_per_group = natural;
+      block = tuning::gemm_task_rows();
+      return;
+    }
+    row_blocks = (natural + threads - 1) / threads * threads;
+    blocks_per_group = row_blocks / threads;
+    // Equal blocks, rounded up to whole register tiles (6 rows on every ISA) unless that would
+    // leave the last block empty (many threads): then a ragged last tile per block instead.
     constexpr std::int64_t kTileRows = 6;
     block = (rows + row_blocks - 1) / row_blocks;
-    if (grouped) block = (block + kTileRows - 1) / kTileRows * kTileRows;
+    const std::int64_t whole_tiles = (block + kTileRows - 1) / kTileRows * kTileRows;
+    if (whole_tiles * (row_blocks - 1) < rows) block = whole_tiles;
   }
   std::int64_t tasks() const { return row_blocks * panels; }
   // Task t's panel and row block.
@@ -184,7 +191,8 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
   const TaskGrid grid(g.m, panels, ctx.threads());
   const std::int64_t row_blocks = grid.row_blocks;
   // The per-row passes before the GEMM (rounding x to bf16, quantising it) take the same
-  // row blocks, and with a grouped grid the same workers, as the GEMM's tasks.
+  // row blocks, and with a grouped grid the same ranges, as the GEMM's tasks (the bf16 path
+  // that widens x and the panels shares one dynamic region between the two).
   const auto row_pass = [&](auto&& per_row) {
     grid.run(ctx, row_blocks, [&](std::int64_t rb, int) {
       for (std::int64_t r = grid.first_row(rb), r1 = r + grid.rows(rb); r < r1; ++r) per_row(r);
