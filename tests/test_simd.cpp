@@ -74,6 +74,50 @@ TEST(VectorExp, UnderflowAndMinusInfinityGiveZero) {
   }
 }
 
+// The softmax's 2^x (vec_math.h): <= 2 ulp relative error over [-126, 0], the range its
+// arguments s - m take down to where the result would be subnormal, and over the positive
+// range the header promises (x <= 127); exactly 0 below -126, -inf included, on every ISA.
+TEST(VectorExp2, WithinTwoUlpOverTheSoftmaxRange) {
+  std::vector<float> x;
+  for (float v = -126.0f; v <= 127.0f; v += 0.000977f) x.push_back(v);
+  for (float v = -1.0f; v <= 0.0f; v += 1.0f / 4096) x.push_back(v);  // near 0, where most of P lies
+  x.push_back(-126.0f);
+  x.push_back(127.0f);
+  while (x.size() % 16) x.push_back(0.0f);
+  std::vector<float> y(x.size());
+  for (Isa isa : isas()) {
+    simd::vector_exp2(isa, x.data(), y.data(), static_cast<std::int64_t>(x.size()));
+    double worst = 0;
+    float worst_x = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double exact = std::exp2(static_cast<double>(x[i]));
+      const double ulp = std::ldexp(1.0, std::ilogb(exact) - 23);
+      const double err = std::fabs(y[i] - exact) / ulp;
+      if (err > worst) worst = err, worst_x = x[i];
+    }
+    EXPECT_LE(worst, 2.0) << isa_name(isa) << " at x = " << worst_x;
+  }
+}
+
+TEST(VectorExp2, BelowMinus126AndMinusInfinityGiveZero) {
+  std::vector<float> x = {-INFINITY, -1e30f, -150.0f, -126.5f, -126.0001f, -126.0f, 0.0f, -0.0f,
+                          -125.9f, -1.0f, -0.5f, 0.5f, 1.0f, 3.0f, -60.0f, 127.0f};
+  std::vector<float> y(16);
+  for (Isa isa : isas()) {
+    simd::vector_exp2(isa, x.data(), y.data(), 16);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(y[i], 0.0f) << isa_name(isa) << " 2^" << x[i];
+    EXPECT_EQ(y[5], std::numeric_limits<float>::min()) << isa_name(isa);
+    EXPECT_EQ(y[6], 1.0f) << isa_name(isa);
+    EXPECT_EQ(y[7], 1.0f) << isa_name(isa);
+    EXPECT_NEAR(y[10], std::sqrt(0.5), 2 * std::ldexp(1.0, -24)) << isa_name(isa);  // 2 ulp of 2^-1
+    EXPECT_EQ(y[9], 0.5f) << isa_name(isa);
+    EXPECT_EQ(y[12], 2.0f) << isa_name(isa);
+    EXPECT_EQ(y[13], 8.0f) << isa_name(isa);
+    EXPECT_EQ(y[14], std::ldexp(1.0f, -60)) << isa_name(isa);
+    EXPECT_EQ(y[15], std::ldexp(1.0f, 127)) << isa_name(isa);
+  }
+}
+
 TEST(TileKernels, ScoresAndWeightedSumMatchPlainLoops) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal;
@@ -189,6 +233,11 @@ TEST(TileKernels, MaskColumnsHidesExactlyTheKeysOutsideEachInterval) {
   }
 }
 
+// One online-softmax step down columns, against the same step in double. The step takes
+// exp(s - m) as 2^(fl(s·log2e) - fl(m·log2e)), so the error of one term is 2^x's 2 ulp
+// (relative 2^-22) plus its argument's: the two rounded products (u·|s|·log2e and
+// u·|m|·log2e), the subtraction (u·|x|) and log2e's own rounding (u/2·|s - m|·log2e), each
+// times ln 2 in the result: relative u·(|s| + |m| + 1.5·|s - m|).
 TEST(TileKernels, SoftmaxColumnsIsOneOnlineSoftmaxStep) {
   std::mt19937 rng(8);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -218,39 +267,40 @@ TEST(TileKernels, SoftmaxColumnsIsOneOnlineSoftmaxStep) {
         continue;
       }
       const double a = std::exp(double(max0[c]) - m);
+      auto term_bound = [m](double x) { return std::ldexp(1.0, -22) + std::ldexp(std::fabs(x) + std::fabs(m) + 1.5 * std::fabs(x - m), -24); };
+      double worst_term = 0;
       double l = a * sum0[c];
       for (std::int64_t r = 0; r < keys; ++r) {
         const double e = std::exp(double(s0[r * cols + c]) - m);
         l += e;
-        // exp's 2 ulp (relative 2^-22), plus the fp32 rounding of its argument s - m,
-        // which is relative u·|s - m| in the result.
-        const double x = std::fabs(double(s0[r * cols + c]) - m);
         if (e == 0) {  // a masked key (-inf)
           EXPECT_EQ(s[r * cols + c], 0.0f);
           continue;
         }
-        EXPECT_NEAR(s[r * cols + c], e, (std::ldexp(1.0, -22) + std::ldexp(x, -24)) * e + 1e-30) << isa_name(isa);
+        worst_term = std::max(worst_term, term_bound(s0[r * cols + c]));
+        EXPECT_NEAR(s[r * cols + c], e, term_bound(s0[r * cols + c]) * e + 1e-30) << isa_name(isa);
       }
       EXPECT_EQ(max[c], float(m));
-      const double xa = std::fabs(double(max0[c]) - m);
       if (a == 0) {
         EXPECT_EQ(alpha[c], 0.0f);  // the column was empty before this step
       } else {
-        EXPECT_NEAR(alpha[c], a, (std::ldexp(1.0, -22) + std::ldexp(xa, -24)) * a);
+        worst_term = std::max(worst_term, term_bound(max0[c]));
+        EXPECT_NEAR(alpha[c], a, term_bound(max0[c]) * a);
       }
-      // each term as above (|s - m| <= 20 here), plus keys + 1 fp32 additions
-      EXPECT_NEAR(sum[c], l, (std::ldexp(1.0, -22) + std::ldexp(20.0, -24) + (keys + 1) * std::ldexp(1.0, -24)) * l);
+      // each term (and alpha) as above, plus keys + 1 fp32 additions
+      EXPECT_NEAR(sum[c], l, (worst_term + (keys + 1) * std::ldexp(1.0, -24)) * l);
     }
   }
 }
 
-// The softmax's exponentials are exp's bits exactly (the decode kernel and the backward
-// recompute P with the same exp, so a faster variant here would have to match it): each P
-// entry against vector_exp of the same fp32 difference s - m, over scores that reach below
-// ln(FLT_MIN) from the column's maximum, -inf among them, and alpha.
-TEST(TileKernels, SoftmaxExponentialsAreExpBitForBit) {
+// The softmax's exponentials are 2^x's bits exactly (vector_exp2, whose bound is tested
+// above) of fl(s·log2e) - fl(m·log2e), each product rounded on its own: each P entry and
+// alpha against vector_exp2 of that difference made here, over scores that reach below
+// exp's underflow from the column's maximum, -inf among them. The key holding the maximum
+// gets exactly 1 (the backward's lse = m for a row with one visible key relies on it).
+TEST(TileKernels, SoftmaxExponentialsAreExp2BitForBit) {
   std::mt19937 rng(9);
-  std::uniform_real_distribution<float> spread(-120.0f, 5.0f);
+  std::uniform_real_distribution<float> spread(-170.0f, 5.0f);
   const float minus_inf = -std::numeric_limits<float>::infinity();
   for (Isa isa : isas()) {
     const simd::TileKernels& k = simd::tile_kernels(isa);
@@ -262,16 +312,23 @@ TEST(TileKernels, SoftmaxExponentialsAreExpBitForBit) {
     const std::vector<float> s0 = s, max0 = max;
     k.softmax_columns(s.data(), cols, keys, cols, max.data(), sum.data(), alpha.data(), nullptr);
     std::vector<float> diff(static_cast<std::size_t>(keys * cols + cols)), want(diff.size());
+    // volatile: the products must not fuse into the subtraction (-ffp-contract=fast)
+    auto base2 = [](float x) { volatile float p = x * 1.44269504088896341f; return static_cast<float>(p); };
     for (std::int64_t r = 0; r < keys; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) diff[r * cols + c] = s0[r * cols + c] - max[c];
-    for (std::int64_t c = 0; c < cols; ++c) diff[keys * cols + c] = max0[c] - max[c];
-    simd::vector_exp(isa, diff.data(), want.data(), static_cast<std::int64_t>(diff.size()));
+      for (std::int64_t c = 0; c < cols; ++c) diff[r * cols + c] = base2(s0[r * cols + c]) - base2(max[c]);
+    for (std::int64_t c = 0; c < cols; ++c) diff[keys * cols + c] = base2(max0[c]) - base2(max[c]);
+    simd::vector_exp2(isa, diff.data(), want.data(), static_cast<std::int64_t>(diff.size()));
     for (std::int64_t r = 0; r < keys; ++r)
       for (std::int64_t c = 0; c < cols; ++c)
         ASSERT_EQ(std::memcmp(&s[r * cols + c], &want[r * cols + c], 4), 0)
             << isa_name(isa) << " key " << r << " column " << c << ": " << s[r * cols + c] << " vs " << want[r * cols + c];
     for (std::int64_t c = 0; c < cols; ++c)
       ASSERT_EQ(std::memcmp(&alpha[c], &want[keys * cols + c], 4), 0) << isa_name(isa) << " alpha " << c;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      std::int64_t at = 0;
+      for (std::int64_t r = 1; r < keys; ++r) at = s0[r * cols + c] > s0[at * cols + c] ? r : at;
+      if (s0[at * cols + c] == max[c]) EXPECT_EQ(s[at * cols + c], 1.0f) << isa_name(isa) << " column " << c;
+    }
   }
 }
 

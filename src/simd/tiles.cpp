@@ -9,6 +9,7 @@ namespace headcount::simd {
   namespace ns {                                                     \
   const TileKernels& table();                                        \
   void exp_array(const float* x, float* y, std::int64_t n);          \
+  void exp2_array(const float* x, float* y, std::int64_t n);         \
   }
 HC_DECLARE(generic)
 HC_DECLARE(avx2)
@@ -37,6 +38,18 @@ void vector_exp(Isa isa, const float* x, float* y, std::int64_t n) {
     case Isa::avx512: return avx512::exp_array(x, y, n);
     case Isa::avx2: return avx2::exp_array(x, y, n);
     default: return generic::exp_array(x, y, n);
+  }
+}
+
+void vector_exp2(Isa isa, const float* x, float* y, std::int64_t n) {
+  check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
+        isa_name(isa));
+  switch (isa) {
+    case Isa::amx_bf16:  // AMX serves only the streaming kernel's bf16 tiles
+    case Isa::avx512_bf16: return avx512_bf16::exp2_array(x, y, n);
+    case Isa::avx512: return avx512::exp2_array(x, y, n);
+    case Isa::avx2: return avx2::exp2_array(x, y, n);
+    default: return generic::exp2_array(x, y, n);
   }
 }
 

@@ -68,6 +68,7 @@ struct TileKernels {
   // One step of the online softmax down the columns of s [keys, cols] (lds), for every
   // column c at once: m' = max(max[c], max_k s[k, c]); alpha[c] = exp(max[c] - m');
   // s[k, c] = exp(s[k, c] - m'); sum[c] = alpha[c]·sum[c] + sum_k s[k, c]; max[c] = m'.
+  // Each exp(x - m) is taken as 2^(fl(x·log2e) - fl(m·log2e)) (vec_math.h's exp2_v).
   // -inf scores give 0; a column still without a finite score keeps alpha 1 and sum 0.
   // tile_max, where not null, holds max_k s[k, c] already (scores_f32's col_max), and the
   // step uses it instead of reading the tile for it: the same m', so the same bits.
@@ -91,5 +92,7 @@ const TileKernels& tile_kernels(Isa isa);
 
 // The vectorised exp, exposed for its accuracy test: y[i] = exp(x[i]), n a multiple of W.
 void vector_exp(Isa isa, const float* x, float* y, std::int64_t n);
+// The softmax's 2^x (softmax_columns), likewise: y[i] = 2^x[i] for x[i] <= 127.
+void vector_exp2(Isa isa, const float* x, float* y, std::int64_t n);
 
 }  // namespace headcount::simd
