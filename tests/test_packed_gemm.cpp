@@ -13,6 +13,7 @@
 #include "kernels/tuning.h"
 #include "layers/feed_forward.h"
 #include "layers/packed_gemm.h"
+#include "layers/task_grid.h"
 #include "packed_gemm_testing.h"
 
 namespace headcount::testing {
@@ -78,6 +79,53 @@ TEST(PackedGemm, RowResultDoesNotDependOnMPositionOrThreads) {
   const std::int64_t k = 129, n = 130;  // k odd, n not a multiple of the panel width
   const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 1);
   expect_row_invariance(layers::pack_weights(w.data(), k, n, n), k, n, 70);
+}
+
+// The task split on its own, over row counts around the block and group edges, 1 to 5
+// threads and 1 to 24 panels: every (row, panel) in exactly one task; row blocks contiguous,
+// in order, and never empty except where a grid has more blocks than rows; a grouped grid
+// (threads > 1 and at least one block per worker) has as many groups as workers, blocks of
+// whole 6-row register tiles unless that would leave its last block empty, and worker w's
+// range of parallel_for_ranges (tasks [count·w/T, count·(w+1)/T), context.cpp) holds exactly
+// the tasks of group w, all its panels: the rows a core multiplies are the rows it wrote.
+TEST(TaskGrid, CoversEveryRowAndPanelOnceAndGivesEachWorkerItsGroup) {
+  const std::int64_t block_rows = tuning::gemm_task_rows();
+  std::vector<std::int64_t> row_counts = {1, 2, 5, 6, 7, 13, 95, 96, 97, 191, 192, 193, 448, 449, 1000};
+  for (std::int64_t m = block_rows * 2 - 7; m <= block_rows * 2 + 7; ++m) row_counts.push_back(m);
+  for (std::int64_t m : row_counts)
+    for (int threads = 1; threads <= 5; ++threads)
+      for (std::int64_t panels : {1, 2, 6, 24}) {
+        const layers::TaskGrid grid(m, panels, threads);
+        const std::string where = "m " + std::to_string(m) + ", threads " + std::to_string(threads) +
+                                  ", panels " + std::to_string(panels);
+        std::vector<int> seen(static_cast<std::size_t>(m * panels), 0);
+        for (std::int64_t t = 0; t < grid.tasks(); ++t) {
+          const std::int64_t p = grid.panel(t), rb = grid.row_block(t);
+          ASSERT_TRUE(p >= 0 && p < panels && rb >= 0 && rb < grid.row_blocks) << where << ", task " << t;
+          for (std::int64_t r = grid.first_row(rb); r < grid.first_row(rb) + grid.rows(rb); ++r) ++seen[r * panels + p];
+        }
+        for (std::size_t i = 0; i < seen.size(); ++i)
+          ASSERT_EQ(seen[i], 1) << where << ": row " << i / panels << " panel " << i % panels;
+        std::int64_t next_row = 0;
+        for (std::int64_t rb = 0; rb < grid.row_blocks; ++rb) {
+          ASSERT_EQ(grid.first_row(rb), next_row) << where << ", block " << rb;
+          ASSERT_LE(grid.rows(rb), block_rows) << where << ", block " << rb;
+          if (grid.row_blocks <= m) EXPECT_GT(grid.rows(rb), 0) << where << ", block " << rb;
+          next_row += grid.rows(rb);
+        }
+        ASSERT_EQ(next_row, m) << where;
+        const bool should_group = threads > 1 && (m + block_rows - 1) / block_rows >= threads;
+        ASSERT_EQ(grid.grouped, should_group) << where;
+        if (!grid.grouped) continue;
+        ASSERT_EQ(grid.row_blocks, grid.blocks_per_group * threads) << where;
+        EXPECT_GE(grid.block * grid.row_blocks, m) << where;
+        if (grid.block % 6 != 0)  // a ragged tile only where whole tiles would empty the last block
+          EXPECT_GE((grid.block + 5) / 6 * 6 * (grid.row_blocks - 1), m) << where;
+        const std::int64_t count = grid.tasks();
+        for (int w = 0; w < threads; ++w)
+          for (std::int64_t t = count * w / threads; t < count * (w + 1) / threads; ++t)
+            ASSERT_EQ(grid.row_block(t) / grid.blocks_per_group, w) << where << ", task " << t;
+      }
 }
 
 TEST(PackedGemm, WritesOnlyItsColumnsAndTakesNoBias) {
