@@ -29,28 +29,30 @@ const TileKernels& tile_kernels(Isa isa) {
   }
 }
 
-void vector_exp(Isa isa, const float* x, float* y, std::int64_t n) {
+namespace {
+
+// The ISA's copy of an elementwise function (each tiles_<isa>.cpp defines its own).
+using ArrayFn = void (*)(const float*, float*, std::int64_t);
+ArrayFn pick(Isa isa, ArrayFn generic_fn, ArrayFn avx2_fn, ArrayFn avx512_fn, ArrayFn avx512_bf16_fn) {
   check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
         isa_name(isa));
   switch (isa) {
     case Isa::amx_bf16:  // AMX serves only the streaming kernel's bf16 tiles
-    case Isa::avx512_bf16: return avx512_bf16::exp_array(x, y, n);
-    case Isa::avx512: return avx512::exp_array(x, y, n);
-    case Isa::avx2: return avx2::exp_array(x, y, n);
-    default: return generic::exp_array(x, y, n);
+    case Isa::avx512_bf16: return avx512_bf16_fn;
+    case Isa::avx512: return avx512_fn;
+    case Isa::avx2: return avx2_fn;
+    default: return generic_fn;
   }
 }
 
+}  // namespace
+
+void vector_exp(Isa isa, const float* x, float* y, std::int64_t n) {
+  pick(isa, &generic::exp_array, &avx2::exp_array, &avx512::exp_array, &avx512_bf16::exp_array)(x, y, n);
+}
+
 void vector_exp2(Isa isa, const float* x, float* y, std::int64_t n) {
-  check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
-        isa_name(isa));
-  switch (isa) {
-    case Isa::amx_bf16:  // AMX serves only the streaming kernel's bf16 tiles
-    case Isa::avx512_bf16: return avx512_bf16::exp2_array(x, y, n);
-    case Isa::avx512: return avx512::exp2_array(x, y, n);
-    case Isa::avx2: return avx2::exp2_array(x, y, n);
-    default: return generic::exp2_array(x, y, n);
-  }
+  pick(isa, &generic::exp2_array, &avx2::exp2_array, &avx512::exp2_array, &avx512_bf16::exp2_array)(x, y, n);
 }
 
 }  // namespace headcount::simd

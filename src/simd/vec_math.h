@@ -120,34 +120,33 @@ inline vf exp_v(vf x) {
 // and the upper clamp: 10 instructions instead of 15 on AVX-512. Relative error <= 2 ulp for
 // x in [-126, 127] (test_simd); below -126 exactly 0 (no subnormal results, -inf included),
 // the same rule as exp_v's. Not for x > 127 (no clamp above: the softmax never asks).
-#if defined(__AVX512F__) && HC_VEC_FLOATS == 16
-inline vf exp2_v(vf x) {
-  const __mmask16 normal = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
-  const __m512 n = _mm512_roundscale_ps((__m512)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps((__m512)x, n);
-  __m512 y = _mm512_set1_ps(1.5345792e-4f);
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.3399925e-3f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.618489e-3f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.5503286e-2f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(0.24022646f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(0.6931472f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
-  return (vf)_mm512_maskz_scalef_ps(normal, y, n);
-}
-#else
-inline vf exp2_v(vf x) {
-  const vi underflow = x < splat(-126.0f);  // -inf and NaN: NaN compares false, see below
-  const vf round = splat(12582912.0f);      // 1.5 * 2^23: adding it rounds to an integer
-  const vf clamped = underflow ? splat(-126.0f) : x;
-  const vf n = (clamped + round) - round;
-  const vf f = clamped - n;
+// 2^f for |f| <= 1/2: the polynomial, in Horner steps with madd (fused wherever the ISA has FMA).
+inline vf exp2_fraction(vf f) {
   vf y = splat(1.5345792e-4f);
   y = madd(y, f, splat(1.3399925e-3f));
   y = madd(y, f, splat(9.618489e-3f));
   y = madd(y, f, splat(5.5503286e-2f));
   y = madd(y, f, splat(0.24022646f));
   y = madd(y, f, splat(0.6931472f));
-  y = madd(y, f, splat(1.0f));
+  return madd(y, f, splat(1.0f));
+}
+#if defined(__AVX512F__) && HC_VEC_FLOATS == 16
+// AVX-512: vrndscaleps for n, vscalefps for 2^n, its mask zeroing the lanes below -126 (and NaN).
+inline vf exp2_v(vf x) {
+  const __mmask16 normal = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
+  const __m512 n = _mm512_roundscale_ps((__m512)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const vf y = exp2_fraction(x - (vf)n);
+  return (vf)_mm512_maskz_scalef_ps(normal, (__m512)y, n);
+}
+#else
+// Elsewhere: n by the 1.5·2^23 rounding trick and 2^n built in the exponent bits, so the lanes
+// below -126 are clamped first (n + 127 must stay a normal exponent) and zeroed at the end.
+inline vf exp2_v(vf x) {
+  const vi underflow = x < splat(-126.0f);  // -inf too; NaN compares false and stays NaN
+  const vf round = splat(12582912.0f);      // 1.5 * 2^23: adding it rounds to an integer
+  const vf clamped = underflow ? splat(-126.0f) : x;
+  const vf n = (clamped + round) - round;
+  vf y = exp2_fraction(clamped - n);
   const vi two_n = (__builtin_convertvector(n, vi) + 127) << 23;
   y = y * (vf)two_n;  // a vector cast reinterprets the bits
   return (vf)((vi)y & ~underflow);
