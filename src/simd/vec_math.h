@@ -112,15 +112,9 @@ inline vf exp_v(vf x) {
 }
 #endif
 
-
-// 2^x for the online softmax (softmax_columns takes e^(s - m) as 2^(fl(s·log2e) -
-// fl(m·log2e)), so x <= 0): x = n + f with n the nearest integer (exact) and |f| <= 1/2, 2^f
-// by a degree-6 polynomial (a relative-error minimax fit, 2e-9 on [-1/2, 1/2], so the fp32
-// Horner steps dominate), times 2^n. Against exp_v it drops the two-step reduction by ln 2
-// and the upper clamp: 10 instructions instead of 15 on AVX-512. Relative error <= 2 ulp for
-// x in [-126, 127] (test_simd); below -126 exactly 0 (no subnormal results, -inf included),
-// the same rule as exp_v's. Not for x > 127 (no clamp above: the softmax never asks).
-// 2^f for |f| <= 1/2: the polynomial, in Horner steps with madd (fused wherever the ISA has FMA).
+// 2^f for |f| <= 1/2 (exp2_v below): a degree-6 polynomial, a relative-error minimax fit
+// (2e-9 on [-1/2, 1/2], so the fp32 Horner steps dominate), with madd (fused wherever the ISA
+// has FMA).
 inline vf exp2_fraction(vf f) {
   vf y = splat(1.5345792e-4f);
   y = madd(y, f, splat(1.3399925e-3f));
@@ -130,6 +124,13 @@ inline vf exp2_fraction(vf f) {
   y = madd(y, f, splat(0.6931472f));
   return madd(y, f, splat(1.0f));
 }
+
+// 2^x for the online softmax (softmax_columns takes e^(s - m) as 2^(fl(s·log2e) -
+// fl(m·log2e)), so x <= 0): x = n + f with n the nearest integer (exact) and |f| <= 1/2,
+// 2^f by exp2_fraction, times 2^n. Against exp_v it drops the two-step reduction by ln 2 and
+// the upper clamp: 10 instructions instead of 15 on AVX-512. Relative error <= 2 ulp for x in
+// [-126, 127] (test_simd); below -126 exactly 0 (no subnormal results, -inf included), the
+// same rule as exp_v's. Not for x > 127 (no clamp above: the softmax never asks).
 #if defined(__AVX512F__) && HC_VEC_FLOATS == 16
 // AVX-512: vrndscaleps for n, vscalefps for 2^n, its mask zeroing the lanes below -126 (and NaN).
 inline vf exp2_v(vf x) {
