@@ -212,7 +212,7 @@ void softmax_columns(float* s, i64 lds, i64 keys, i64 cols, float* max, float* s
     // fused into the subtraction), so the key that holds the maximum gets exactly 1, as with
     // e^(s - m); then a row with one visible key has l = 1 and lse = m bitwise, the same
     // lse the backward's own scores reproduce. 2^x costs 10 instructions on AVX-512 where
-    // e^x cost 15 (plus this multiply): a call 2% faster at head_dim 64, 10% at head_dim 8
+    // e^x cost 15 (plus this multiply): a call 2.7% faster at head_dim 64, 9.9% at head_dim 8
     // on AMD Zen 4, one thread (bench/results/2026-12-04d-amd-softmax-exp2.txt).
     const vi none = m_new == minus_inf;
     const vf log2e = splat(1.44269504088896341f);
