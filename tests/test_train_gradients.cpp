@@ -24,6 +24,7 @@
 
 #include "headcount/train/model.h"
 #include "layers/gemm.h"
+#include "layers/packed_gemm.h"
 #include "train/attention_block.h"
 #include "train/cross_entropy.h"
 #include "train/embedding.h"
@@ -89,35 +90,79 @@ void expect_gradient(const T* got, const Fd& fd, double depth, double n, const s
 
 // ---- pieces ------------------------------------------------------------------------------
 
-// C = op(A)·op(B) (+ C) against double, with the elementwise γ_k bound |Δ| ≤ 1.01·k·u·Σ|a||b|
-// (+ one rounding of the accumulated C); row bands (m = 70) and column bands (m = 5).
+// C = op(A)·op(B) (+ C) (+ bias) against double, with the elementwise γ_k bound
+// |Δ| ≤ 1.01·(k + 2)·u·(|c| + Σ|a||b| + |bias|): k multiply-adds onto the accumulator (started
+// at C's value with accumulate), then one rounding of + bias. Shapes: many row tasks (m = 70),
+// one row tile (m = 5), a depth past one depth block of 768 with a ragged panel (n = 130), and
+// strided leading dimensions (every operand a column range of a wider matrix).
 TEST(TrainGemm, TransposeFlagsMatchDouble) {
   std::mt19937_64 rng(1);
   for (int threads : {1, 2})
-    for (auto [m, n, k] : {std::tuple{70, 37, 45}, std::tuple{5, 150, 33}})
+    for (auto [m, n, k, pad] : {std::tuple{70, 37, 45, 0}, std::tuple{5, 150, 33, 3}, std::tuple{13, 130, 800, 5}})
       for (bool ta : {false, true})
         for (bool tb : {false, true})
-          for (bool acc : {false, true}) {
+          for (int mode = 0; mode < 3; ++mode) {  // 0: C = A·B, 1: C += A·B, 2: C = A·B + bias
+            const bool acc = mode == 1, with_bias = mode == 2;
             Context ctx({.threads = threads});
-            const Vec a = random_vec(static_cast<std::size_t>(m * k), rng, 1), b = random_vec(static_cast<std::size_t>(k * n), rng, 1);
-            const Vec c0 = random_vec(static_cast<std::size_t>(m * n), rng, 1);
-            std::vector<float> af = to_float(a), bf = to_float(b), cf = to_float(c0);
-            layers::gemm(ctx, {.m = m, .n = n, .k = k, .a = af.data(), .lda = ta ? m : k, .b = bf.data(),
-                               .ldb = tb ? k : n, .c = cf.data(), .ldc = n, .accumulate = acc,
-                               .trans_a = ta, .trans_b = tb});
-            for (int i = 0; i < m; ++i)
+            const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+            const Vec a = random_vec(static_cast<std::size_t>((ta ? k : m) * lda), rng, 1);
+            const Vec b = random_vec(static_cast<std::size_t>((tb ? n : k) * ldb), rng, 1);
+            const Vec c0 = random_vec(static_cast<std::size_t>(m * ldc), rng, 1), bias = random_vec(static_cast<std::size_t>(n), rng, 1);
+            std::vector<float> af = to_float(a), bf = to_float(b), cf = to_float(c0), biasf = to_float(bias);
+            layers::gemm(ctx, {.m = m, .n = n, .k = k, .a = af.data(), .lda = lda, .b = bf.data(), .ldb = ldb,
+                               .c = cf.data(), .ldc = ldc, .bias = with_bias ? biasf.data() : nullptr,
+                               .accumulate = acc, .trans_a = ta, .trans_b = tb});
+            for (int i = 0; i < m; ++i) {
               for (int j = 0; j < n; ++j) {
-                double sum = acc ? c0[static_cast<std::size_t>(i * n + j)] : 0.0, mag = std::abs(sum);
+                double sum = acc ? c0[static_cast<std::size_t>(i * ldc + j)] : 0.0, mag = std::abs(sum);
                 for (int r = 0; r < k; ++r) {
-                  const double x = a[static_cast<std::size_t>(ta ? r * m + i : i * k + r)];
-                  const double y = b[static_cast<std::size_t>(tb ? j * k + r : r * n + j)];
+                  const double x = a[static_cast<std::size_t>(ta ? r * lda + i : i * lda + r)];
+                  const double y = b[static_cast<std::size_t>(tb ? j * ldb + r : r * ldb + j)];
                   sum += x * y;
                   mag += std::abs(x * y);
                 }
-                ASSERT_LE(std::abs(cf[static_cast<std::size_t>(i * n + j)] - sum), 1.01 * (k + 1) * kU * mag)
-                    << "m " << m << " ta " << ta << " tb " << tb << " acc " << acc << " threads " << threads;
+                if (with_bias) {
+                  sum += bias[static_cast<std::size_t>(j)];
+                  mag += std::abs(bias[static_cast<std::size_t>(j)]);
+                }
+                ASSERT_LE(std::abs(cf[static_cast<std::size_t>(i * ldc + j)] - sum), 1.01 * (k + 2) * kU * mag)
+                    << "m " << m << " n " << n << " k " << k << " ta " << ta << " tb " << tb << " mode " << mode
+                    << " threads " << threads;
               }
+              // The padding columns of C are not written.
+              for (int j = n; j < ldc; ++j)
+                ASSERT_EQ(cf[static_cast<std::size_t>(i * ldc + j)], static_cast<float>(c0[static_cast<std::size_t>(i * ldc + j)]));
+            }
           }
+}
+
+// The training GEMM's invariance (layers/gemm.h): every output is one accumulator in depth
+// order, so 1, 2 and 3 threads give the same bits, a row gives the same bits alone as in the
+// batch, and the in-place operands give the bits of the inference side's packed GEMM.
+TEST(TrainGemm, BitwiseInvariantToThreadsRowsAndPacking) {
+  std::mt19937_64 rng(11);
+  const std::int64_t m = 150, n = 200, k = 900;
+  std::vector<float> a = to_float(random_vec(static_cast<std::size_t>(m * k), rng, 1));
+  std::vector<float> b = to_float(random_vec(static_cast<std::size_t>(k * n), rng, 1));
+  std::vector<float> bias = to_float(random_vec(static_cast<std::size_t>(n), rng, 1));
+  auto run = [&](int threads, std::int64_t rows, const float* x) {
+    Context ctx({.threads = threads});
+    std::vector<float> c(static_cast<std::size_t>(rows * n));
+    layers::gemm(ctx, {.m = rows, .n = n, .k = k, .a = x, .lda = k, .b = b.data(), .ldb = n, .c = c.data(), .ldc = n,
+                       .bias = bias.data()});
+    return c;
+  };
+  const std::vector<float> one = run(1, m, a.data());
+  EXPECT_EQ(run(2, m, a.data()), one);
+  EXPECT_EQ(run(3, m, a.data()), one);
+  const std::vector<float> row = run(2, 1, a.data() + 77 * k);
+  EXPECT_TRUE(std::equal(row.begin(), row.end(), one.begin() + 77 * n));
+  Context ctx({.threads = 2});
+  const Tensor packed = layers::pack_weights(b.data(), k, n, n);
+  std::vector<float> y(static_cast<std::size_t>(m * n));
+  layers::packed_gemm(ctx, {.m = m, .x = a.data(), .ldx = k, .w = &packed, .n = n, .bias = bias.data(), .y = y.data(),
+                            .ldy = n});
+  EXPECT_EQ(y, one);
 }
 
 // L = Σ R ∘ LayerNorm(x): n = width (the row sums), depth 3 (statistics, normalise, backward).
@@ -166,8 +211,8 @@ TEST(TrainGelu, BackwardMatchesFiniteDifferences) {
   }
   // Per element the scale is the magnitude of the element's own terms (no sums over elements):
   // Φ = 0.5·(1 + erf) is a sum of two terms of sizes 0.5 and 0.5·|erf| (it cancels for u << 0),
-  // then u·φ, then the product with r. src/train/gelu.cpp's erf errs by <= 7 ulp of 1 (its
-  // measured worst case), i.e. 3.5·u on Φ's scale, its exp by <= 2 ulp, and about 5 more
+  // then u·φ, then the product with r. The per-ISA erf (simd/gemm_impl.h) errs by <= 3.52e-7
+  // (its measured worst case, SSE2; 6 ulp of 1), i.e. 3·u on Φ's scale, exp by <= 2 ulp, and about 5 more
   // roundings follow: |Δ| ≤ 12·u·|r|·(0.5·(1 + |erf|) + |u|·φ).
   for (std::size_t i = 0; i < u.size(); ++i) {
     const double x = u[i];
@@ -176,7 +221,7 @@ TEST(TrainGelu, BackwardMatchesFiniteDifferences) {
   }
   std::vector<float> y(u.size());
   train::gelu_forward(ctx, uf.data(), y.data(), static_cast<std::int64_t>(u.size()));
-  // gelu = u·Φ: 3.5·u from the erf (above) and two roundings, relative to |u|.
+  // gelu = u·Φ: 3·u from the erf (above) and two roundings, relative to |u|.
   for (std::size_t i = 0; i < u.size(); ++i) ASSERT_NEAR(y[i], ref::gelu(u[i]), 6 * kU * std::abs(u[i]) + 1e-30);
 }
 

@@ -37,10 +37,6 @@ void project(Context& ctx, const TensorView& x, const Tensor& w, const Tensor& b
              std::int64_t ldy) {
   const std::int64_t batch = x.shape[0], len = x.shape[1];
   const std::int64_t in = w.size(0), out = w.size(1);
-  if (!bias.empty()) {
-    for (std::int64_t r = 0; r < batch * len; ++r)
-      std::copy(bias.data<const float>(), bias.data<const float>() + out, y + r * ldy);
-  }
   const bool one_gemm = x.strides[0] == len * x.strides[1];
   for (std::int64_t b = 0; b < (one_gemm ? 1 : batch); ++b) {
     layers::gemm(ctx, {.m = one_gemm ? batch * len : len,
@@ -52,7 +48,7 @@ void project(Context& ctx, const TensorView& x, const Tensor& w, const Tensor& b
                        .ldb = out,
                        .c = y + b * len * ldy,
                        .ldc = ldy,
-                       .accumulate = !bias.empty()});
+                       .bias = bias.empty() ? nullptr : bias.data<const float>()});
   }
 }
 

@@ -43,6 +43,25 @@ namespace headcount::simd {
 
 enum class GemmEpilogue { none, gelu_erf };
 
+// One panel's product with its operands where they lie, for layers::gemm (training, where
+// the operands change every step and are not worth packing):
+//   y[r, c] (+)= Σ_d x[r·x_row_stride + d·x_depth_stride] · panel[d·panel_row_stride + c] (+ bias[c])
+// for r < rows, c < cols <= 64. x_depth_stride != 1 reads a transposed operand in place
+// (dW = Xᵀ·dY); panel_row_stride is the row stride of an unpacked matrix whose 64 columns
+// from `panel` are all readable (a ragged last panel is packed by the caller). The arithmetic
+// per element is `panel`'s (one fp32 accumulator, depths in order, then the bias), starting
+// from y's value with `accumulate`.
+struct StridedPanel {
+  const float* x = nullptr;
+  std::int64_t x_row_stride = 0, x_depth_stride = 1, rows = 0;
+  const float* panel = nullptr;
+  std::int64_t panel_row_stride = 0, k = 0;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  std::int64_t ldy = 0, cols = 0;
+  bool accumulate = false;
+};
+
 struct GemmKernels {
   Isa isa = Isa::generic;
   int vector_floats = 4;
@@ -51,10 +70,16 @@ struct GemmKernels {
   void (*panel)(const float* x, std::int64_t ldx, std::int64_t rows, const float* panel,
                 std::int64_t k, const float* bias, float* y, std::int64_t ldy, std::int64_t cols,
                 GemmEpilogue epilogue) = nullptr;
+  // As `panel` on operands in place (layers/gemm.cpp, the training GEMM): see StridedPanel.
+  void (*panel_strided)(const StridedPanel& args) = nullptr;
   // The vectorised GELU of the epilogue on n floats in place (n any), and the erf it is built
   // from (y = erf(x), n a multiple of vector_floats): exposed for their accuracy tests.
   void (*gelu_erf)(float* x, std::int64_t n) = nullptr;
   void (*erf)(const float* x, float* y, std::int64_t n) = nullptr;
+  // The training executor's GELU (train/gelu.h) on the same erf: y = gelu(u) (y may be u), and
+  // du = dy · gelu'(u) with gelu'(u) = Φ(u) + u·φ(u), φ from vec_math.h's exp_v; n any.
+  void (*gelu_erf_from)(const float* u, float* y, std::int64_t n) = nullptr;
+  void (*gelu_erf_grad)(const float* u, const float* dy, float* du, std::int64_t n) = nullptr;
   // As `panel` on bf16 x rows (row r at x + r*ldx bf16 values, ldx even) and one bf16 panel
   // (layout above); k even.
   void (*panel_bf16)(const std::uint16_t* x, std::int64_t ldx, std::int64_t rows, const std::uint32_t* panel,

@@ -83,6 +83,13 @@ inline vf load_part(const float* p, i64 cols) {
   return load(tmp);
 }
 
+// Stores the first `cols` lanes of v (cols < W).
+inline void store_part(float* p, vf v, i64 cols) {
+  float tmp[W];
+  store(tmp, v);
+  std::copy_n(tmp, cols, p);
+}
+
 // Depths [d0, d1) of y[R rows, cols] of one register tile: panel points at the tile's first
 // column (row stride kPanel), bias at its first column's bias (or null), cols <= kBlock valid
 // columns. The first depth block starts the accumulators at 0, later ones reload the fp32
@@ -132,9 +139,17 @@ inline void prefetch_row(const void* panel_row) {
   }
 }
 
-template <int R, bool kPrefetch>
+// kStrided: the operands in place (gemm.h's StridedPanel): x's depth d of row r at
+// x[r·ldx + d·x_depth], the panel's row d at panel + d·panel_row; otherwise the packed layout's
+// constants (depth stride 1, rows of kPanel), so the inference tiles keep their addressing.
+template <int R, bool kPrefetch, bool kStrided = false>
 void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const float* bias, float* y, i64 ldy,
-          i64 cols, GemmEpilogue epilogue, bool first, bool last, i64 rows_end) {
+          i64 cols, GemmEpilogue epilogue, bool first, bool last, i64 rows_end, i64 x_depth = 1,
+          i64 panel_row = kPanel) {
+  if constexpr (!kStrided) {
+    x_depth = 1;
+    panel_row = kPanel;
+  }
   vf acc[R][kVecs] = {};
   if (!first) {
 #pragma GCC unroll 16
@@ -148,13 +163,13 @@ void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const flo
   for (int r = 0; r < R; ++r) xr[r] = x + r * ldx;
   constexpr i64 ahead = tuning::gemm_prefetch_rows();
   for (i64 d = d0; d < d1; ++d) {
-    if (kPrefetch && d + ahead < rows_end) prefetch_row<kPrefetch>(panel + (d + ahead) * kPanel);
+    if (kPrefetch && d + ahead < rows_end) prefetch_row<kPrefetch>(panel + (d + ahead) * panel_row);
     vf b[kVecs];
 #pragma GCC unroll 16
-    for (int j = 0; j < kVecs; ++j) b[j] = load(panel + d * kPanel + j * W);
+    for (int j = 0; j < kVecs; ++j) b[j] = load(panel + d * panel_row + j * W);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const vf a = splat(xr[r][d]);
+      const vf a = splat(xr[r][d * x_depth]);
 #pragma GCC unroll 16
       for (int j = 0; j < kVecs; ++j) acc[r][j] = vec::madd(a, b[j], acc[r][j]);
     }
@@ -196,7 +211,36 @@ void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, 
       for (i64 r0 = 0; r0 < rows; r0 += kRows) {
         const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
         kTiles[r0 == 0 ? prefetching : 1][nr - 1](x + r0 * ldx, ldx, panel + c0, d0, d1, bias == nullptr ? nullptr : bias + c0,
-                                        y + r0 * ldy + c0, ldy, block_cols, epilogue, d0 == 0, d1 == k, k);
+                                        y + r0 * ldy + c0, ldy, block_cols, epilogue, d0 == 0, d1 == k, k, 1, kPanel);
+      }
+    }
+  }
+}
+
+using StridedTile = decltype(&tile<1, false, true>);
+template <int... R>
+constexpr std::array<StridedTile, sizeof...(R)> strided_tile_table(std::integer_sequence<int, R...>) {
+  return {&tile<R + 1, false, true>...};
+}
+constexpr std::array<StridedTile, kRows> kStridedTiles = strided_tile_table(std::make_integer_sequence<int, kRows>{});
+
+// gemm.h's StridedPanel: the same blocking and per-element arithmetic as panel_kernel (one fp32
+// accumulator per output, depths in increasing order, bias then nothing else), so the packed
+// and in-place operands give the same bits. The training GEMM's operands are small and
+// already in cache (a step's activations), so no prefetch; with `accumulate` the first depth
+// block starts from y as later blocks do.
+void panel_kernel_strided(const StridedPanel& s) {
+  const i64 kc = tuning::gemm_depth_block();
+  for (i64 d0 = 0; d0 < s.k; d0 += kc) {
+    const i64 d1 = std::min(s.k, d0 + kc);
+    for (i64 c0 = 0; c0 < s.cols; c0 += kBlock) {
+      const i64 block_cols = std::min<i64>(kBlock, s.cols - c0);
+      for (i64 r0 = 0; r0 < s.rows; r0 += kRows) {
+        const int nr = static_cast<int>(std::min<i64>(kRows, s.rows - r0));
+        kStridedTiles[nr - 1](s.x + r0 * s.x_row_stride, s.x_row_stride, s.panel + c0, d0, d1,
+                              s.bias == nullptr ? nullptr : s.bias + c0, s.y + r0 * s.ldy + c0, s.ldy, block_cols,
+                              GemmEpilogue::none, d0 == 0 && !s.accumulate, d1 == s.k, s.k, s.x_depth_stride,
+                              s.panel_row_stride);
       }
     }
   }
@@ -537,6 +581,27 @@ void gelu_array(float* x, i64 n) {
   }
 }
 
+// y = gelu(u) over n floats (y may be u): the training forward keeps u for its backward.
+void gelu_from_array(const float* u, float* y, i64 n) {
+  i64 i = 0;
+  for (; i + W <= n; i += W) store(y + i, gelu_v(load(u + i)));
+  if (i < n) store_part(y + i, gelu_v(load_part(u + i, n - i)), n - i);
+}
+
+// du = dy · gelu'(u), gelu'(u) = Φ(u) + u·φ(u) with Φ = (1 + erf(u/√2))/2 (erf_v) and
+// φ = exp(-u²/2)/√(2π) (exp_v, 0 below its underflow, where u·φ is below fp32's range anyway).
+inline vf gelu_grad_v(vf u) {
+  const vf cdf = splat(0.5f) * (splat(1.0f) + erf_v(u * splat(0.70710678118654752f)));
+  const vf pdf = splat(0.39894228040143268f) * vec::exp_v(splat(-0.5f) * u * u);
+  return cdf + u * pdf;
+}
+
+void gelu_grad_array(const float* u, const float* dy, float* du, i64 n) {
+  i64 i = 0;
+  for (; i + W <= n; i += W) store(du + i, load(dy + i) * gelu_grad_v(load(u + i)));
+  if (i < n) store_part(du + i, load_part(dy + i, n - i) * gelu_grad_v(load_part(u + i, n - i)), n - i);
+}
+
 void erf_array(const float* x, float* y, i64 n) {
   for (i64 i = 0; i < n; i += W) store(y + i, erf_v(load(x + i)));
 }
@@ -614,8 +679,11 @@ const GemmKernels& gemm_table() {
   static const GemmKernels kernels{.isa = HC_ISA,
                                    .vector_floats = W,
                                    .panel = &panel_kernel,
+                                   .panel_strided = &panel_kernel_strided,
                                    .gelu_erf = &gelu_array,
                                    .erf = &erf_array,
+                                   .gelu_erf_from = &gelu_from_array,
+                                   .gelu_erf_grad = &gelu_grad_array,
                                    .panel_bf16 = &panel_kernel_bf16,
                                    .to_bf16 = &to_bf16_array,
                                    .panel_i8 = &panel_kernel_i8,

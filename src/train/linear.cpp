@@ -9,10 +9,7 @@ namespace headcount::train {
 
 void linear_forward(Context& ctx, const float* x, std::int64_t rows, std::int64_t in, std::int64_t out,
                     const float* w, const float* b, float* y) {
-  if (b != nullptr)
-    for (std::int64_t r = 0; r < rows; ++r) std::copy_n(b, out, y + r * out);
-  layers::gemm(ctx, {.m = rows, .n = out, .k = in, .a = x, .lda = in, .b = w, .ldb = out, .c = y,
-                     .ldc = out, .accumulate = b != nullptr});
+  layers::gemm(ctx, {.m = rows, .n = out, .k = in, .a = x, .lda = in, .b = w, .ldb = out, .c = y, .ldc = out, .bias = b});
 }
 
 void linear_backward(Context& ctx, const LinearBackward& g) {

@@ -2,7 +2,7 @@
 // matrices of `rows` rows (rows = batch * seq_len tokens). Weights are [in, out] (x · W).
 //   forward:  y = x · W + b
 //   backward: dW = xᵀ · dy,  db = Σ_rows dy,  dx = dy · Wᵀ
-// Every product goes through layers::gemm (the context's one pool, no transposed copies);
+// Every product goes through layers::gemm (headcount's own micro-kernels on the context's pool);
 // the bias gradient is a column sum in a fixed row order, so it does not depend on threads.
 #pragma once
 
