@@ -23,8 +23,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/headcountConfigVersion.cm
 install(FILES ${PROJECT_BINARY_DIR}/headcountConfig.cmake ${PROJECT_BINARY_DIR}/headcountConfigVersion.cmake
         DESTINATION ${HEADCOUNT_CMAKE_DIR} COMPONENT dev)
 
-# pkg-config: the library is static, so its dependencies go on Libs (OpenBLAS and utf8proc
-# through their own .pc files, found by Requires), not Libs.private.
+# pkg-config: the library is static, so its dependencies go on Libs (utf8proc
+# through its own .pc file, found by Requires), not Libs.private.
 # The .pc file names its prefix relative to itself (${pcfiledir}), so `cmake --install --prefix`
 # anywhere gives a working file.
 file(RELATIVE_PATH HEADCOUNT_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)

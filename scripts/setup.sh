@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config
-  libopenblas-dev        # GEMMs (sgemm, sbgemm); the pthread build
+  libopenblas-dev        # the bench's sgemm yardstick (the CLI); the pthread build
   libcli11-dev           # command line
   nlohmann-json3-dev     # JSON output, safetensors headers
   libgtest-dev           # tests
