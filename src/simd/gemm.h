@@ -101,6 +101,13 @@ struct GemmKernels {
   // double in an order that depends only on width.
   void (*layer_norm_row)(float* row, const float* residual, std::int64_t width, const float* gamma, const float* beta,
                          float eps) = nullptr;
+  // The training executor's LayerNorm (train/layer_norm.h), per row: the forward writes
+  // y = (x - mean)·rstd·γ + β and the row's float mean and rstd (statistics summed as in
+  // layer_norm_row); the backward's dx from those statistics (dx += with accumulate).
+  void (*layer_norm_train_row)(const float* x, std::int64_t width, const float* gamma, const float* beta, float eps,
+                               float* y, float* mean, float* rstd) = nullptr;
+  void (*layer_norm_grad_row)(const float* x, const float* dy, const float* gamma, float mean, float rstd,
+                              std::int64_t width, float* dx, bool accumulate) = nullptr;
 };
 
 const GemmKernels& gemm_kernels(Isa isa);

@@ -673,6 +673,64 @@ void layer_norm_row(float* row, const float* residual, i64 width, const float* g
   for (; c < width; ++c) row[c] = static_cast<float>((row[c] - mean) * inv_std) * gamma[c] + beta[c];
 }
 
+// The training executor's LayerNorm rows (train/layer_norm.h): the statistics by lane_sum
+// above (32 double lanes, an order fixed by the width), saved as floats; x̂ = (x - mean)·rstd
+// from those floats, exactly as the backward recomputes it.
+void layer_norm_train_row(const float* x, i64 width, const float* gamma, const float* beta, float eps, float* y,
+                          float* mean_out, float* rstd_out) {
+  const double mean = lane_sum(x, width, 0.0, false) / static_cast<double>(width);
+  const double squares = lane_sum(x, width, mean, true);
+  const float mu = static_cast<float>(mean);
+  const float inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(width) + eps));
+  *mean_out = mu;
+  *rstd_out = inv;
+  const vf m = splat(mu), s = splat(inv);
+  i64 c = 0;
+  for (; c + W <= width; c += W) store(y + c, (load(x + c) - m) * s * load(gamma + c) + load(beta + c));
+  for (; c < width; ++c) y[c] = (x[c] - mu) * inv * gamma[c] + beta[c];
+}
+
+// One row of LayerNorm's dx: g = dy·γ, dx = rstd·(g - mean(g) - x̂·mean(g·x̂)), the two means
+// summed in double over 8 lanes (c mod 8, increasing c, then a fixed tree): an order that
+// depends on the width only. With `accumulate`, dx += that.
+void layer_norm_grad_row(const float* x, const float* dy, const float* gamma, float mu, float inv, i64 width,
+                         float* dx, bool accumulate) {
+  constexpr int kLanes = 8;
+  double sum_g[kLanes] = {}, sum_gx[kLanes] = {};
+  i64 c = 0;
+  for (; c + kLanes <= width; c += kLanes)
+#pragma GCC unroll 8
+    for (int j = 0; j < kLanes; ++j) {
+      const double gc = static_cast<double>(dy[c + j]) * gamma[c + j];
+      sum_g[j] += gc;
+      sum_gx[j] += gc * ((x[c + j] - mu) * inv);
+    }
+  for (int j = 0; c + j < width; ++j) {
+    const double gc = static_cast<double>(dy[c + j]) * gamma[c + j];
+    sum_g[j] += gc;
+    sum_gx[j] += gc * ((x[c + j] - mu) * inv);
+  }
+  for (int half = kLanes / 2; half >= 1; half /= 2)
+    for (int j = 0; j < half; ++j) {
+      sum_g[j] += sum_g[j + half];
+      sum_gx[j] += sum_gx[j + half];
+    }
+  const float mean_g = static_cast<float>(sum_g[0] / static_cast<double>(width));
+  const float mean_gx = static_cast<float>(sum_gx[0] / static_cast<double>(width));
+  const vf m = splat(mu), s = splat(inv), mg = splat(mean_g), mgx = splat(mean_gx);
+  c = 0;
+  for (; c + W <= width; c += W) {
+    const vf xhat = (load(x + c) - m) * s;
+    const vf v = s * (load(dy + c) * load(gamma + c) - mg - xhat * mgx);
+    store(dx + c, accumulate ? load(dx + c) + v : v);
+  }
+  for (; c < width; ++c) {
+    const float xhat = (x[c] - mu) * inv;
+    const float v = inv * (dy[c] * gamma[c] - mean_g - xhat * mean_gx);
+    dx[c] = accumulate ? dx[c] + v : v;
+  }
+}
+
 }  // namespace
 
 const GemmKernels& gemm_table() {
@@ -688,7 +746,9 @@ const GemmKernels& gemm_table() {
                                    .to_bf16 = &to_bf16_array,
                                    .panel_i8 = &panel_kernel_i8,
                                    .quantize_u8 = &quantize_u8_row,
-                                   .layer_norm_row = &layer_norm_row};
+                                   .layer_norm_row = &layer_norm_row,
+                                   .layer_norm_train_row = &layer_norm_train_row,
+                                   .layer_norm_grad_row = &layer_norm_grad_row};
   return kernels;
 }
 

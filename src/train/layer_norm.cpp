@@ -1,8 +1,12 @@
-// LayerNorm forward/backward (formulas in layer_norm.h).
+// LayerNorm forward/backward (formulas in layer_norm.h): the rows on the per-ISA kernels of
+// simd/gemm.h (the statistics summed as the inference LayerNorm sums them), the column sums
+// of dγ and dβ here, each column's rows in order.
 #include "train/layer_norm.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "simd/gemm.h"
 
 namespace headcount::train {
 namespace {
@@ -12,49 +16,22 @@ constexpr std::int64_t kColumnsPerTask = 64;
 
 void layer_norm_forward(Context& ctx, const float* x, std::int64_t rows, std::int64_t width,
                         const float* gamma, const float* beta, float* y, float* mean, float* rstd, float eps) {
+  const auto& kernels = simd::gemm_kernels(ctx.isa());
   ctx.parallel_for((rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
-    for (std::int64_t r = task * kRowsPerTask; r < end; ++r) {
-      const float* in = x + r * width;
-      double sum = 0;
-      for (std::int64_t c = 0; c < width; ++c) sum += in[c];
-      const double mu = sum / static_cast<double>(width);
-      double squares = 0;
-      for (std::int64_t c = 0; c < width; ++c) squares += (in[c] - mu) * (in[c] - mu);
-      const double inv = 1.0 / std::sqrt(squares / static_cast<double>(width) + eps);
-      mean[r] = static_cast<float>(mu);
-      rstd[r] = static_cast<float>(inv);
-      // x̂ from the saved float statistics, exactly as the backward recomputes it.
-      float* out = y + r * width;
-      for (std::int64_t c = 0; c < width; ++c)
-        out[c] = (in[c] - mean[r]) * rstd[r] * gamma[c] + beta[c];
-    }
+    for (std::int64_t r = task * kRowsPerTask; r < end; ++r)
+      kernels.layer_norm_train_row(x + r * width, width, gamma, beta, eps, y + r * width, mean + r, rstd + r);
   });
 }
 
 void layer_norm_backward(Context& ctx, const LayerNormBackward& g) {
   const std::int64_t width = g.width;
+  const auto& kernels = simd::gemm_kernels(ctx.isa());
   ctx.parallel_for((g.rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(g.rows, (task + 1) * kRowsPerTask);
-    for (std::int64_t r = task * kRowsPerTask; r < end; ++r) {
-      const float* in = g.x + r * width;
-      const float* dy = g.dy + r * width;
-      const float mu = g.mean[r], inv = g.rstd[r];
-      double sum_g = 0, sum_gx = 0;
-      for (std::int64_t c = 0; c < width; ++c) {
-        const double gc = static_cast<double>(dy[c]) * g.gamma[c];
-        sum_g += gc;
-        sum_gx += gc * ((in[c] - mu) * inv);
-      }
-      const float mean_g = static_cast<float>(sum_g / static_cast<double>(width));
-      const float mean_gx = static_cast<float>(sum_gx / static_cast<double>(width));
-      float* dx = g.dx + r * width;
-      for (std::int64_t c = 0; c < width; ++c) {
-        const float xhat = (in[c] - mu) * inv;
-        const float value = inv * (dy[c] * g.gamma[c] - mean_g - xhat * mean_gx);
-        dx[c] = g.accumulate_dx ? dx[c] + value : value;
-      }
-    }
+    for (std::int64_t r = task * kRowsPerTask; r < end; ++r)
+      kernels.layer_norm_grad_row(g.x + r * width, g.dy + r * width, g.gamma, g.mean[r], g.rstd[r], width,
+                                  g.dx + r * width, g.accumulate_dx);
   });
   ctx.parallel_for((width + kColumnsPerTask - 1) / kColumnsPerTask, [&](std::int64_t task, int) {
     const std::int64_t c0 = task * kColumnsPerTask, c1 = std::min(width, c0 + kColumnsPerTask);
