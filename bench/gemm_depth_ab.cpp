@@ -38,7 +38,7 @@ const GemmKernels& side_b() { return ab_side_b::gemm_table(); }
 #include <random>
 #include <vector>
 
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 #include "simd/gemm.h"
 
 namespace headcount::simd {

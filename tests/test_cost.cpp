@@ -9,7 +9,7 @@
 #include "cli_runner.h"
 #include "headcount/cost.h"
 #include "headcount/error.h"
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 
 namespace headcount {
 namespace {

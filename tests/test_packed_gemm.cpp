@@ -10,7 +10,7 @@
 
 #include "expect_error.h"
 #include "headcount/context.h"
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 #include "layers/feed_forward.h"
 #include "layers/packed_gemm.h"
 #include "layers/task_grid.h"

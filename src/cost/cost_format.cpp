@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "headcount/cost.h"
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 
 namespace headcount {
 namespace {

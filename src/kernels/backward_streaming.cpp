@@ -47,7 +47,7 @@
 #include "kernels/backward_checks.h"
 #include "kernels/masking.h"
 #include "kernels/task_rows.h"
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 #include "simd/tiles.h"
 
 namespace headcount {

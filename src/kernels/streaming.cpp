@@ -48,7 +48,7 @@
 #include "kernels/streaming_amx.h"
 #include "kernels/task_rows.h"
 #include "kernels/validate.h"
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 #include "simd/tiles.h"
 
 namespace headcount {

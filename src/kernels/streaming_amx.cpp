@@ -18,7 +18,7 @@
 #include "headcount/error.h"
 #include "kernels/masking.h"
 #include "kernels/task_rows.h"
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 #include "simd/amx.h"
 #include "simd/tiles.h"
 

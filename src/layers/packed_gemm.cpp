@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "headcount/error.h"
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 #include "layers/task_grid.h"
 
 namespace headcount::layers {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "headcount/context.h"
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 
 namespace headcount::layers {
 

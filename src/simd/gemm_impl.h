@@ -24,7 +24,7 @@
 #include <limits>
 #include <utility>
 
-#include "kernels/tuning.h"
+#include "simd/tuning.h"
 #include "simd/gemm.h"
 #include "simd/vec_math.h"
 

@@ -1,4 +1,6 @@
-// Every tuning constant of the kernels, in one place, each with the reason for its value.
+// Every tuning constant of the kernels and the GEMM, in one place, each with the reason for its
+// value. It lives in simd/, the lowest floor, because the micro-kernels read it too: the
+// kernels, the layers and the cost model include it downwards.
 #pragma once
 
 #include <algorithm>
