@@ -43,8 +43,9 @@ EncoderWeights read_encoder_weights(const std::string& model_dir);
 // 1_Pooling/config.json where present. Nothing appears under out_dir unless all of it is written.
 void write_encoder_dir(const EncoderWeights& weights, const std::string& out_dir);
 
-// The encoder these weights make: written to a fresh temporary model directory, loaded, and the
-// directory removed (the loader and the checks are the ones every model directory goes through).
+// The encoder these weights make, built in memory (no model directory is written): the
+// tensors are copied and checked against the weight table as a loaded file's are; the
+// vocabulary comes from weights.source_dir.
 BertEncoder encoder_from_weights(const EncoderWeights& weights);
 
 // remove[l]: original indices of heads to remove from layer l (each present now; at least one

@@ -129,6 +129,14 @@ class BertEncoder {
   static BertEncoder load(const std::string& model_dir, const EncoderLoadOptions& options = {});
   BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer,
               const EncoderLoadOptions& options = {});
+  // Where the encoder takes each tensor of bert_weight_table(config) from: the f32 tensor of
+  // that name (without any "bert." prefix), which must have that shape (throw Error naming the
+  // tensor otherwise). The safetensors constructor reads the file through one; weights already
+  // in memory (pruned or converted ones, compress.h's encoder_from_weights) are handed over
+  // through another, with no model directory written.
+  using WeightSource = std::function<Tensor(const std::string& name, const std::vector<std::int64_t>& shape)>;
+  BertEncoder(EncoderConfig config, const WeightSource& weights, WordPieceTokenizer tokenizer,
+              const EncoderLoadOptions& options = {});
   ~BertEncoder();
   BertEncoder(BertEncoder&&) noexcept;
   BertEncoder& operator=(BertEncoder&&) noexcept;

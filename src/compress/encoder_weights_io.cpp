@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 
 #include "headcount/compress.h"
 #include "headcount/error.h"
 #include "headcount/safetensors.h"
+#include "compress/tensor_copy.h"
 #include "io/atomic_file.h"
 
 namespace headcount {
@@ -125,13 +125,21 @@ void write_encoder_dir(const EncoderWeights& w, const std::string& out_dir) {
 }
 
 BertEncoder encoder_from_weights(const EncoderWeights& w) {
-  // pid + a random number: distinct for concurrent callers without any shared counter.
-  const fs::path dir = fs::temp_directory_path() / concat("headcount_weights_", ::getpid(), "_", std::random_device{}());
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  write_encoder_dir(w, dir.string());
-  DirectoryGuard guard{.path = dir};
-  return BertEncoder::load(dir.string());
+  validate_head_layout(w.config, "weights");
+  // The tensors are copied (the caller keeps its weights: a sweep builds many encoders from
+  // one set), checked against the table as a file's would be; only the vocabulary is read
+  // from the source directory.
+  const auto source = [&w](const std::string& name, const std::vector<std::int64_t>& shape) {
+    const auto it = w.tensors.find(name);
+    check(it != w.tensors.end() && it->second.dtype() == DType::f32 && it->second.shape() == shape,
+          concat("weights: tensor '", name, "'"), concat("an f32 tensor of shape ", shape_string(shape)),
+          it == w.tensors.end() ? std::string("missing")
+                                : concat(dtype_name(it->second.dtype()), " ", it->second.view().shape_string()));
+    return compress::clone(it->second);
+  };
+  WordPieceTokenizer tokenizer =
+      WordPieceTokenizer::from_vocab_file((fs::path(w.source_dir) / "vocab.txt").string(), w.config.tokenizer);
+  return BertEncoder(w.config, source, std::move(tokenizer));
 }
 
 }  // namespace headcount

@@ -63,7 +63,27 @@ DType parse_encoder_dtype(const std::string& name) {
   fail("dtype", concat("expected fp32, bf16 or int8, got '", name, "'"));
 }
 
+namespace {
+
+// The file's tensors by their table names; some checkpoints (BertForPreTraining exports)
+// prefix the names with "bert.".
+BertEncoder::WeightSource from_file(const SafetensorsFile& weights) {
+  const std::string prefix = weights.find("embeddings.word_embeddings.weight") == nullptr &&
+                                     weights.find("bert.embeddings.word_embeddings.weight") != nullptr
+                                 ? "bert."
+                                 : "";
+  return [&weights, prefix](const std::string& name, const std::vector<std::int64_t>& shape) {
+    return weights.load_f32(prefix + name, shape);
+  };
+}
+
+}  // namespace
+
 BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer,
+                         const EncoderLoadOptions& options)
+    : BertEncoder(std::move(config), from_file(weights), std::move(tokenizer), options) {}
+
+BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights, WordPieceTokenizer tokenizer,
                          const EncoderLoadOptions& options)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(tokenizer))) {
   const EncoderConfig& c = impl_->config;
@@ -88,16 +108,9 @@ BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, W
   check(impl_->tokenizer.vocab_size() == c.vocab_size, "vocab.txt",
         concat(c.vocab_size, " tokens (config.json vocab_size)"), impl_->tokenizer.vocab_size());
 
-  // 1. Every tensor of the table, present and of the right shape, before any is used. Some
-  //    checkpoints (BertForPreTraining exports) prefix the names with "bert.".
-  const std::string prefix =
-      weights.find("embeddings.word_embeddings.weight") == nullptr &&
-              weights.find("bert.embeddings.word_embeddings.weight") != nullptr
-          ? "bert."
-          : "";
+  // 1. Every tensor of the table, present and of the right shape, before any is used.
   std::map<std::string, Tensor> loaded;
-  for (const WeightSpec& spec : bert_weight_table(c))
-    loaded.emplace(spec.name, weights.load_f32(prefix + spec.name, spec.shape));
+  for (const WeightSpec& spec : bert_weight_table(c)) loaded.emplace(spec.name, weights(spec.name, spec.shape));
   auto take = [&](const std::string& name) { return std::move(loaded.at(name)); };
 
   // 2. Embeddings.
