@@ -59,7 +59,7 @@ void run_convert(const ConvertArgs& a) {
   EncoderWeights converted = convert_kv_heads(weights, a.kv_heads, method);
   if (a.uptrain_minutes > 0 || a.uptrain_steps > 0) {
     const std::vector<std::string> sentences = split_sentences(read_text(a.corpus));
-    const BertEncoder teacher = BertEncoder::load(model_dir);
+    const BertEncoder teacher = encoder_from_weights(weights);  // the file is read once
     Context ctx({.threads = resolve_threads(a.threads)});
     DistillOptions options{.steps = a.uptrain_steps, .seconds = 60 * a.uptrain_minutes, .batch_size = a.batch,
                            .seed = static_cast<std::uint64_t>(a.seed)};

@@ -72,7 +72,7 @@ void run_prune(const PruneArgs& a) {
     if (order.empty()) {  // measure the ranking on the STS file
       std::vector<StsPair> pairs = read_sts(a.rank_sts);
       if (a.max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > a.max_pairs) pairs.resize(static_cast<std::size_t>(a.max_pairs));
-      const BertEncoder encoder = BertEncoder::load(model_dir);
+      const BertEncoder encoder = encoder_from_weights(weights);  // the file is read once
       Context ctx({.threads = resolve_threads(a.threads)});
       const HeadAblationOptions options{.batch_size = a.batch, .progress = progress_reporter("rank")};
       if (a.importance == "gradient")

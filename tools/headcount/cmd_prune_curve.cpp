@@ -93,8 +93,9 @@ void run_curve(const CurveArgs& a) {
   check(a.random_orders >= 0 && a.random_orders <= 100, "--random-orders", "in [0, 100]", a.random_orders);
   const std::vector<StsPair> dev = read_pairs(a.dev, a.max_pairs), test = read_pairs(a.test, a.max_pairs);
   const std::string model_dir = resolve_model_dir(a.model);
+  // One read of the file: the encoder is built from the weights in memory (no second load).
   const EncoderWeights weights = read_encoder_weights(model_dir);
-  const BertEncoder encoder = BertEncoder::load(model_dir);
+  const BertEncoder encoder = encoder_from_weights(weights);
   const EncoderConfig& c = encoder.config();
   check_unpruned(c);
   check(!c.is_grouped(), "--model", "a multi-head model", "a grouped one");
