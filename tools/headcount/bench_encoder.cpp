@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cblas.h>  // OpenBLAS: the yardstick column
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,15 +16,15 @@
 #include "headcount/encoder.h"
 #include "headcount/error.h"
 #include "headcount/sts.h"
-#include "layers/gemm.h"
 #include "layers/packed_gemm.h"
 
 namespace headcount::cli::bench {
 namespace {
 
 // The encoder's four projections (x · W + b) at one sentence (14 tokens, STS-B's median with
-// [CLS] and [SEP]) and at a batch of 32 such sentences, on the packed GEMM and on layers::gemm
-// (OpenBLAS as configured: bias copied, then C += A·B), and on the packed GEMM with bf16
+// [CLS] and [SEP]) and at a batch of 32 such sentences, on the packed GEMM and on OpenBLAS
+// (cblas_sgemm as configured, on the context's thread count: bias copied, then C += A·B; the
+// yardstick only: nothing in the library calls it), and on the packed GEMM with bf16
 // weights (x rounded to bf16 inside the call, counted in its time) and with int8 weights (x
 // quantised inside the call, counted too), alternated in this run;
 // medians of `repeats` rounds of calls lasting ~20 ms each.
@@ -63,9 +65,11 @@ nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
       };
       auto run_blas = [&] {
         for (std::int64_t r = 0; r < m; ++r) std::copy(bias.begin(), bias.end(), y.begin() + r * s.n);
-        layers::gemm(ctx, {.m = m, .n = s.n, .k = s.k, .a = x.data(), .lda = s.k, .b = w.data(), .ldb = s.n,
-                           .c = y.data(), .ldc = s.n, .accumulate = true});
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(s.n),
+                    static_cast<blasint>(s.k), 1.0f, x.data(), static_cast<blasint>(s.k), w.data(),
+                    static_cast<blasint>(s.n), 1.0f, y.data(), static_cast<blasint>(s.n));
       };
+      openblas_set_num_threads(ctx.threads());
       const double flops = 2.0 * static_cast<double>(m * s.k * s.n);
       const int calls = std::max(1, static_cast<int>(0.02 / (flops / 50e9)));
       auto rate = [&](auto& fn) {
@@ -99,6 +103,7 @@ nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
                     h / p, q, q / p);
     }
   }
+  openblas_set_num_threads(1);  // back to one: no OpenBLAS threads spin beside the context's
   return rows;
 }
 

@@ -70,8 +70,8 @@ SgemmRate measure_sgemm(int threads, std::int64_t size, int repeats) {
     a.data<float>()[i] = static_cast<float>(i % 13) * 0.01f;
     b.data<float>()[i] = static_cast<float>(i % 7) * 0.01f;
   }
-  // OpenBLAS itself, threaded as it threads itself: the machine's sgemm rate, not
-  // headcount's use of it (layers::gemm bands rows over the context's workers instead).
+  // OpenBLAS itself, threaded as it threads itself: the machine's sgemm rate (headcount's own
+  // products run on its micro-kernels, never on OpenBLAS).
   const blasint n = static_cast<blasint>(size);
   auto run = [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<const float>(), n,
@@ -85,7 +85,7 @@ SgemmRate measure_sgemm(int threads, std::int64_t size, int repeats) {
     run();
     times.push_back(seconds_since(start));
   }
-  openblas_set_num_threads(1);  // back to what headcount's layers use
+  openblas_set_num_threads(1);  // back to one: no OpenBLAS threads spin beside the context's
   SgemmRate rate;
   rate.size = size;
   rate.repeats = repeats;

@@ -27,8 +27,8 @@ struct SgemmRate {
   std::string coretype_env;   // OPENBLAS_CORETYPE as this process saw it ("" if unset)
 };
 
-// Times headcount's own GEMM entry (layers::gemm, i.e. cblas_sgemm on `threads` threads)
-// in this process, as OpenBLAS is configured here.
+// Times OpenBLAS's cblas_sgemm on `threads` threads in this process, as OpenBLAS is configured
+// here: the machine's yardstick (headcount's own products never call it).
 SgemmRate measure_sgemm(int threads, std::int64_t size, int repeats);
 
 // Runs this same binary's hidden `bench --sgemm-only` in a child process whose
