@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "bench_measure.h"
-#include "bench_rows.h"
-#include "bench_decode.h"
-#include "bench_encoder.h"
-#include "bench_train.h"
+#include "suites/bench_measure.h"
+#include "suites/bench_rows.h"
+#include "suites/bench_decode.h"
+#include "suites/bench_encoder.h"
+#include "suites/bench_train.h"
 #include "commands.h"
 #include "headcount/error.h"
 

@@ -14,14 +14,14 @@
 #include <string>
 
 #include "commands.h"
-#include "compress_report.h"
+#include "report/compress_report.h"
 #include "encoder_cli.h"
 #include "io/atomic_file.h"
 #include "headcount/cost.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
-#include "heads_report.h"
+#include "report/heads_report.h"
 
 namespace headcount::cli {
 namespace {
@@ -106,7 +106,7 @@ void run_heads(const HeadsArgs& a) {
   std::unique_ptr<PendingOutput> output;
   if (!a.out.empty()) output = std::make_unique<PendingOutput>(a.out);
 
-  HeadsReport report;
+  report::HeadsReport report;
   report.corpus = a.corpus.empty() ? default_corpus() : a.corpus;
   std::vector<std::string> sentences;
   std::set<std::string> seen;
@@ -125,8 +125,8 @@ void run_heads(const HeadsArgs& a) {
     if (a.max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > a.max_pairs) pairs.resize(static_cast<std::size_t>(a.max_pairs));
     report.sts_file = a.sts;
   }
-  if (!a.prune_curve.empty()) report.prune_curve = read_json_file(a.prune_curve);
-  if (!a.convert_sweep.empty()) report.convert_sweep = read_json_file(a.convert_sweep);
+  if (!a.prune_curve.empty()) report.prune_curve = report::read_json_file(a.prune_curve);
+  if (!a.convert_sweep.empty()) report.convert_sweep = report::read_json_file(a.convert_sweep);
   report.model_dir = resolve_model_dir(a.model);
   const BertEncoder encoder = BertEncoder::load(report.model_dir, {.dtype = dtype});
   check(!a.text.empty(), "--text", "a sentence", "an empty string");
@@ -173,8 +173,8 @@ void run_heads(const HeadsArgs& a) {
   const EncoderConfig& c = encoder.config();
   report.cost_table = format_cost_table(estimate_cost(
       {.d_model = c.hidden_size, .heads = c.heads, .seq_len = report.maps.n, .d_ff = c.intermediate_size}));
-  if (output) output->commit(render_heads_html(report));
-  if (a.json) std::cout << heads_json(report).dump(2) << '\n';
+  if (output) output->commit(report::render_heads_html(report));
+  if (a.json) std::cout << report::heads_json(report).dump(2) << '\n';
   if (!a.out.empty()) std::fprintf(stderr, "heads: wrote %s\n", a.out.c_str());
 }
 

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "commands.h"
-#include "compress_report.h"
+#include "report/compress_report.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
 #include "headcount/encoder_training.h"
@@ -59,7 +59,7 @@ void run_prune(const PruneArgs& a) {
     std::vector<std::size_t> order;
     if (!a.order_from.empty()) {
       // A ranking prune-curve measured (on dev): its ablation or iterative removal order.
-      const nlohmann::json curve = read_json_file(a.order_from);
+      const nlohmann::json curve = report::read_json_file(a.order_from);
       const char* key = a.iterative ? "iterative_order" : a.importance == "gradient" ? "gradient_order" : "ablation_order";
       check(curve.contains(key) && curve[key].is_array(), a.order_from, concat("a prune-curve result with \"", key, "\""), "none");
       for (const nlohmann::json& h : curve[key]) {

@@ -15,7 +15,7 @@
 #include <random>
 
 #include "commands.h"
-#include "compress_report.h"
+#include "report/compress_report.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
 #include "headcount/encoder_training.h"
@@ -85,7 +85,7 @@ HeadAblation read_ablation(const std::string& path, const EncoderConfig& c) {
 std::string render_page(const json& r) {
   return report::page("headcount prune-curve", "",
                       concat("<h1>Pruning the heads of ", report::escape(r.at("model").get<std::string>()), "</h1>\n",
-                             prune_curve_section(r)));
+                             report::prune_curve_section(r)));
 }
 
 void run_curve(const CurveArgs& a) {
@@ -153,7 +153,7 @@ void run_curve(const CurveArgs& a) {
     if (a.iterative_from.empty()) {
       iterative_order = iterative_removal_order(ctx, encoder, rank_pairs, steps, quiet);
     } else {  // the order an earlier run measured (deterministic for the same model and pairs)
-      const json earlier = read_json_file(a.iterative_from);
+      const json earlier = report::read_json_file(a.iterative_from);
       check(earlier.contains("iterative_order") && earlier["iterative_order"].is_array() &&
                 earlier.value("iterative_rank_pairs", std::size_t{0}) == rank_pairs.size(),
             a.iterative_from, concat("a prune-curve result with \"iterative_order\" re-ranked on ", rank_pairs.size(), " pairs"),

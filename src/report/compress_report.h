@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace headcount::cli {
+namespace headcount::report {
 
 // A `headcount prune-curve` result (its --json-out). Error if its fields are missing.
 std::string prune_curve_section(const nlohmann::json& curve);
@@ -17,4 +17,4 @@ std::string convert_sweep_section(const nlohmann::json& sweep);
 // A JSON file, or Error naming it.
 nlohmann::json read_json_file(const std::string& path);
 
-}  // namespace headcount::cli
+}  // namespace headcount::report

@@ -10,7 +10,7 @@
 
 #include "headcount/head_analysis.h"
 
-namespace headcount::cli {
+namespace headcount::report {
 
 struct HeadsReport {
   std::string model_dir;
@@ -32,4 +32,4 @@ struct HeadsReport {
 std::string render_heads_html(const HeadsReport& report);
 nlohmann::json heads_json(const HeadsReport& report);
 
-}  // namespace headcount::cli
+}  // namespace headcount::report

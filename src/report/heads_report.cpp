@@ -2,9 +2,9 @@
 // (6 x 12 cells, coloured by role, with counts and the rules), the importance grid (ablation),
 // the top and bottom heads, one attention heatmap per head for the chosen sentence, and the
 // statistics table. Every picture is inline SVG built here.
-#include "heads_report.h"
+#include "report/heads_report.h"
 
-#include "compress_report.h"
+#include "report/compress_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,12 +14,9 @@
 #include "headcount/error.h"
 #include "report/html.h"
 
-namespace headcount::cli {
+namespace headcount::report {
 
 using detail::concat;
-using report::escape;
-using report::fixed;
-using report::ramp;
 
 namespace {
 
@@ -393,4 +390,4 @@ nlohmann::json heads_json(const HeadsReport& r) {
   return out;
 }
 
-}  // namespace headcount::cli
+}  // namespace headcount::report

@@ -1,6 +1,6 @@
 // The pruning curve and the conversion table as HTML: line charts from report/svg_chart and
 // plain tables, from the JSON the commands saved (so a report can be redrawn without rerunning).
-#include "compress_report.h"
+#include "report/compress_report.h"
 
 #include <fstream>
 #include <map>
@@ -9,12 +9,10 @@
 #include "report/html.h"
 #include "report/svg_chart.h"
 
-namespace headcount::cli {
+namespace headcount::report {
 
 using detail::concat;
 using nlohmann::json;
-using report::escape;
-using report::fixed;
 
 json read_json_file(const std::string& path) {
   std::ifstream in(path);
@@ -100,4 +98,4 @@ std::string convert_sweep_section(const json& r) {
   return s + "</table></div>\n";
 }
 
-}  // namespace headcount::cli
+}  // namespace headcount::report
