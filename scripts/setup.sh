@@ -16,6 +16,7 @@ packages=(
   chromium               # headless browser: the heads report's rendering test
   python3-venv python3-dev python3-pytest git  # the Python package: venv, headers, tests; the fresh-clone test
   clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, scripts/fuzz.sh)
+  clang-format-14        # the formatter .clang-format configures (scripts/check_format.sh)
 )
 
 missing=()
