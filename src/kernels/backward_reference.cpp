@@ -31,7 +31,7 @@ using kernels::MaskSpec;
 
 AttentionBackwardStats attention_backward_reference(Context& ctx, const AttentionParams& p,
                                                     const AttentionGrads& g) {
-  const AttentionShape s = kernels::checked_backward_shape(p, g, /*need_forward=*/false);
+  const AttentionShape s = kernels::checked_backward_shape(p, g, /*need_forward=*/false, &ctx);
   const MaskSpec mask = MaskSpec::from(p, s);
   const double minus_inf = -std::numeric_limits<double>::infinity();
 

@@ -329,7 +329,7 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
 
 AttentionBackwardStats attention_backward_streaming(Context& ctx, const AttentionParams& p,
                                                     const AttentionGrads& g) {
-  const AttentionShape s = kernels::checked_backward_shape(p, g, /*need_forward=*/true);
+  const AttentionShape s = kernels::checked_backward_shape(p, g, /*need_forward=*/true, &ctx);
   const Plan plan(p, g, s, ctx.isa());
   const i64 tasks = plan.tasks();
   const std::size_t scratch_bytes = static_cast<std::size_t>(plan.words) * sizeof(float);

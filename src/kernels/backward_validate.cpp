@@ -12,6 +12,7 @@
 #include "headcount/attention_backward.h"
 #include "headcount/error.h"
 #include "kernels/backward_checks.h"
+#include "kernels/validate.h"
 #include "kernels/view_checks.h"
 
 namespace headcount {
@@ -43,7 +44,7 @@ void check_disjoint(const TensorView& written, const char* name, const TensorVie
 
 namespace kernels {
 
-AttentionShape checked_backward_shape(const AttentionParams& p, const AttentionGrads& g, bool need_forward) {
+AttentionShape checked_backward_shape(const AttentionParams& p, const AttentionGrads& g, bool need_forward, Context* ctx) {
   if (need_forward) {
     HEADCOUNT_CHECK(!p.out.empty(), "out", "the forward's output (the streaming backward reads it)", "no data");
     HEADCOUNT_CHECK(!p.lse.empty(), "lse", "the forward's lse (the streaming backward reads it)", "no data");
@@ -56,7 +57,13 @@ AttentionShape checked_backward_shape(const AttentionParams& p, const AttentionG
   float placeholder = 0.0f;
   if (fwd.out.empty() && p.q.rank == 4 && p.v.rank == 4 && !p.q.empty() && !p.v.empty())
     fwd.out = TensorView::contiguous(&placeholder, DType::f32, {p.q.shape[0], p.q.shape[1], p.q.shape[2], p.v.shape[3]});
-  const AttentionShape s = validate(fwd);
+  AttentionShape s;
+  if (ctx != nullptr) {
+    s = validate_layout(fwd);
+    check_finite_inputs(*ctx, fwd);
+  } else {
+    s = validate(fwd);
+  }
 
   check_rank(g.d_out, "d_out", 4, "[batch, q_len, heads, v_head_dim]");
   check_shape(g.d_out, "d_out", {s.batch, s.q_len, s.heads, s.v_head_dim}, "[batch, q_len, heads, v_head_dim]");
