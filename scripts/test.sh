@@ -31,8 +31,8 @@ clang=$(command -v clang++-14 || command -v clang++)
   -DHEADCOUNT_SANITIZE=ON -DHEADCOUNT_FUZZ=ON
 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs"
-# 40 s a target (60 until 2026-12-03, when CI reached 43 of its ~40 minutes; the README's CI runs
-# record no crash at 60 s); long runs are `scripts/fuzz.sh 600` or the README's -runs=10000000.
+# 40 s a target (60 until 2026-12-03, when CI reached 43 of its ~40 minutes; docs/performance.md's CI runs
+# record no crash at 60 s); long runs are `scripts/fuzz.sh 600` or -runs=10000000 (docs/performance.md's fuzzing target).
 FUZZ_BUILD="$root/build-asan" "$root/scripts/fuzz.sh" 40
 
 # Hardening (issue 15): the threads under ThreadSanitizer and the kernels with the instruction set

@@ -116,7 +116,7 @@ double lowest_cosine_to_fp32(DType dtype) {
 
 // A guard against gross errors (a wrong pair layout or a lost depth block leaves cosines near
 // 0), not an accuracy claim: the accuracy is the STS-B Spearman, measured by `headcount sts
-// --dtype bf16` and stated in the README. Each embedding is a unit vector; bf16 rounds every
+// --dtype bf16` and stated in docs/performance.md. Each embedding is a unit vector; bf16 rounds every
 // GEMM input to 8 significant bits (relative error <= 2^-9) and six layers compound it: the
 // lowest cosine measured here was 0.999981 (avx512_bf16, 256 STS-B test sentences), so 0.99
 // leaves room for other ISAs' different but equally accurate sums.
@@ -125,7 +125,7 @@ TEST(EncoderBf16, EmbeddingsCloseToFp32) {
   EXPECT_GE(lowest_cosine_to_fp32(DType::bf16), 0.99);
 }
 
-// The same guard for int8 (the accuracy is again the STS-B Spearman in the README): a row's
+// The same guard for int8 (the accuracy is again the STS-B Spearman in docs/performance.md): a row's
 // quantisation step is max|x|/127, relative errors of about 2^-8 on the largest entries and
 // more on small ones, compounded over six layers; the lowest cosine measured was 0.995080
 // (avx512_bf16, vpdpbusd); every ISA gets the same integer sums, so 0.95 is a gross-error line.

@@ -48,7 +48,7 @@ def test_head_stats(encoder):
     assert len(heads) == encoder.layers * encoder.heads == 72
     assert [(h["layer"], h["head"]) for h in heads[:2]] == [(0, 0), (0, 1)]
     # Row masses: 1 up to expm1(delta) of the streaming pass's lse error; delta = 1.7e-4 is the
-    # bound tests/test_head_stats.cpp derives from MiniLM's measured score sizes (README).
+    # bound tests/test_head_stats.cpp derives from MiniLM's measured score sizes (docs/heads.md).
     for h in heads:
         assert abs(h["mass"] - 1) <= 1.7e-4
         assert 0 <= h["entropy"] <= h["uniform_entropy"] + 1e-6
@@ -73,7 +73,7 @@ def test_head_stats(encoder):
 def test_dtype_int8_and_bf16(encoder):
     # As the C++ tests (tests/test_encoder_bf16.cpp): a gross-error guard against fp32 (lowest
     # cosine 0.99 for bf16, 0.95 for int8; the accuracy claim is the STS-B Spearman in the
-    # README), and the embedding of a sentence the same bits alone or in a batch.
+    # docs/performance.md), and the embedding of a sentence the same bits alone or in a batch.
     golden = json.load(open(os.path.join(TESTDATA, "minilm", "golden.json")))
     texts = [c["text"] for c in golden["cases"] if "text" in c]
     fp32 = encoder.embed(texts)

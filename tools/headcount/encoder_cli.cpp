@@ -44,7 +44,7 @@ std::string resolve_model_dir(const std::string& flag) {
 BertEncoder load_encoder(const std::string& flag, DType dtype) {
   // Without vdpbf16ps the bf16 projections run on fp32 multiply-adds over widened values (at
   // batch 32 the weights are widened once per call, at batch 1 pair by pair), so they are no
-  // faster than fp32 (0.95-1.02x at batch 32 on an Intel host without AVX512_BF16, README).
+  // faster than fp32 (0.95-1.02x at batch 32 on an Intel host without AVX512_BF16, docs/performance.md).
   // The user asked for speed; say where it is not.
   if (dtype == DType::bf16 && !isa_supported(Isa::avx512_bf16))
     std::cerr << "headcount: note: this CPU (or HEADCOUNT_ISA) has no AVX512_BF16, so --dtype bf16 widens its "
