@@ -358,6 +358,11 @@ std::vector<ModelCase> model_cases() {
                                  .d_ff = 8, .causal = false}, true},
       {"mqa_post_attention_only_gates", {.vocab = 5, .context = 4, .layers = 2, .d_model = 4, .heads = 2, .kv_heads = 1,
                                          .head_dim = 3, .norm = NormPlacement::post, .attention_only = true}, true},
+      // A pruned model's shape: per-layer query and K/V head counts (4 on 2, 1 on 1, 3 on 3).
+      {"per_layer_heads_post_encoder_gates",
+       {.vocab = 6, .context = 5, .layers = 3, .d_model = 8, .heads = 4, .head_dim = 2, .d_ff = 10,
+        .norm = NormPlacement::post, .causal = false, .layer_heads = {4, 1, 3}, .layer_kv_heads = {2, 1, 3}},
+       true},
   };
 }
 
@@ -394,7 +399,7 @@ TEST_P(TrainModelGradients, EveryParameterMatchesFiniteDifferences) {
   if (mc.gates) {
     std::mt19937_64 rng(13);
     for (std::int64_t l = 0; l < c.layers; ++l) {
-      gates.push_back(random_vec(static_cast<std::size_t>(c.heads), rng, 0.4, 1.0));
+      gates.push_back(random_vec(static_cast<std::size_t>(c.heads_in(l)), rng, 0.4, 1.0));
       options.head_gates.push_back(std::vector<float>(gates.back().begin(), gates.back().end()));
     }
   }
@@ -402,8 +407,9 @@ TEST_P(TrainModelGradients, EveryParameterMatchesFiniteDifferences) {
   ref::Params p = ref::params_of(model);
   const double want_loss = ref::model_loss(c, p, batch, gates);
   // Loss: depth·n·u relative to the loss (a sum of positive terms), as in the gradient bound.
-  const double n = static_cast<double>(std::max({c.d_model, (c.heads + 2 * c.kv_heads) * c.head_dim, c.d_ff,
-                                                 c.vocab, batch.batch * batch.seq_len}));
+  std::int64_t widest = 0;
+  for (std::int64_t l = 0; l < c.layers; ++l) widest = std::max(widest, (c.heads_in(l) + 2 * c.kv_heads_in(l)) * c.head_dim);
+  const double n = static_cast<double>(std::max({c.d_model, widest, c.d_ff, c.vocab, batch.batch * batch.seq_len}));
   const double depth = 8.0 * static_cast<double>(c.layers) + 4;  // ~8 rounded stages per block + embed, ln_f, head, CE
   EXPECT_NEAR(step.loss, want_loss, 4 * depth * n * kU * want_loss);
   EXPECT_EQ(step.scored, batch.batch * batch.seq_len - (batch.batch * batch.seq_len + 2) / 4);
@@ -413,8 +419,10 @@ TEST_P(TrainModelGradients, EveryParameterMatchesFiniteDifferences) {
     expect_gradient(param.grad.data<const float>(), fd, depth, n, param.name);
   }
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    Vec g = gates.empty() ? Vec(static_cast<std::size_t>(c.heads), 1.0) : gates[static_cast<std::size_t>(l)];
-    std::vector<std::vector<double>> all = gates.empty() ? std::vector<std::vector<double>>(static_cast<std::size_t>(c.layers), Vec(static_cast<std::size_t>(c.heads), 1.0)) : gates;
+    Vec g = gates.empty() ? Vec(static_cast<std::size_t>(c.heads_in(l)), 1.0) : gates[static_cast<std::size_t>(l)];
+    std::vector<std::vector<double>> all = gates;
+    if (all.empty())
+      for (std::int64_t k = 0; k < c.layers; ++k) all.emplace_back(static_cast<std::size_t>(c.heads_in(k)), 1.0);
     const Fd fd = finite_differences([&] { all[static_cast<std::size_t>(l)] = g; return ref::model_loss(c, p, batch, all); }, g);
     expect_gradient(step.gate_grads[static_cast<std::size_t>(l)].data(), fd, depth, n, "gates " + std::to_string(l));
   }
@@ -423,7 +431,7 @@ TEST_P(TrainModelGradients, EveryParameterMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TrainModelGradients,
-                         ::testing::Combine(::testing::Range(0, 6), ::testing::Values(Kernel::reference, Kernel::streaming)),
+                         ::testing::Combine(::testing::Range(0, 7), ::testing::Values(Kernel::reference, Kernel::streaming)),
                          [](const auto& info) {
                            return std::string(model_cases()[static_cast<std::size_t>(std::get<0>(info.param))].name) + "_" +
                                   kernel_name(std::get<1>(info.param));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "expect_error.h"
 #include "headcount/train/model.h"
@@ -107,6 +108,34 @@ TEST(TrainModel, KeptProbabilitiesAreCausalRowsThatSumToOne) {
     }
   }
   expect_error([&] { (void)model.probs(2); }, {"layer"});
+}
+
+// Per-layer head counts (a pruned model): each layer's parameters take its own widths, the
+// JSON form keeps them (checkpoints), and bad counts name the field and the layer.
+TEST(TrainModel, PerLayerHeadCounts) {
+  const train::ModelConfig c{.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .head_dim = 2,
+                             .layer_heads = {4, 2}, .layer_kv_heads = {2, 1}};
+  const train::Model model(c, 1);
+  for (const train::Parameter& p : model.parameters()) {
+    if (p.name == "blocks.0.attn.w_qkv") EXPECT_EQ(p.value.shape(), (std::vector<std::int64_t>{8, (4 + 2 * 2) * 2}));
+    if (p.name == "blocks.1.attn.w_qkv") EXPECT_EQ(p.value.shape(), (std::vector<std::int64_t>{8, (2 + 2 * 1) * 2}));
+    if (p.name == "blocks.1.attn.w_o") EXPECT_EQ(p.value.shape(), (std::vector<std::int64_t>{2 * 2, 8}));
+  }
+  const train::ModelConfig back = train::model_config_from_json(train::to_json(model.config()));
+  EXPECT_EQ(back.layer_heads, (std::vector<std::int64_t>{4, 2}));
+  EXPECT_EQ(back.layer_kv_heads, (std::vector<std::int64_t>{2, 1}));
+  // layer_kv_heads left empty: one K/V head per query head in every layer.
+  EXPECT_EQ(train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_heads = {3, 1}}).layer_kv_heads,
+            (std::vector<std::int64_t>{3, 1}));
+  expect_error([] { (void)train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_heads = {4}}); },
+               {"model.layer_heads", "2 entries"});
+  expect_error([] { (void)train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4,
+                                          .layer_heads = {4, 3}, .layer_kv_heads = {2, 2}}); },
+               {"model.layer_kv_heads[1]", "a divisor of layer_heads[1] = 3"});
+  expect_error([] { (void)train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_heads = {4, 0}}); },
+               {"model.layer_heads[1]"});
+  expect_error([] { (void)train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_kv_heads = {1, 1}}); },
+               {"model.layer_kv_heads", "unless layer_heads is set"});
 }
 
 TEST(TrainModel, BadBatchesAndGatesNameTheField) {

@@ -120,22 +120,23 @@ inline Vec add(const Vec& a, const Vec& b) {
 inline double model_loss(const train::ModelConfig& c, const Params& p, const train::Batch& batch,
                          const std::vector<std::vector<double>>& gates = {}) {
   const std::int64_t B = batch.batch, T = batch.seq_len, N = B * T, D = c.d_model, hd = c.head_dim;
-  const std::int64_t W = (c.heads + 2 * c.kv_heads) * hd, C = c.heads * hd;
   auto P = [&](const std::string& name) -> const Vec& { return p.at(name); };
   Vec x(static_cast<std::size_t>(N * D));
   for (std::int64_t r = 0; r < N; ++r)
     for (std::int64_t e = 0; e < D; ++e)
       x[static_cast<std::size_t>(r * D + e)] = P("tok_emb")[static_cast<std::size_t>(batch.tokens[static_cast<std::size_t>(r)] * D + e)] +
                                                P("pos_emb")[static_cast<std::size_t>((r % T) * D + e)];
-  const AttentionShape shape{.batch = B, .seq_len = T, .heads = c.heads, .kv_heads = c.kv_heads, .head_dim = hd,
-                             .scale = static_cast<double>(*c.scale), .causal = c.causal};
   for (std::int64_t l = 0; l < c.layers; ++l) {
+    // Each layer's own head counts (per-layer for a pruned model, ModelConfig::heads_in).
+    const std::int64_t H = c.heads_in(l), W = (H + 2 * c.kv_heads_in(l)) * hd, C = H * hd;
+    const AttentionShape shape{.batch = B, .seq_len = T, .heads = H, .kv_heads = c.kv_heads_in(l), .head_dim = hd,
+                               .scale = static_cast<double>(*c.scale), .causal = c.causal};
     const std::string b = "blocks." + std::to_string(l) + ".";
     auto attn = [&](const Vec& in) {
       Vec concat = attention(linear(in, N, D, P(b + "attn.w_qkv"), P(b + "attn.b_qkv"), W), shape);
       if (!gates.empty())
         for (std::int64_t r = 0; r < N; ++r)
-          for (std::int64_t h = 0; h < c.heads; ++h)
+          for (std::int64_t h = 0; h < H; ++h)
             for (std::int64_t e = 0; e < hd; ++e)
               concat[static_cast<std::size_t>(r * C + h * hd + e)] *= gates[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
       return linear(concat, N, C, P(b + "attn.w_o"), P(b + "attn.b_o"), D);

@@ -32,8 +32,8 @@
 namespace headcount {
 
 // The train::Model shape of an encoder: post-LN, bidirectional, vocab 1 (token embeddings are
-// outside), context = max_position_embeddings, layer 0's heads and K/V heads (every layer must
-// have the same; Error otherwise: a pruned model with uneven layers does not bridge).
+// outside), context = max_position_embeddings, each layer's heads and K/V heads (per-layer
+// counts, train::ModelConfig::layer_heads, where a pruned model's layers differ).
 train::ModelConfig encoder_model_config(const EncoderConfig& config);
 
 // A train::Model holding the encoder's layer weights (transposed to [in, out], Q|K|V fused).

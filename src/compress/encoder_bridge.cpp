@@ -67,24 +67,32 @@ void copy_into(const Tensor& src, train::Parameter& p) {
 }  // namespace
 
 train::ModelConfig encoder_model_config(const EncoderConfig& c) {
-  for (std::int64_t l = 1; l < c.layers; ++l)
-    HEADCOUNT_CHECK(c.layer_heads(l) == c.layer_heads(0) && c.layer_kv_heads(l) == c.layer_kv_heads(0), "model",
-                    concat("the same query and K/V head counts in every layer (", c.layer_heads(0), ", ",
-                           c.layer_kv_heads(0), " in layer 0)"),
-                    concat(c.layer_heads(l), ", ", c.layer_kv_heads(l), " in layer ", l));
-  return train::resolve(train::ModelConfig{
-      .vocab = 1, .context = c.max_position_embeddings, .layers = c.layers, .d_model = c.hidden_size,
-      .heads = c.layer_heads(0), .kv_heads = c.layer_kv_heads(0), .head_dim = c.head_dim(),
-      .d_ff = c.intermediate_size, .norm = train::NormPlacement::post, .causal = false,
-      .ln_eps = c.layer_norm_eps});
+  // Per-layer head counts only where the layers differ (a pruned or unevenly grouped model):
+  // a uniform model keeps the plain config its checkpoints have always had.
+  std::vector<std::int64_t> layer_heads, layer_kv_heads;
+  bool uniform = true;
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    layer_heads.push_back(c.layer_heads(l));
+    layer_kv_heads.push_back(c.layer_kv_heads(l));
+    uniform = uniform && c.layer_heads(l) == c.layer_heads(0) && c.layer_kv_heads(l) == c.layer_kv_heads(0);
+  }
+  train::ModelConfig mc{.vocab = 1, .context = c.max_position_embeddings, .layers = c.layers, .d_model = c.hidden_size,
+                        .heads = c.layer_heads(0), .kv_heads = c.layer_kv_heads(0), .head_dim = c.head_dim(),
+                        .d_ff = c.intermediate_size, .norm = train::NormPlacement::post, .causal = false,
+                        .ln_eps = c.layer_norm_eps};
+  if (!uniform) {
+    mc.layer_heads = std::move(layer_heads);
+    mc.layer_kv_heads = std::move(layer_kv_heads);
+  }
+  return train::resolve(mc);
 }
 
 train::Model encoder_to_model(const EncoderWeights& weights) {
   const train::ModelConfig mc = encoder_model_config(weights.config);
   train::Model model(mc, 0);
   std::vector<train::Parameter>& params = model.parameters();
-  const std::int64_t qw = mc.heads * mc.head_dim, kw = mc.kv_heads * mc.head_dim, width = qw + 2 * kw;
   for (std::int64_t l = 0; l < mc.layers; ++l) {
+    const std::int64_t qw = mc.heads_in(l) * mc.head_dim, kw = mc.kv_heads_in(l) * mc.head_dim, width = qw + 2 * kw;
     const std::string e = concat("encoder.layer.", l, "."), b = concat("blocks.", l, ".");
     float* w_qkv = find(params, b + "attn.w_qkv").value.data<float>();
     float* b_qkv = find(params, b + "attn.b_qkv").value.data<float>();
@@ -117,21 +125,22 @@ EncoderWeights model_to_encoder(const train::Model& model, const EncoderWeights&
   const train::ModelConfig mc = encoder_model_config(base.config);
   const train::ModelConfig& have = model.config();
   HEADCOUNT_CHECK(have.layers == mc.layers && have.d_model == mc.d_model && have.heads == mc.heads &&
-                      have.kv_heads == mc.kv_heads && have.head_dim == mc.head_dim && have.d_ff == mc.d_ff,
+                      have.kv_heads == mc.kv_heads && have.head_dim == mc.head_dim && have.d_ff == mc.d_ff &&
+                      have.layer_heads == mc.layer_heads && have.layer_kv_heads == mc.layer_kv_heads,
                   "model", concat("the shape of the base weights (", mc.layers, " layers, ", mc.heads, " heads, ",
                                   mc.kv_heads, " K/V heads)"),
                   concat(have.layers, " layers, ", have.heads, " heads, ", have.kv_heads, " K/V heads"));
   const std::vector<train::Parameter>& params = model.parameters();
   EncoderWeights out{.source_dir = base.source_dir, .config = base.config};
   for (const auto& [name, t] : base.tensors) out.tensors.emplace(name, compress::clone(t));
-  const std::int64_t D = mc.d_model, F = mc.d_ff, qw = mc.heads * mc.head_dim, kw = mc.kv_heads * mc.head_dim;
-  const std::int64_t width = qw + 2 * kw;
+  const std::int64_t D = mc.d_model, F = mc.d_ff;
   auto value = [&](const std::string& name) { return find(params, name).value.data<const float>(); };
   auto vec = [&](const std::string& name) {
     const Tensor& v = find(params, name).value;
     return vector_slice(v.data<const float>(), 0, v.numel());
   };
   for (std::int64_t l = 0; l < mc.layers; ++l) {
+    const std::int64_t qw = mc.heads_in(l) * mc.head_dim, kw = mc.kv_heads_in(l) * mc.head_dim, width = qw + 2 * kw;
     const std::string e = concat("encoder.layer.", l, "."), b = concat("blocks.", l, ".");
     const float* w_qkv = value(b + "attn.w_qkv");
     const float* b_qkv = value(b + "attn.b_qkv");

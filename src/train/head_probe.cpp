@@ -119,7 +119,7 @@ HeadProbeResult probe_heads(Context& ctx, Model& model, const Task& task,
   }
   const std::size_t per_head = 1 + relations.size();
   for (std::int64_t l = 0; l < c.layers; ++l)
-    for (std::int64_t h = 0; h < c.heads; ++h) {
+    for (std::int64_t h = 0; h < c.heads_in(l); ++h) {
       HeadLook look{.layer = l, .head = h};
       const auto& s = sums[static_cast<std::size_t>(l)];
       const auto& k = counts[static_cast<std::size_t>(l)];

@@ -67,7 +67,8 @@ struct Model::Impl {
   std::vector<double> row_loss;
   std::vector<std::int32_t> tokens, targets;
   Tensor d_x, d_a, d_b, d_qkv, d_concat, d_split, d_u, attn_out;
-  std::vector<float> gates;             // [layers * heads]
+  std::vector<float> gates;             // every layer's heads in turn: layer l's start at gate_offset[l]
+  std::vector<std::size_t> gate_offset;  // [layers + 1]
   std::vector<std::vector<double>> gate_grads;
   bool hidden_ready = false;            // forward_hidden ran and nothing has used the buffers since
   Kernel hidden_kernel = Kernel::streaming;
@@ -85,7 +86,7 @@ void add_parameter(std::vector<Parameter>& params, std::string name, std::vector
 Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(resolve(config)), impl_(std::make_shared<Impl>()) {
   const ModelConfig& c = config_;
   Impl& m = *impl_;
-  const std::int64_t D = c.d_model, W = (c.heads + 2 * c.kv_heads) * c.head_dim, C = c.heads * c.head_dim;
+  const std::int64_t D = c.d_model;
   auto add = [&](std::string name, std::vector<std::int64_t> shape) {
     // nanoGPT's rule: matrices (and embeddings) decay, vectors (biases, LayerNorm) do not.
     const bool decay = shape.size() >= 2;
@@ -96,6 +97,7 @@ Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(resolve(co
   m.pos_emb = add("pos_emb", {c.context, D});
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string p = concat("blocks.", l, ".");
+    const std::int64_t W = (c.heads_in(l) + 2 * c.kv_heads_in(l)) * c.head_dim, C = c.heads_in(l) * c.head_dim;
     BlockIndex b;
     b.ln1_w = add(p + "ln1.weight", {D});
     b.ln1_b = add(p + "ln1.bias", {D});
@@ -132,8 +134,12 @@ Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(resolve(co
       std::fill(v, v + p.value.numel(), 1.0f);
     }
   }
-  m.gates.assign(static_cast<std::size_t>(c.layers * c.heads), 1.0f);
-  m.gate_grads.assign(static_cast<std::size_t>(c.layers), std::vector<double>(static_cast<std::size_t>(c.heads)));
+  m.gate_offset.assign(1, 0);
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    m.gate_offset.push_back(m.gate_offset.back() + static_cast<std::size_t>(c.heads_in(l)));
+    m.gate_grads.emplace_back(static_cast<std::size_t>(c.heads_in(l)));
+  }
+  m.gates.assign(m.gate_offset.back(), 1.0f);
 }
 
 std::int64_t Model::parameter_count() const {
@@ -183,37 +189,44 @@ void set_gates(const ModelConfig& c, Model::Impl& m, const ForwardOptions& optio
                   concat(c.layers, " layers"), options.head_gates.size());
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const auto& row = options.head_gates[static_cast<std::size_t>(l)];
-    HEADCOUNT_CHECK(static_cast<std::int64_t>(row.size()) == c.heads, concat("head_gates[", l, "]"),
-                    concat(c.heads, " heads"), row.size());
-    for (std::int64_t h = 0; h < c.heads; ++h) {
+    HEADCOUNT_CHECK(static_cast<std::int64_t>(row.size()) == c.heads_in(l), concat("head_gates[", l, "]"),
+                    concat(c.heads_in(l), " heads"), row.size());
+    for (std::int64_t h = 0; h < c.heads_in(l); ++h) {
       const float g = row[static_cast<std::size_t>(h)];
       HEADCOUNT_CHECK(std::isfinite(g), concat("head_gates[", l, "][", h, "]"), "a finite value", g);
-      m.gates[static_cast<std::size_t>(l * c.heads + h)] = g;
+      m.gates[m.gate_offset[static_cast<std::size_t>(l)] + static_cast<std::size_t>(h)] = g;
     }
   }
 }
 
 bool gates_all_one(const Model::Impl& m, const ModelConfig& c, std::int64_t l) {
-  for (std::int64_t h = 0; h < c.heads; ++h)
-    if (m.gates[static_cast<std::size_t>(l * c.heads + h)] != 1.0f) return false;
+  for (std::int64_t h = 0; h < c.heads_in(l); ++h)
+    if (m.gates[m.gate_offset[static_cast<std::size_t>(l)] + static_cast<std::size_t>(h)] != 1.0f) return false;
   return true;
 }
 
 void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std::int64_t seq_len, bool probs) {
   if (m.batch == batch && m.seq_len == seq_len && (!probs || m.has_probs)) return;
   const std::int64_t N = batch * seq_len, D = c.d_model, F = c.d_ff;
-  const std::int64_t W = (c.heads + 2 * c.kv_heads) * c.head_dim, C = c.heads * c.head_dim;
+  // The backward's scratch (d_qkv, d_split, d_concat) serves every layer: the widest one's size.
+  std::int64_t W = 0, C = 0;
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    W = std::max(W, (c.heads_in(l) + 2 * c.kv_heads_in(l)) * c.head_dim);
+    C = std::max(C, c.heads_in(l) * c.head_dim);
+  }
   m.layer.clear();
   m.layer.resize(static_cast<std::size_t>(c.layers));
-  for (BlockBuffers& b : m.layer) {
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    BlockBuffers& b = m.layer[static_cast<std::size_t>(l)];
+    const std::int64_t heads = c.heads_in(l), W_l = (heads + 2 * c.kv_heads_in(l)) * c.head_dim, C_l = heads * c.head_dim;
     b.x = f32({N, D});
     b.ln1_in_or_h1 = f32({N, D});
     b.ln1_mean = f32({N});
     b.ln1_rstd = f32({N});
-    b.qkv = f32({N, W});
-    b.concat = f32({N, C});
-    b.gated = f32({N, C});
-    b.lse = f32({batch, c.heads, seq_len});
+    b.qkv = f32({N, W_l});
+    b.concat = f32({N, C_l});
+    b.gated = f32({N, C_l});
+    b.lse = f32({batch, heads, seq_len});
     b.mid = f32({N, D});
     if (!c.attention_only) {
       b.ln2_in_or_h2 = f32({N, D});
@@ -222,7 +235,7 @@ void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std:
       b.u = f32({N, F});
       b.g = f32({N, F});
     }
-    if (probs) b.probs = f32({batch, c.heads, seq_len, seq_len});
+    if (probs) b.probs = f32({batch, heads, seq_len, seq_len});
   }
   m.x_final = f32({N, D});
   if (c.norm == NormPlacement::pre) {
@@ -245,9 +258,10 @@ void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std:
   m.has_probs = probs;
 }
 
-AttentionBlockShape attention_shape(const ModelConfig& c, std::int64_t batch, std::int64_t seq_len, Kernel kernel) {
-  return {.batch = batch, .seq_len = seq_len, .d_model = c.d_model, .heads = c.heads,
-          .kv_heads = c.kv_heads, .head_dim = c.head_dim, .scale = *c.scale, .causal = c.causal,
+AttentionBlockShape attention_shape(const ModelConfig& c, std::int64_t layer, std::int64_t batch, std::int64_t seq_len,
+                                    Kernel kernel) {
+  return {.batch = batch, .seq_len = seq_len, .d_model = c.d_model, .heads = c.heads_in(layer),
+          .kv_heads = c.kv_heads_in(layer), .head_dim = c.head_dim, .scale = *c.scale, .causal = c.causal,
           .kernel = kernel};
 }
 
@@ -274,14 +288,14 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, cons
   Model::Impl& m = r.m;
   const std::int64_t N = B * T, D = c.d_model, F = c.d_ff;
   const bool pre = c.norm == NormPlacement::pre;
-  const AttentionBlockShape shape = attention_shape(c, B, T, options.kernel);
   for (std::int64_t l = 0; l < c.layers; ++l) {
+    const AttentionBlockShape shape = attention_shape(c, l, B, T, options.kernel);
     BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
     const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
     float* next = l + 1 < c.layers ? m.layer[static_cast<std::size_t>(l + 1)].x.data<float>() : m.x_final.data<float>();
     const float* x = buf.x.data<const float>();
     const bool gated = !gates_all_one(m, c, l);
-    const float* gates = gated ? m.gates.data() + l * c.heads : nullptr;
+    const float* gates = gated ? m.gates.data() + m.gate_offset[static_cast<std::size_t>(l)] : nullptr;
     float* mid = c.attention_only ? next : buf.mid.data<float>();
     float* a = m.attn_out.data<float>();
     const TensorView probs = options.keep_probs ? buf.probs.view() : TensorView{};
@@ -376,15 +390,15 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
   Model::Impl& m = r.m;
   const std::int64_t N = B * T, D = c.d_model, F = c.d_ff;
   const bool pre = c.norm == NormPlacement::pre;
-  const AttentionBlockShape shape = attention_shape(c, B, T, kernel);
   float* d_x = m.d_x.data<float>();
   float* d_a = m.d_a.data<float>();
   float* d_b = m.d_b.data<float>();
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
+    const AttentionBlockShape shape = attention_shape(c, l, B, T, kernel);
     BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
     const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
     const bool gated = !gates_all_one(m, c, l);
-    const float* gates = gated ? m.gates.data() + l * c.heads : nullptr;
+    const float* gates = gated ? m.gates.data() + m.gate_offset[static_cast<std::size_t>(l)] : nullptr;
     double* gate_grads = m.gate_grads[static_cast<std::size_t>(l)].data();
     const float* x = buf.x.data<const float>();
     const float* mid = c.attention_only ? (l + 1 < c.layers ? m.layer[static_cast<std::size_t>(l + 1)].x.data<const float>()

@@ -42,6 +42,22 @@ ModelConfig resolve(const ModelConfig& config) {
     HEADCOUNT_CHECK(value <= kMaxWidth, name, concat("<= ", kMaxWidth), value);
   HEADCOUNT_CHECK(c.heads * c.head_dim <= kMaxWidth, "model.head_dim",
                   concat("heads * head_dim <= ", kMaxWidth), c.heads * c.head_dim);
+  HEADCOUNT_CHECK(!c.layer_heads.empty() || c.layer_kv_heads.empty(), "model.layer_kv_heads",
+                  "empty unless layer_heads is set", concat(c.layer_kv_heads.size(), " entries"));
+  if (!c.layer_heads.empty()) {
+    HEADCOUNT_CHECK(static_cast<std::int64_t>(c.layer_heads.size()) == c.layers, "model.layer_heads",
+                    concat(c.layers, " entries (one per layer)"), c.layer_heads.size());
+    if (c.layer_kv_heads.empty()) c.layer_kv_heads = c.layer_heads;
+    HEADCOUNT_CHECK(c.layer_kv_heads.size() == c.layer_heads.size(), "model.layer_kv_heads",
+                    concat(c.layers, " entries (one per layer)"), c.layer_kv_heads.size());
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+      const std::int64_t h = c.heads_in(l), g = c.kv_heads_in(l);
+      HEADCOUNT_CHECK(h >= 1 && h * c.head_dim <= kMaxWidth, concat("model.layer_heads[", l, "]"),
+                      concat(">= 1 and heads * head_dim <= ", kMaxWidth), h);
+      HEADCOUNT_CHECK(g >= 1 && h % g == 0, concat("model.layer_kv_heads[", l, "]"),
+                      concat("a divisor of layer_heads[", l, "] = ", h), g);
+    }
+  }
   return c;
 }
 
@@ -53,6 +69,10 @@ json to_json(const ModelConfig& c) {
          {"causal", c.causal},     {"attention_only", c.attention_only}, {"init_std", c.init_std},
          {"ln_eps", c.ln_eps}};
   j["scale"] = c.scale ? json(*c.scale) : json(nullptr);
+  if (!c.layer_heads.empty()) {
+    j["layer_heads"] = c.layer_heads;
+    j["layer_kv_heads"] = c.layer_kv_heads;
+  }
   return j;
 }
 
@@ -71,10 +91,12 @@ ModelConfig model_config_from_json(const json& j) {
   HEADCOUNT_CHECK(j.is_object(), "model", "a JSON object", j.dump());
   static const std::set<std::string> known = {"vocab", "context", "layers", "d_model", "heads",
                                               "kv_heads", "head_dim", "d_ff", "scale", "norm",
-                                              "causal", "attention_only", "init_std", "ln_eps"};
+                                              "causal", "attention_only", "init_std", "ln_eps",
+                                              "layer_heads", "layer_kv_heads"};
   for (const auto& item : j.items())
     HEADCOUNT_CHECK(known.count(item.key()) == 1, "model", "known fields (vocab, context, layers, d_model, "
-                    "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std, ln_eps)",
+                    "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std, ln_eps, "
+                    "layer_heads, layer_kv_heads)",
                     concat("\"", item.key(), "\""));
   ModelConfig c;
   c.vocab = integer(j, "vocab", c.vocab);
@@ -102,6 +124,15 @@ ModelConfig model_config_from_json(const json& j) {
   if (j.contains("init_std")) {
     HEADCOUNT_CHECK(j.at("init_std").is_number(), "model.init_std", "a number", j.at("init_std").dump());
     c.init_std = j.at("init_std").get<float>();
+  }
+  for (auto [key, field] : {std::pair{"layer_heads", &c.layer_heads}, {"layer_kv_heads", &c.layer_kv_heads}}) {
+    if (!j.contains(key)) continue;
+    const json& v = j.at(key);
+    HEADCOUNT_CHECK(v.is_array(), concat("model.", key), "an array of integers", v.dump());
+    for (const json& e : v) {
+      HEADCOUNT_CHECK(e.is_number_integer(), concat("model.", key), "an array of integers", v.dump());
+      field->push_back(e.get<std::int64_t>());
+    }
   }
   if (j.contains("ln_eps")) {  // absent in checkpoints written before it existed: the default
     HEADCOUNT_CHECK(j.at("ln_eps").is_number(), "model.ln_eps", "a number", j.at("ln_eps").dump());

@@ -50,6 +50,19 @@ struct ModelConfig {
   bool attention_only = false;  // no FFN sub-blocks (attention-only transformer)
   float init_std = 0.02f;     // normal init of weights; biases zero, LayerNorm weight one
   float ln_eps = 1e-5f;       // every LayerNorm's eps (PyTorch's default; BERT uses 1e-12)
+  // Per-layer head counts, for a model whose heads were pruned unevenly (the inference side's
+  // pruned encoders): empty = `heads` and `kv_heads` in every layer. layer_kv_heads empty with
+  // layer_heads set means one K/V head per query head in every layer. head_dim is the same in
+  // every layer (set it: its default divides d_model by `heads`).
+  std::vector<std::int64_t> layer_heads, layer_kv_heads;
+
+  std::int64_t heads_in(std::int64_t layer) const {
+    return layer_heads.empty() ? heads : layer_heads[static_cast<std::size_t>(layer)];
+  }
+  std::int64_t kv_heads_in(std::int64_t layer) const {
+    return layer_kv_heads.empty() ? kv_heads : layer_kv_heads[static_cast<std::size_t>(layer)];
+  }
+  bool uniform_heads() const { return layer_heads.empty(); }
 };
 
 // Validates and fills the defaults; throws Error naming the field.
