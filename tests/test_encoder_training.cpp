@@ -290,6 +290,54 @@ TEST_F(EncoderTrainingTiny, BridgeEqualsTheEncoderAndRoundTrips) {
   }
 }
 
+// Key padding in the training executor: a batch of two sentences (5 and 3 tokens) padded to 5
+// gives, on the valid rows, the bits of each sentence run alone, forward and backward: the GEMMs
+// and LayerNorm are row-wise and invariant to the rows beside them, masked keys add exact zeros
+// to the online softmax, and zero gradients on the padded rows add exact zeros everywhere
+// (dS = 0 for a query row with dO = 0). The padded rows' input gradients are exactly 0.
+TEST_F(EncoderTrainingTiny, KeyPaddingGivesEachSentenceAloneBitwise) {
+  Context ctx({.threads = 2});
+  train::Model model = encoder_to_model(read_encoder_weights(tiny()));
+  const std::int64_t d = model.config().d_model, T = 5;
+  const std::int64_t lengths[] = {5, 3};
+  std::mt19937_64 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(2 * T * d)), dh(x.size());
+  for (float& v : x) v = normal(rng);
+  for (float& v : dh) v = normal(rng);
+  for (std::int64_t t = lengths[1]; t < T; ++t)  // the padded rows carry no gradient
+    std::fill_n(dh.begin() + (T + t) * d, d, 0.0f);
+  for (Kernel kernel : {Kernel::streaming, Kernel::reference}) {
+    SCOPED_TRACE(kernel_name(kernel));
+    std::vector<float> hidden(x.size()), dx(x.size(), 7.0f);
+    model.forward_hidden(ctx, 2, T, x.data(), hidden.data(), {.kernel = kernel, .key_lengths = {5, 3}});
+    const std::vector<std::vector<double>> gates = model.backward_hidden(ctx, dh.data(), dx.data());
+    std::vector<std::vector<double>> gate_sum;
+    for (std::int64_t b = 0; b < 2; ++b) {
+      const std::int64_t n = lengths[b] * d;
+      std::vector<float> alone(static_cast<std::size_t>(n)), dx_alone(static_cast<std::size_t>(n));
+      model.forward_hidden(ctx, 1, lengths[b], x.data() + b * T * d, alone.data(), {.kernel = kernel});
+      const auto g = model.backward_hidden(ctx, dh.data() + b * T * d, dx_alone.data());
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), hidden.begin() + b * T * d)) << "hidden, sentence " << b;
+      EXPECT_TRUE(std::equal(dx_alone.begin(), dx_alone.end(), dx.begin() + b * T * d)) << "dx, sentence " << b;
+      if (gate_sum.empty()) gate_sum = g;
+      else
+        for (std::size_t l = 0; l < g.size(); ++l)
+          for (std::size_t h = 0; h < g[l].size(); ++h) gate_sum[l][h] += g[l][h];
+    }
+    for (std::int64_t i = (T + lengths[1]) * d; i < 2 * T * d; ++i) EXPECT_EQ(dx[static_cast<std::size_t>(i)], 0.0f) << i;
+    // The gate gradients sum (in double) over the batch's rows: the two sentences' sums added
+    // give the same value up to double rounding.
+    for (std::size_t l = 0; l < gates.size(); ++l)
+      for (std::size_t h = 0; h < gates[l].size(); ++h)
+        EXPECT_NEAR(gates[l][h], gate_sum[l][h], 1e-12 * (1 + std::fabs(gate_sum[l][h])));
+  }
+  expect_error([&] { model.forward_hidden(ctx, 2, T, x.data(), x.data(), {.key_lengths = {5}}); }, {"key_lengths", "2 entries"});
+  std::vector<float> out(x.size());
+  expect_error([&] { model.forward_hidden(ctx, 2, T, x.data(), out.data(), {.key_lengths = {5, 6}}); },
+               {"key_lengths[1]", "seq_len = 5"});
+}
+
 // One pair's importance is |dL/dξ| of the cosine-MSE loss of the two sentences: against finite
 // differences of the double blocks (the inputs are the encoder's embedding LayerNorm outputs).
 TEST_F(EncoderTrainingTiny, GradientImportanceMatchesFiniteDifferences) {

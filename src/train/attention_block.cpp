@@ -27,6 +27,7 @@ AttentionParams kernel_params(const AttentionBlockShape& s, float* qkv, float* c
   p.lse = TensorView::contiguous(lse, DType::f32, {s.batch, s.heads, s.seq_len});
   p.scale = s.scale;
   p.causal = s.causal;
+  p.key_lengths = s.key_lengths;
   return p;
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "headcount/attention.h"
 #include "headcount/context.h"
@@ -28,6 +29,9 @@ struct AttentionBlockShape {
   float scale = 0;
   bool causal = true;
   Kernel kernel = Kernel::streaming;
+  // Empty, or one entry per batch element: keys at positions >= key_lengths[b] are padding
+  // (the kernels' key mask). Padded query rows still get outputs; the caller ignores them.
+  std::span<const std::int64_t> key_lengths;
 
   std::int64_t rows() const { return batch * seq_len; }
   std::int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }

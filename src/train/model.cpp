@@ -70,6 +70,7 @@ struct Model::Impl {
   std::vector<float> gates;             // every layer's heads in turn: layer l's start at gate_offset[l]
   std::vector<std::size_t> gate_offset;  // [layers + 1]
   std::vector<std::vector<double>> gate_grads;
+  std::vector<std::int64_t> key_lengths;  // the last forward's key padding (its backward uses it)
   bool hidden_ready = false;            // forward_hidden ran and nothing has used the buffers since
   Kernel hidden_kernel = Kernel::streaming;
 };
@@ -199,6 +200,15 @@ void set_gates(const ModelConfig& c, Model::Impl& m, const ForwardOptions& optio
   }
 }
 
+void set_key_lengths(Model::Impl& m, std::int64_t batch, std::int64_t seq_len, const ForwardOptions& options) {
+  HEADCOUNT_CHECK(options.key_lengths.empty() || static_cast<std::int64_t>(options.key_lengths.size()) == batch,
+                  "key_lengths", concat("empty or ", batch, " entries (one per batch element)"), options.key_lengths.size());
+  for (std::size_t b = 0; b < options.key_lengths.size(); ++b)
+    HEADCOUNT_CHECK(options.key_lengths[b] >= 0 && options.key_lengths[b] <= seq_len, concat("key_lengths[", b, "]"),
+                    concat("in [0, seq_len = ", seq_len, "]"), options.key_lengths[b]);
+  m.key_lengths = options.key_lengths;
+}
+
 bool gates_all_one(const Model::Impl& m, const ModelConfig& c, std::int64_t l) {
   for (std::int64_t h = 0; h < c.heads_in(l); ++h)
     if (m.gates[m.gate_offset[static_cast<std::size_t>(l)] + static_cast<std::size_t>(h)] != 1.0f) return false;
@@ -258,11 +268,11 @@ void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std:
   m.has_probs = probs;
 }
 
-AttentionBlockShape attention_shape(const ModelConfig& c, std::int64_t layer, std::int64_t batch, std::int64_t seq_len,
-                                    Kernel kernel) {
+AttentionBlockShape attention_shape(const ModelConfig& c, const Model::Impl& m, std::int64_t layer, std::int64_t batch,
+                                    std::int64_t seq_len, Kernel kernel) {
   return {.batch = batch, .seq_len = seq_len, .d_model = c.d_model, .heads = c.heads_in(layer),
           .kv_heads = c.kv_heads_in(layer), .head_dim = c.head_dim, .scale = *c.scale, .causal = c.causal,
-          .kernel = kernel};
+          .kernel = kernel, .key_lengths = m.key_lengths};
 }
 
 AttentionBlockWeights attention_weights(const Run& r, const BlockIndex& b) {
@@ -289,7 +299,7 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, cons
   const std::int64_t N = B * T, D = c.d_model, F = c.d_ff;
   const bool pre = c.norm == NormPlacement::pre;
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    const AttentionBlockShape shape = attention_shape(c, l, B, T, options.kernel);
+    const AttentionBlockShape shape = attention_shape(c, m, l, B, T, options.kernel);
     BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
     const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
     float* next = l + 1 < c.layers ? m.layer[static_cast<std::size_t>(l + 1)].x.data<float>() : m.x_final.data<float>();
@@ -394,7 +404,7 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
   float* d_a = m.d_a.data<float>();
   float* d_b = m.d_b.data<float>();
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
-    const AttentionBlockShape shape = attention_shape(c, l, B, T, kernel);
+    const AttentionBlockShape shape = attention_shape(c, m, l, B, T, kernel);
     BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
     const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
     const bool gated = !gates_all_one(m, c, l);
@@ -466,6 +476,7 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
 double Model::forward(Context& ctx, const Batch& batch, float* logits, const ForwardOptions& options) {
   check_batch(config_, batch);
   set_gates(config_, *impl_, options);
+  set_key_lengths(*impl_, batch.batch, batch.seq_len, options);
   size_buffers(config_, *impl_, batch.batch, batch.seq_len, options.keep_probs);
   const Run run{config_, params_, *impl_};
   impl_->hidden_ready = false;
@@ -477,6 +488,7 @@ double Model::forward(Context& ctx, const Batch& batch, float* logits, const For
 StepResult Model::forward_backward(Context& ctx, const Batch& batch, const ForwardOptions& options) {
   check_batch(config_, batch);
   set_gates(config_, *impl_, options);
+  set_key_lengths(*impl_, batch.batch, batch.seq_len, options);
   size_buffers(config_, *impl_, batch.batch, batch.seq_len, options.keep_probs);
   const Run run{config_, params_, *impl_};
   impl_->hidden_ready = false;
@@ -493,6 +505,7 @@ void Model::forward_hidden(Context& ctx, std::int64_t batch, std::int64_t seq_le
   HEADCOUNT_CHECK(x_in != nullptr && hidden != nullptr, "x_in / hidden", "two buffers", "a null pointer");
   HEADCOUNT_CHECK(!options.keep_probs, "options.keep_probs", "false in forward_hidden", "true");
   set_gates(config_, *impl_, options);
+  set_key_lengths(*impl_, batch, seq_len, options);
   size_buffers(config_, *impl_, batch, seq_len, false);
   const std::int64_t n = batch * seq_len * config_.d_model;
   for (std::int64_t i = 0; i < n; ++i)

@@ -85,6 +85,11 @@ struct ForwardOptions {
   // Keep each layer's attention probabilities for reports: [layers][B, heads, T, T] (the
   // forward then runs the reference kernel).
   bool keep_probs = false;
+  // Key padding: empty, or one length per batch element in [0, seq_len]; keys at positions >=
+  // key_lengths[b] are masked in every layer (a batch of sentences of different lengths). The
+  // padded rows are still computed; give them Batch::kIgnore targets (or zero d_hidden in
+  // backward_hidden) and nothing flows from them into the other rows or the gradients.
+  std::vector<std::int64_t> key_lengths;
 };
 
 struct StepResult {
