@@ -368,6 +368,10 @@ TEST_F(GgufFileTest, BadStringsAndValues) {
   GgufBuilder twice;
   twice.header(0, 2).kv_u32("k", 1).kv_u32("k", 2);
   expect_bad(twice, {"metadata key 'k' appears twice"});
+  GgufBuilder hostile_key;  // a newline and 200 bytes: escaped and cut, the message stays one line
+  const std::string long_key = "a\nb" + std::string(197, 'k');
+  hostile_key.header(0, 2).kv_u32(long_key, 1).kv_u32(long_key, 2);
+  expect_bad(hostile_key, {"metadata key 'a\\x0abkkk", "... (200 bytes)' appears twice"});
   GgufBuilder align;
   align.header(0, 1).kv_u32("general.alignment", 24);
   expect_bad(align, {"general.alignment", "power of two", "24"});

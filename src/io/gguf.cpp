@@ -52,6 +52,24 @@ constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 62;
 constexpr std::uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 constexpr std::uint64_t kDefaultAlignment = 32;
 
+// A key or tensor name as an error message shows it: quoted, bytes outside printable ASCII as
+// \xNN, at most 80 bytes, so a hostile name cannot break the one-line message or flood it.
+std::string quoted(std::string_view name) {
+  std::string out = "'";
+  for (std::size_t i = 0; i < name.size() && i < 80; ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (name.size() > 80) out += concat("... (", name.size(), " bytes)");
+  return out + "'";
+}
+
 // 0 for string and array (variable size), else the bytes of one value.
 std::uint64_t scalar_size(GgufValueType type) {
   switch (type) {
@@ -189,7 +207,7 @@ GgufValue read_value(Cursor& in, const std::string& path, const std::string& fie
 GgufTensorInfo read_tensor_info(Cursor& in, const std::string& path, std::uint64_t index) {
   GgufTensorInfo t;
   t.name = in.string(concat("tensor ", index, " name"));
-  const std::string where = concat("tensor '", t.name, "'");
+  const std::string where = concat("tensor ", quoted(t.name));
   const std::uint32_t n_dims = in.u32(where + " n_dims");
   check(n_dims >= 1 && n_dims <= kMaxDims, concat(path, ": ", where, " n_dims"),
         concat("1..", kMaxDims), n_dims);
@@ -277,7 +295,7 @@ GgufFile GgufFile::open(const std::string& path) {
   for (std::uint64_t i = 0; i < kv_count; ++i) {
     GgufKeyValue kv;
     kv.key = in.string(concat("metadata key ", i));
-    kv.value = read_value(in, path, concat("metadata '", kv.key, "'"));
+    kv.value = read_value(in, path, concat("metadata ", quoted(kv.key)));
     file.metadata_.push_back(std::move(kv));
   }
   {
@@ -285,7 +303,7 @@ GgufFile GgufFile::open(const std::string& path) {
     for (const auto& kv : file.metadata_) by_key.push_back(&kv);
     std::sort(by_key.begin(), by_key.end(), [](const auto* a, const auto* b) { return a->key < b->key; });
     for (std::size_t i = 1; i < by_key.size(); ++i)
-      if (by_key[i]->key == by_key[i - 1]->key) fail(path, concat("metadata key '", by_key[i]->key, "' appears twice"));
+      if (by_key[i]->key == by_key[i - 1]->key) fail(path, concat("metadata key ", quoted(by_key[i]->key), " appears twice"));
   }
   if (const GgufValue* a = file.find("general.alignment")) {
     check(a->type == GgufValueType::uint32, path + ": metadata 'general.alignment' type", "uint32",
@@ -303,7 +321,7 @@ GgufFile GgufFile::open(const std::string& path) {
     for (const auto& t : file.tensors_) by_name.push_back(&t);
     std::sort(by_name.begin(), by_name.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
     for (std::size_t i = 1; i < by_name.size(); ++i)
-      if (by_name[i]->name == by_name[i - 1]->name) fail(path, concat("tensor '", by_name[i]->name, "' appears twice"));
+      if (by_name[i]->name == by_name[i - 1]->name) fail(path, concat("tensor ", quoted(by_name[i]->name), " appears twice"));
   }
 
   // 5. The data region starts at the next multiple of the alignment; each tensor's bytes lie
@@ -312,7 +330,7 @@ GgufFile GgufFile::open(const std::string& path) {
   const std::uint64_t data_size = file.data_offset_ <= size ? size - file.data_offset_ : 0;
   for (GgufTensorInfo& t : file.tensors_) {
     const GgmlTypeTraits traits = ggml_type_traits(t.type);
-    const std::string where = concat(path, ": tensor '", t.name, "'");
+    const std::string where = concat(path, ": tensor ", quoted(t.name));
     const auto blocks = static_cast<std::uint64_t>(t.numel / traits.block_size);
     const auto block_bytes = static_cast<std::uint64_t>(traits.block_bytes);
     check(blocks <= data_size / block_bytes, where + " size",
@@ -333,8 +351,8 @@ GgufFile GgufFile::open(const std::string& path) {
     const GgufTensorInfo& a = *by_offset[i - 1];
     const GgufTensorInfo& b = *by_offset[i];
     if (b.offset < a.offset + a.bytes)
-      fail(path, concat("tensor '", b.name, "' bytes [", b.offset, ", ", b.offset + b.bytes, ") overlap tensor '",
-                        a.name, "' bytes [", a.offset, ", ", a.offset + a.bytes, ")"));
+      fail(path, concat("tensor ", quoted(b.name), " bytes [", b.offset, ", ", b.offset + b.bytes, ") overlap tensor ",
+                        quoted(a.name), " bytes [", a.offset, ", ", a.offset + a.bytes, ")"));
   }
 
   file.data_ = base + std::min(file.data_offset_, size);

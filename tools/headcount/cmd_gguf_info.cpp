@@ -14,7 +14,7 @@
 namespace headcount::cli {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in file order
 
 constexpr std::size_t kArrayShown = 8;  // elements of an array shown
 
