@@ -2,8 +2,9 @@
 // vocabulary part and a text part separated by the first NUL byte; the vocabulary part's lines
 // are extra tokens (a line starting with '<' is a special token when it is printable ASCII,
 // which stands for itself at the byte level) and, for lines holding a space, merges (whose
-// result joins the vocabulary too). Repeated token texts are added once. The 256 byte tokens always come first, so the
-// tokenizer can be built unless a merge names a token that is not there (an Error).
+// result joins the vocabulary too). Repeated token texts are added once. The 256 byte tokens always
+// come first, so the tokenizer can be built unless a merge names a token that is not there (an
+// Error).
 //   - encode (special tokens parsed and not): ids in range;
 //   - decode(encode(text)) is the text with invalid UTF-8 replaced by U+FFFD (the round trip
 //     byte-level BPE guarantees whatever the merges).
@@ -43,7 +44,8 @@ std::vector<std::string> byte_tokens() {
   std::vector<std::string> out;
   char32_t next = 0x100;
   for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const bool printable =
+        (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
     out.push_back(utf8(std::u32string(1, printable ? static_cast<char32_t>(b) : next++)));
   }
   return out;
@@ -55,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view all(reinterpret_cast<const char*>(data), size);
   const std::size_t nul = all.find('\0');
   const std::string_view vocab_text = all.substr(0, nul);
-  const std::string_view text = nul == std::string_view::npos ? std::string_view() : all.substr(nul + 1);
+  const std::string_view text =
+      nul == std::string_view::npos ? std::string_view() : all.substr(nul + 1);
 
   headcount::BpeVocabulary v;
   v.tokens = byte_tokens();

@@ -21,17 +21,34 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const headcount::GgufKeyValue& kv : f.metadata()) {
       FUZZ_ASSERT(f.find(kv.key) != nullptr);
       // Each getter either returns or refuses the type; none may crash.
-      try { (void)f.get_string(kv.key); } catch (const headcount::Error&) {}
-      try { (void)f.get_uint(kv.key); } catch (const headcount::Error&) {}
-      try { (void)f.get_float(kv.key); } catch (const headcount::Error&) {}
-      try { (void)f.get_bool(kv.key); } catch (const headcount::Error&) {}
-      try { (void)f.get_string_array(kv.key); } catch (const headcount::Error&) {}
+      try {
+        (void)f.get_string(kv.key);
+      } catch (const headcount::Error&) {
+      }
+      try {
+        (void)f.get_uint(kv.key);
+      } catch (const headcount::Error&) {
+      }
+      try {
+        (void)f.get_float(kv.key);
+      } catch (const headcount::Error&) {
+      }
+      try {
+        (void)f.get_bool(kv.key);
+      } catch (const headcount::Error&) {
+      }
+      try {
+        (void)f.get_string_array(kv.key);
+      } catch (const headcount::Error&) {
+      }
       try {
         FUZZ_ASSERT(f.get_int_array(kv.key).size() == kv.value.count);
-      } catch (const headcount::Error&) {}
+      } catch (const headcount::Error&) {
+      }
       try {
         FUZZ_ASSERT(f.get_float_array(kv.key).size() == kv.value.count);
-      } catch (const headcount::Error&) {}
+      } catch (const headcount::Error&) {
+      }
     }
     for (const headcount::GgufTensorInfo& t : f.tensors()) {
       FUZZ_ASSERT(f.find_tensor(t.name) != nullptr);

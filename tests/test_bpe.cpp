@@ -36,7 +36,8 @@ const fs::path kModel = kRoot / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 std::string from_hex(const std::string& hex) {
   std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -85,7 +86,8 @@ class SmolLM2Tokenizer : public ::testing::Test {
   }
   void SetUp() override {
     if (tokenizer_ == nullptr)
-      GTEST_SKIP() << kModel.lexically_normal().string() << " not present (scripts/setup.sh fetches it)";
+      GTEST_SKIP() << kModel.lexically_normal().string()
+                   << " not present (scripts/setup.sh fetches it)";
   }
   static BpeTokenizer* tokenizer_;
   static json* golden_;
@@ -123,7 +125,9 @@ TEST_F(SmolLM2Tokenizer, EveryBookLineMatchesTheReference) {
   const std::size_t step = HEADCOUNT_TEST_SANITIZED ? 7 : 1;
   for (std::size_t i = 0; i < lines.size(); i += step) {
     const std::vector<std::int32_t> ids = t.encode(lines[i]);
-    if (i < full.size()) ASSERT_EQ(ids_string(ids), ids_string(full[i].get<std::vector<std::int32_t>>())) << "line " << i + 1;
+    if (i < full.size())
+      ASSERT_EQ(ids_string(ids), ids_string(full[i].get<std::vector<std::int32_t>>()))
+          << "line " << i + 1;
     ASSERT_EQ(sha256_hex(ids.data(), ids.size() * 4).substr(0, 16), hashes[i].get<std::string>())
         << "line " << i + 1 << ": " << lines[i];
     ASSERT_EQ(t.decode(ids), lines[i]) << "line " << i + 1;
@@ -152,8 +156,9 @@ TEST_F(SmolLM2Tokenizer, ChatMlMatchesTheFileTemplate) {
   for (const json& c : (*golden_)["chatml"]) {
     std::vector<ChatMessage> messages;
     for (const json& m : c["messages"]) messages.push_back({m["role"], m["content"]});
-    const std::string text = format_chatml(
-        messages, {.default_system = std::string(kSmolLM2SystemPrompt), .add_generation_prompt = c["add_generation_prompt"]});
+    const std::string text =
+        format_chatml(messages, {.default_system = std::string(kSmolLM2SystemPrompt),
+                                 .add_generation_prompt = c["add_generation_prompt"]});
     EXPECT_EQ(text, c["text"].get<std::string>());
     EXPECT_EQ(ids_string(t.encode(text)), ids_string(c["ids"].get<std::vector<std::int32_t>>()));
   }
@@ -166,7 +171,8 @@ std::vector<std::string> byte_tokens() {
   std::vector<std::string> out;
   int next = 0x100;
   for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const bool printable =
+        (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
     const int c = printable ? b : next++;
     std::string s;
     if (c < 0x80) {
@@ -184,7 +190,11 @@ BpeVocabulary tiny() {
   BpeVocabulary v;
   v.tokens = {"<|s|>"};
   for (const std::string& b : byte_tokens()) v.tokens.push_back(b);
-  for (const char* t : {"ab", "bc", "abc", "\xc4\xa0" "a", "\xc4\xa0\xc4\xa0", "aa"}) v.tokens.push_back(t);
+  for (const char* t : {"ab", "bc", "abc",
+                        "\xc4\xa0"
+                        "a",
+                        "\xc4\xa0\xc4\xa0", "aa"})
+    v.tokens.push_back(t);
   v.token_types.assign(v.tokens.size(), TokenType::normal);
   v.token_types[0] = TokenType::control;
   v.merges = {"b c", "a b", "ab c", "\xc4\xa0 a", "\xc4\xa0 \xc4\xa0", "a a"};
@@ -199,12 +209,15 @@ TEST(BpeTokenizer, MergesByRankThenPosition) {
   // "aaa": the leftmost pair merges first.
   EXPECT_EQ(t.encode("aaa"), (std::vector<std::int32_t>{id("aa"), id("a")}));
   // " a": the space joins the word; "  a": the first space is a piece of its own.
-  EXPECT_EQ(t.encode(" a"), (std::vector<std::int32_t>{id("\xc4\xa0" "a")}));
-  EXPECT_EQ(t.encode("  a"), (std::vector<std::int32_t>{id("\xc4\xa0"), id("\xc4\xa0" "a")}));
+  EXPECT_EQ(t.encode(" a"), (std::vector<std::int32_t>{id("\xc4\xa0"
+                                                          "a")}));
+  EXPECT_EQ(t.encode("  a"), (std::vector<std::int32_t>{id("\xc4\xa0"), id("\xc4\xa0"
+                                                                           "a")}));
   EXPECT_EQ(t.encode("   "), (std::vector<std::int32_t>{id("\xc4\xa0\xc4\xa0"), id("\xc4\xa0")}));
   // Digits are pieces of their own: "1 a" keeps " a" whole, "a 1" leaves the space alone.
   EXPECT_EQ(t.encode("a 1"), (std::vector<std::int32_t>{id("a"), id("\xc4\xa0"), id("1")}));
-  EXPECT_EQ(t.encode("<|s|>ab<|s|"), (std::vector<std::int32_t>{0, id("ab"), id("<"), id("|"), id("s"), id("|")}));
+  EXPECT_EQ(t.encode("<|s|>ab<|s|"),
+            (std::vector<std::int32_t>{0, id("ab"), id("<"), id("|"), id("s"), id("|")}));
   EXPECT_EQ(t.decode(t.encode("x\xffy")), "x\xef\xbf\xbdy");
   // A long run stays fast (the merge queue is O(n log n)).
   const std::string run(200000, 'a');
@@ -236,7 +249,8 @@ TEST(BpeTokenizer, RefusesBrokenVocabularies) {
   expect_error([&] { BpeTokenizer{merge}; }, {"merges[6]", "two tokens, one space", "\"abc\""});
   BpeVocabulary unknown = tiny();
   unknown.merges.push_back("bc bc");
-  expect_error([&] { BpeTokenizer{unknown}; }, {"merges[6]", "tokens of the vocabulary", "\"bc bc\""});
+  expect_error([&] { BpeTokenizer{unknown}; },
+               {"merges[6]", "tokens of the vocabulary", "\"bc bc\""});
   BpeVocabulary pre = tiny();
   pre.pre = "llama3";
   expect_error([&] { BpeTokenizer{pre}; }, {"pre-tokenizer", "smollm", "llama3"});
@@ -249,10 +263,12 @@ TEST(BpeTokenizer, RefusesBrokenVocabularies) {
 }
 
 TEST(ChatMl, FormatsTurns) {
-  EXPECT_EQ(format_chatml({{"user", "Hi"}}, {.default_system = "S", .add_generation_prompt = true}),
-            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(format_chatml({{"system", "X"}}, {.default_system = "S", .add_generation_prompt = false}),
-            "<|im_start|>system\nX<|im_end|>\n");
+  EXPECT_EQ(
+      format_chatml({{"user", "Hi"}}, {.default_system = "S", .add_generation_prompt = true}),
+      "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      format_chatml({{"system", "X"}}, {.default_system = "S", .add_generation_prompt = false}),
+      "<|im_start|>system\nX<|im_end|>\n");
   EXPECT_EQ(format_chatml({}, {.default_system = "S", .add_generation_prompt = false}), "");
 }
 

@@ -18,13 +18,19 @@ namespace fs = std::filesystem;
 const fs::path kModel =
     fs::path(HEADCOUNT_TESTDATA_DIR) / ".." / ".." / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
 
-std::size_t lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
+std::size_t lines(const std::string& s) {
+  return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
+}
 
 TEST(CliGgufInfo, PrintsTheSmolLM2Table) {
-  if (!fs::exists(kModel)) GTEST_SKIP() << kModel.lexically_normal().string() << " not present (scripts/setup.sh fetches it)";
+  if (!fs::exists(kModel))
+    GTEST_SKIP() << kModel.lexically_normal().string()
+                 << " not present (scripts/setup.sh fetches it)";
   const CliResult text = run_cli("gguf-info '" + kModel.string() + "'");
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("GGUF v3, 33 metadata keys, 272 tensors, alignment 32"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("GGUF v3, 33 metadata keys, 272 tensors, alignment 32"),
+            std::string::npos)
+      << text.out;
   EXPECT_NE(text.out.find("\"llama.attention.head_count_kv\""), std::string::npos);
   EXPECT_NE(text.out.find("array of string [49152]"), std::string::npos);
   EXPECT_NE(text.out.find("\"blk.0.attn_k.weight\""), std::string::npos);
@@ -41,12 +47,16 @@ TEST(CliGgufInfo, PrintsTheSmolLM2Table) {
 }
 
 TEST(CliGgufInfo, BadFilesExitTwoWithOneLine) {
-  const fs::path dir = fs::temp_directory_path() / ("headcount_cli_gguf_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("headcount_cli_gguf_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   GgufBuilder truncated;
   truncated.header(1, 1).kv_u32("general.alignment", 32).str("w").u32(2).u64(32);
   GgufBuilder huge;
-  huge.header(1, 0).tensor("w", {1ull << 30, 1ull << 30}, 0, 0).pad().raw(std::string(64, '\0').data(), 64);
+  huge.header(1, 0)
+      .tensor("w", {1ull << 30, 1ull << 30}, 0, 0)
+      .pad()
+      .raw(std::string(64, '\0').data(), 64);
   GgufBuilder type;
   type.header(1, 0).tensor("w", {32}, 99, 0).pad().raw(std::string(64, '\0').data(), 64);
   struct Case {
@@ -54,8 +64,9 @@ TEST(CliGgufInfo, BadFilesExitTwoWithOneLine) {
     const GgufBuilder& file;
     const char* expected;
   };
-  for (const Case& c : {Case{"truncated", truncated, "truncated"}, Case{"huge", huge, "tensor 'w' size"},
-                        Case{"type", type, "unknown type 99"}}) {
+  for (const Case& c :
+       {Case{"truncated", truncated, "truncated"}, Case{"huge", huge, "tensor 'w' size"},
+        Case{"type", type, "unknown type 99"}}) {
     const std::string path = (dir / (std::string(c.name) + ".gguf")).string();
     c.file.write(path);
     for (const char* flags : {"", "--json "}) {

@@ -32,19 +32,21 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kFixtures = fs::path(HEADCOUNT_TESTDATA_DIR) / "gguf";
-const fs::path kModel = fs::path(HEADCOUNT_TESTDATA_DIR) / ".." / ".." / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+const fs::path kModel =
+    fs::path(HEADCOUNT_TESTDATA_DIR) / ".." / ".." / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 json read_json(const fs::path& path) {
   std::ifstream in(path);
   return json::parse(in);
 }
 
-#define REQUIRE_MODEL()                                                                          \
-  if (!fs::exists(kModel))                                                                       \
+#define REQUIRE_MODEL()    \
+  if (!fs::exists(kModel)) \
   GTEST_SKIP() << kModel.lexically_normal().string() << " not present (scripts/setup.sh fetches it)"
 
 TEST(Sha256, FipsExamples) {
-  EXPECT_EQ(sha256_hex("abc", 3), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abc", 3),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(sha256_hex("", 0), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   const std::string two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
   EXPECT_EQ(sha256_hex(two_blocks.data(), two_blocks.size()),
@@ -68,7 +70,8 @@ TEST(GgufModel, MetadataAndTensorTableMatchTheGgufPackage) {
     const GgufValue* v = f.find(key);
     ASSERT_NE(v, nullptr);
     const std::string type = expected["type"];
-    EXPECT_EQ(gguf_value_type_name(static_cast<std::uint32_t>(v->type)), type == "bool" ? "bool" : type);
+    EXPECT_EQ(gguf_value_type_name(static_cast<std::uint32_t>(v->type)),
+              type == "bool" ? "bool" : type);
     if (type == "string") {
       EXPECT_EQ(f.get_string(key), expected["value"].get<std::string>());
     } else if (type == "float32" || type == "float64") {
@@ -82,11 +85,13 @@ TEST(GgufModel, MetadataAndTensorTableMatchTheGgufPackage) {
       const json& first = expected["first"];
       if (element == "string") {
         const auto& strings = f.get_string_array(key);
-        for (std::size_t i = 0; i < first.size(); ++i) EXPECT_EQ(strings.at(i), first[i].get<std::string>());
+        for (std::size_t i = 0; i < first.size(); ++i)
+          EXPECT_EQ(strings.at(i), first[i].get<std::string>());
       } else {
         const auto ints = f.get_int_array(key);
         ASSERT_EQ(ints.size(), v->count);
-        for (std::size_t i = 0; i < first.size(); ++i) EXPECT_EQ(ints[i], first[i].get<std::int64_t>());
+        for (std::size_t i = 0; i < first.size(); ++i)
+          EXPECT_EQ(ints[i], first[i].get<std::int64_t>());
       }
     } else {
       EXPECT_EQ(f.get_uint(key), expected["value"].get<std::uint64_t>());
@@ -122,10 +127,16 @@ TEST(GgufModel, ShapesAreNeReversed) {
   EXPECT_EQ(f.get_uint("llama.attention.head_count_kv"), 3u);
   EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("llama.rope.freq_base")), 100000.0f);
   expect_error([&] { f.load_f32("output.weight"); }, {"output.weight", "missing"});
-  expect_error([&] { f.load_f32("blk.0.attn_k.weight", {576, 192}); }, {"shape", "[576, 192]", "[192, 576]"});
-  expect_error([&] { (void)f.get_uint("general.name"); }, {"general.name", "unsigned integer", "string"});
+  expect_error(
+      [&] {
+        f.load_f32("blk.0.attn_k.weight", {576, 192});
+      },
+      {"shape", "[576, 192]", "[192, 576]"});
+  expect_error([&] { (void)f.get_uint("general.name"); },
+               {"general.name", "unsigned integer", "string"});
   expect_error([&] { (void)f.get_string("no.such.key"); }, {"no.such.key", "missing"});
-  expect_error([&] { (void)f.get_float_array("tokenizer.ggml.token_type"); }, {"array of floats", "array of int32"});
+  expect_error([&] { (void)f.get_float_array("tokenizer.ggml.token_type"); },
+               {"array of floats", "array of int32"});
 }
 
 TEST(GgufModel, EveryTensorDequantizesBitIdenticallyToTheGgufPackage) {
@@ -141,7 +152,8 @@ TEST(GgufModel, EveryTensorDequantizesBitIdenticallyToTheGgufPackage) {
     if (HEADCOUNT_TEST_SANITIZED && i % 9 != 0) continue;
     const GgufTensorInfo& t = f.tensors()[i];
     const Tensor x = f.load_f32(t.name, t.shape());
-    EXPECT_EQ(sha256_hex(x.data<float>(), x.bytes()), hashes.at(t.name).get<std::string>()) << t.name;
+    EXPECT_EQ(sha256_hex(x.data<float>(), x.bytes()), hashes.at(t.name).get<std::string>())
+        << t.name;
     ++checked;
   }
   EXPECT_GE(checked, 30u);
@@ -155,7 +167,8 @@ TEST(GgufModel, EveryTensorDequantizesBitIdenticallyToTheGgufPackage) {
       std::uint32_t a, b;
       std::memcpy(&a, x.data<float>() + i, 4);
       std::memcpy(&b, rows.data<float>() + i, 4);
-      ASSERT_EQ(a, b) << "element " << i << ": headcount " << x.data<float>()[i] << ", gguf " << rows.data<float>()[i];
+      ASSERT_EQ(a, b) << "element " << i << ": headcount " << x.data<float>()[i] << ", gguf "
+                      << rows.data<float>()[i];
     }
   }
 }
@@ -168,7 +181,8 @@ TEST(GgufModel, UndoingTheQkRowPermutationGivesTransformersRows) {
   const json ref = read_json(kFixtures / "dequant.json")["hf_layer0"];
   const GgufFile f = GgufFile::open(kModel.string());
   const std::int64_t head_dim = 64, half = head_dim / 2;
-  for (const auto& [hf_name, gguf_name] : {std::pair{"q_proj", "blk.0.attn_q.weight"}, std::pair{"k_proj", "blk.0.attn_k.weight"}}) {
+  for (const auto& [hf_name, gguf_name] :
+       {std::pair{"q_proj", "blk.0.attn_q.weight"}, std::pair{"k_proj", "blk.0.attn_k.weight"}}) {
     SCOPED_TRACE(hf_name);
     const Tensor w = f.load_f32(gguf_name);
     const std::int64_t cols = w.size(1);
@@ -178,12 +192,14 @@ TEST(GgufModel, UndoingTheQkRowPermutationGivesTransformersRows) {
     for (std::size_t k = 0; k < rows.size(); ++k) {
       const std::int64_t head = rows[k] / head_dim, within = rows[k] % head_dim;
       const std::int64_t gguf_row = head * head_dim + 2 * (within % half) + within / half;
-      EXPECT_EQ(std::memcmp(w.data<float>() + gguf_row * cols, hf.data<float>() + static_cast<std::int64_t>(k) * cols,
+      EXPECT_EQ(std::memcmp(w.data<float>() + gguf_row * cols,
+                            hf.data<float>() + static_cast<std::int64_t>(k) * cols,
                             static_cast<std::size_t>(cols) * 4),
                 0)
           << "HF row " << rows[k] << " should be GGUF row " << gguf_row;
       if (gguf_row != rows[k])  // rows the permutation moves (not 0, 63 of a head)
-        EXPECT_NE(std::memcmp(w.data<float>() + rows[k] * cols, hf.data<float>() + static_cast<std::int64_t>(k) * cols,
+        EXPECT_NE(std::memcmp(w.data<float>() + rows[k] * cols,
+                              hf.data<float>() + static_cast<std::int64_t>(k) * cols,
                               static_cast<std::size_t>(cols) * 4),
                   0)
             << "row " << rows[k] << " unpermuted";
@@ -202,7 +218,8 @@ std::vector<std::byte> as_bytes(const std::string& s) {
 TEST(GgmlDequantize, Q8_0IsScaleTimesSignedBytes) {
   GgufBuilder b;
   b.u16(0x3800);  // d = 0.5
-  for (int i = 0; i < 32; ++i) b.u8(static_cast<std::uint8_t>(static_cast<std::int8_t>(i * 8 - 128)));
+  for (int i = 0; i < 32; ++i)
+    b.u8(static_cast<std::uint8_t>(static_cast<std::int8_t>(i * 8 - 128)));
   const auto bytes = as_bytes(b.bytes);
   std::vector<float> out(32);
   dequantize(GgmlType::q8_0, bytes, 32, out.data());
@@ -221,8 +238,8 @@ TEST(GgmlDequantize, Q4_1LowNibblesFirstThenHigh) {
   for (int j = 0; j < 16; ++j) {
     EXPECT_EQ(out[j], 0.5f * j - 1.0f) << j;
     EXPECT_EQ(out[j + 16], 0.5f * (15 - j) - 1.0f) << j;
-    EXPECT_EQ(out[32 + j], 65504.0f) << j;                                   // low nibble 0
-    EXPECT_EQ(out[48 + j], std::ldexp(15.0f, -24) + 65504.0f) << j;         // rounds to 65504
+    EXPECT_EQ(out[32 + j], 65504.0f) << j;                           // low nibble 0
+    EXPECT_EQ(out[48 + j], std::ldexp(15.0f, -24) + 65504.0f) << j;  // rounds to 65504
   }
 }
 
@@ -249,9 +266,12 @@ TEST(GgmlDequantize, RefusesWhatItCannotRead) {
   std::vector<std::byte> bytes(40);
   std::vector<float> out(64);
   expect_error([&] { dequantize(GgmlType::q4_0, bytes, 32, out.data()); }, {"type", "Q4_0"});
-  expect_error([&] { dequantize(GgmlType::q4_1, bytes, 33, out.data()); }, {"Q4_1 count", "multiple of 32", "33"});
-  expect_error([&] { dequantize(GgmlType::q4_1, bytes, 96, out.data()); }, {"Q4_1 bytes", "60 (3 blocks of 20)", "got 40"});
-  expect_error([&] { dequantize(GgmlType::q8_0, bytes, 32, out.data()); }, {"Q8_0 bytes", "34", "40"});
+  expect_error([&] { dequantize(GgmlType::q4_1, bytes, 33, out.data()); },
+               {"Q4_1 count", "multiple of 32", "33"});
+  expect_error([&] { dequantize(GgmlType::q4_1, bytes, 96, out.data()); },
+               {"Q4_1 bytes", "60 (3 blocks of 20)", "got 40"});
+  expect_error([&] { dequantize(GgmlType::q8_0, bytes, 32, out.data()); },
+               {"Q8_0 bytes", "34", "40"});
   EXPECT_EQ(ggml_type_name(31), "unknown type 31");
   EXPECT_EQ(ggml_type_traits(GgmlType::q4_1).block_bytes, 20);
 }
@@ -261,8 +281,9 @@ TEST(GgmlDequantize, RefusesWhatItCannotRead) {
 class GgufFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("headcount_gguf_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("headcount_gguf_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -307,7 +328,8 @@ class GgufFileTest : public ::testing::Test {
 TEST_F(GgufFileTest, ReadsAValidFile) {
   const GgufFile f = GgufFile::open(put(valid()));
   EXPECT_EQ(f.get_string("general.name"), "tiny");
-  EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens"), (std::vector<std::string>{"a", "\xc4\xa0"}));
+  EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens"),
+            (std::vector<std::string>{"a", "\xc4\xa0"}));
   EXPECT_EQ(f.get_int_array("tokenizer.ggml.token_type"), (std::vector<std::int64_t>{1, 3}));
   ASSERT_EQ(f.tensors().size(), 2u);
   const Tensor w = f.load_f32("w", {2, 32});
@@ -381,18 +403,22 @@ TEST_F(GgufFileTest, BadStringsAndValues) {
 }
 
 TEST_F(GgufFileTest, BadTensorInfos) {
-  const auto one = [](std::vector<std::uint64_t> ne, std::uint32_t type, std::uint64_t offset, std::size_t data) {
+  const auto one = [](std::vector<std::uint64_t> ne, std::uint32_t type, std::uint64_t offset,
+                      std::size_t data) {
     GgufBuilder b;
     b.header(1, 0).tensor("x", std::move(ne), type, offset).pad();
     b.raw(std::string(data, '\0').data(), data);
     return b;
   };
   expect_bad(one({4}, 31, 0, 64), {"tensor 'x' type", "ggml type", "unknown type 31"});
-  expect_bad(one({1ull << 40, 1ull << 40}, 0, 0, 64), {"tensor 'x' ne[1]", "2^62", "1099511627776"});
-  expect_bad(one({1ull << 20, 1ull << 20}, 0, 0, 64), {"tensor 'x' size", "at most 64 bytes", "1099511627776 blocks of 4"});
+  expect_bad(one({1ull << 40, 1ull << 40}, 0, 0, 64),
+             {"tensor 'x' ne[1]", "2^62", "1099511627776"});
+  expect_bad(one({1ull << 20, 1ull << 20}, 0, 0, 64),
+             {"tensor 'x' size", "at most 64 bytes", "1099511627776 blocks of 4"});
   expect_bad(one({33}, 3, 0, 64), {"tensor 'x' ne[0]", "multiple of 32", "Q4_1", "got 33"});
   expect_bad(one({4}, 0, 8, 64), {"tensor 'x' offset", "multiple of 32", "got 8"});
-  expect_bad(one({16}, 0, 32, 64), {"tensor 'x' offset", "inside the data region of 64 bytes", "[32, 96)"});
+  expect_bad(one({16}, 0, 32, 64),
+             {"tensor 'x' offset", "inside the data region of 64 bytes", "[32, 96)"});
   GgufBuilder dims;
   dims.header(1, 0).str("x").u32(5).raw(std::string(64, '\0').data(), 64);
   expect_bad(dims, {"tensor 'x' n_dims", "1..4", "got 5"});
@@ -400,10 +426,18 @@ TEST_F(GgufFileTest, BadTensorInfos) {
   zero_dims.header(1, 0).str("x").u32(0).raw(std::string(64, '\0').data(), 64);
   expect_bad(zero_dims, {"tensor 'x' n_dims", "got 0"});
   GgufBuilder overlap;
-  overlap.header(2, 0).tensor("a", {16}, 0, 0).tensor("b", {8}, 0, 32).pad().raw(std::string(64, '\0').data(), 64);
+  overlap.header(2, 0)
+      .tensor("a", {16}, 0, 0)
+      .tensor("b", {8}, 0, 32)
+      .pad()
+      .raw(std::string(64, '\0').data(), 64);
   expect_bad(overlap, {"tensor 'b' bytes [32, 64) overlap tensor 'a' bytes [0, 64)"});
   GgufBuilder twice;
-  twice.header(2, 0).tensor("a", {8}, 0, 0).tensor("a", {8}, 0, 32).pad().raw(std::string(64, '\0').data(), 64);
+  twice.header(2, 0)
+      .tensor("a", {8}, 0, 0)
+      .tensor("a", {8}, 0, 32)
+      .pad()
+      .raw(std::string(64, '\0').data(), 64);
   expect_bad(twice, {"tensor 'a' appears twice"});
 }
 

@@ -41,14 +41,20 @@ class GgufFile;
 
 // tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum class TokenType : std::int32_t {
-  undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
+  undefined = 0,
+  normal = 1,
+  unknown = 2,
+  control = 3,
+  user_defined = 4,
+  unused = 5,
+  byte = 6,
 };
 
 struct BpeVocabulary {
-  std::vector<std::string> tokens;      // id -> token text (stand-ins for bytes)
-  std::vector<TokenType> token_types;   // one per token (normal when empty)
-  std::vector<std::string> merges;      // "left right", in priority order
-  std::string pre = "smollm";           // the pre-tokenizer; only "smollm" is implemented
+  std::vector<std::string> tokens;        // id -> token text (stand-ins for bytes)
+  std::vector<TokenType> token_types;     // one per token (normal when empty)
+  std::vector<std::string> merges;        // "left right", in priority order
+  std::string pre = "smollm";             // the pre-tokenizer; only "smollm" is implemented
   std::int32_t bos_id = -1, eos_id = -1;  // -1: none
 };
 

@@ -30,11 +30,40 @@ namespace headcount {
 
 // The numbering of ggml.h's enum ggml_type (gaps are types ggml removed).
 enum class GgmlType : std::uint32_t {
-  f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3, q5_0 = 6, q5_1 = 7, q8_0 = 8, q8_1 = 9,
-  q2_k = 10, q3_k = 11, q4_k = 12, q5_k = 13, q6_k = 14, q8_k = 15,
-  iq2_xxs = 16, iq2_xs = 17, iq3_xxs = 18, iq1_s = 19, iq4_nl = 20, iq3_s = 21, iq2_s = 22,
-  iq4_xs = 23, i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, iq1_m = 29, bf16 = 30,
-  tq1_0 = 34, tq2_0 = 35, mxfp4 = 39, nvfp4 = 40, q1_0 = 41,
+  f32 = 0,
+  f16 = 1,
+  q4_0 = 2,
+  q4_1 = 3,
+  q5_0 = 6,
+  q5_1 = 7,
+  q8_0 = 8,
+  q8_1 = 9,
+  q2_k = 10,
+  q3_k = 11,
+  q4_k = 12,
+  q5_k = 13,
+  q6_k = 14,
+  q8_k = 15,
+  iq2_xxs = 16,
+  iq2_xs = 17,
+  iq3_xxs = 18,
+  iq1_s = 19,
+  iq4_nl = 20,
+  iq3_s = 21,
+  iq2_s = 22,
+  iq4_xs = 23,
+  i8 = 24,
+  i16 = 25,
+  i32 = 26,
+  i64 = 27,
+  f64 = 28,
+  iq1_m = 29,
+  bf16 = 30,
+  tq1_0 = 34,
+  tq2_0 = 35,
+  mxfp4 = 39,
+  nvfp4 = 40,
+  q1_0 = 41,
 };
 
 struct GgmlTypeTraits {
@@ -51,7 +80,9 @@ inline GgmlTypeTraits ggml_type_traits(GgmlType type) {
 }
 // "Q4_1", or "unknown type 31".
 std::string ggml_type_name(std::uint32_t type);
-inline std::string ggml_type_name(GgmlType type) { return ggml_type_name(static_cast<std::uint32_t>(type)); }
+inline std::string ggml_type_name(GgmlType type) {
+  return ggml_type_name(static_cast<std::uint32_t>(type));
+}
 
 // IEEE binary16 bits -> binary32, exact (subnormals, infinities and NaN included).
 float fp16_to_float(std::uint16_t bits);

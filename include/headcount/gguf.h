@@ -44,8 +44,19 @@ namespace headcount {
 
 // gguf_type: the types of metadata values.
 enum class GgufValueType : std::uint32_t {
-  uint8 = 0, int8 = 1, uint16 = 2, int16 = 3, uint32 = 4, int32 = 5, float32 = 6, boolean = 7,
-  string = 8, array = 9, uint64 = 10, int64 = 11, float64 = 12,
+  uint8 = 0,
+  int8 = 1,
+  uint16 = 2,
+  int16 = 3,
+  uint32 = 4,
+  int32 = 5,
+  float32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  uint64 = 10,
+  int64 = 11,
+  float64 = 12,
 };
 // "uint32", "array"...; "unknown value type N" for a number outside the enum.
 std::string gguf_value_type_name(std::uint32_t type);
@@ -74,9 +85,9 @@ struct GgufKeyValue {
 struct GgufTensorInfo {
   std::string name;
   GgmlType type = GgmlType::f32;
-  std::vector<std::int64_t> ne;   // as stored: ne[0] innermost (the row length)
-  std::uint64_t offset = 0;       // from the start of the data region
-  std::uint64_t bytes = 0;        // numel / block_size * block_bytes
+  std::vector<std::int64_t> ne;  // as stored: ne[0] innermost (the row length)
+  std::uint64_t offset = 0;      // from the start of the data region
+  std::uint64_t bytes = 0;       // numel / block_size * block_bytes
   std::int64_t numel = 0;
 
   // Row-major: ne reversed ({out_features, in_features} for a weight matrix).

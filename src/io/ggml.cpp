@@ -21,23 +21,23 @@ struct TypeRow {
 // Block sizes and bytes as ggml defines them (ggml.c type_traits; the same table as the `gguf`
 // package's GGML_QUANT_SIZES).
 constexpr TypeRow kTypes[] = {
-    {0, {"F32", 1, 4, true}},         {1, {"F16", 1, 2, true}},
-    {2, {"Q4_0", 32, 18, false}},     {3, {"Q4_1", 32, 20, true}},
-    {6, {"Q5_0", 32, 22, false}},     {7, {"Q5_1", 32, 24, false}},
-    {8, {"Q8_0", 32, 34, true}},      {9, {"Q8_1", 32, 40, false}},
-    {10, {"Q2_K", 256, 84, false}},   {11, {"Q3_K", 256, 110, false}},
-    {12, {"Q4_K", 256, 144, false}},  {13, {"Q5_K", 256, 176, false}},
-    {14, {"Q6_K", 256, 210, false}},  {15, {"Q8_K", 256, 292, false}},
+    {0, {"F32", 1, 4, true}},          {1, {"F16", 1, 2, true}},
+    {2, {"Q4_0", 32, 18, false}},      {3, {"Q4_1", 32, 20, true}},
+    {6, {"Q5_0", 32, 22, false}},      {7, {"Q5_1", 32, 24, false}},
+    {8, {"Q8_0", 32, 34, true}},       {9, {"Q8_1", 32, 40, false}},
+    {10, {"Q2_K", 256, 84, false}},    {11, {"Q3_K", 256, 110, false}},
+    {12, {"Q4_K", 256, 144, false}},   {13, {"Q5_K", 256, 176, false}},
+    {14, {"Q6_K", 256, 210, false}},   {15, {"Q8_K", 256, 292, false}},
     {16, {"IQ2_XXS", 256, 66, false}}, {17, {"IQ2_XS", 256, 74, false}},
     {18, {"IQ3_XXS", 256, 98, false}}, {19, {"IQ1_S", 256, 50, false}},
-    {20, {"IQ4_NL", 32, 18, false}},  {21, {"IQ3_S", 256, 110, false}},
-    {22, {"IQ2_S", 256, 82, false}},  {23, {"IQ4_XS", 256, 136, false}},
-    {24, {"I8", 1, 1, false}},        {25, {"I16", 1, 2, false}},
-    {26, {"I32", 1, 4, false}},       {27, {"I64", 1, 8, false}},
-    {28, {"F64", 1, 8, false}},       {29, {"IQ1_M", 256, 56, false}},
-    {30, {"BF16", 1, 2, false}},      {34, {"TQ1_0", 256, 54, false}},
-    {35, {"TQ2_0", 256, 66, false}},  {39, {"MXFP4", 32, 17, false}},
-    {40, {"NVFP4", 64, 36, false}},   {41, {"Q1_0", 128, 18, false}},
+    {20, {"IQ4_NL", 32, 18, false}},   {21, {"IQ3_S", 256, 110, false}},
+    {22, {"IQ2_S", 256, 82, false}},   {23, {"IQ4_XS", 256, 136, false}},
+    {24, {"I8", 1, 1, false}},         {25, {"I16", 1, 2, false}},
+    {26, {"I32", 1, 4, false}},        {27, {"I64", 1, 8, false}},
+    {28, {"F64", 1, 8, false}},        {29, {"IQ1_M", 256, 56, false}},
+    {30, {"BF16", 1, 2, false}},       {34, {"TQ1_0", 256, 54, false}},
+    {35, {"TQ2_0", 256, 66, false}},   {39, {"MXFP4", 32, 17, false}},
+    {40, {"NVFP4", 64, 36, false}},    {41, {"Q1_0", 128, 18, false}},
 };
 
 std::uint16_t load_u16(const std::byte* p) {
@@ -48,7 +48,8 @@ std::uint16_t load_u16(const std::byte* p) {
 void dequantize_q8_0(const std::byte* in, std::int64_t blocks, float* out) {
   for (std::int64_t b = 0; b < blocks; ++b, in += 34, out += 32) {
     const float d = fp16_to_float(load_u16(in));
-    for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(static_cast<std::int8_t>(in[2 + i]));
+    for (int i = 0; i < 32; ++i)
+      out[i] = d * static_cast<float>(static_cast<std::int8_t>(in[2 + i]));
   }
 }
 
@@ -107,9 +108,11 @@ void dequantize(GgmlType type, std::span<const std::byte> blocks, std::int64_t c
   check(count >= 0 && count % t.block_size == 0, concat("dequantize ", t.name, " count"),
         concat("a multiple of ", t.block_size, " (the block size)"), count);
   const std::int64_t n_blocks = count / t.block_size;
-  check(blocks.size() == static_cast<std::uint64_t>(n_blocks) * static_cast<std::uint64_t>(t.block_bytes),
+  check(blocks.size() ==
+            static_cast<std::uint64_t>(n_blocks) * static_cast<std::uint64_t>(t.block_bytes),
         concat("dequantize ", t.name, " bytes"),
-        concat(n_blocks * t.block_bytes, " (", n_blocks, " blocks of ", t.block_bytes, ")"), blocks.size());
+        concat(n_blocks * t.block_bytes, " (", n_blocks, " blocks of ", t.block_bytes, ")"),
+        blocks.size());
   const std::byte* in = blocks.data();
   switch (type) {
     case GgmlType::f32:

@@ -33,9 +33,9 @@ struct GgufFile::Mapping {
 };
 
 std::string gguf_value_type_name(std::uint32_t type) {
-  static const char* const kNames[] = {"uint8", "int8",   "uint16", "int16",  "uint32",
-                                       "int32", "float32", "bool",  "string", "array",
-                                       "uint64", "int64", "float64"};
+  static const char* const kNames[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
+                                       "int32",  "float32", "bool",   "string", "array",
+                                       "uint64", "int64",   "float64"};
   if (type < std::size(kNames)) return kNames[type];
   return concat("unknown value type ", type);
 }
@@ -73,11 +73,23 @@ std::string quoted(std::string_view name) {
 // 0 for string and array (variable size), else the bytes of one value.
 std::uint64_t scalar_size(GgufValueType type) {
   switch (type) {
-    case GgufValueType::uint8: case GgufValueType::int8: case GgufValueType::boolean: return 1;
-    case GgufValueType::uint16: case GgufValueType::int16: return 2;
-    case GgufValueType::uint32: case GgufValueType::int32: case GgufValueType::float32: return 4;
-    case GgufValueType::uint64: case GgufValueType::int64: case GgufValueType::float64: return 8;
-    default: return 0;
+    case GgufValueType::uint8:
+    case GgufValueType::int8:
+    case GgufValueType::boolean:
+      return 1;
+    case GgufValueType::uint16:
+    case GgufValueType::int16:
+      return 2;
+    case GgufValueType::uint32:
+    case GgufValueType::int32:
+    case GgufValueType::float32:
+      return 4;
+    case GgufValueType::uint64:
+    case GgufValueType::int64:
+    case GgufValueType::float64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -132,14 +144,15 @@ class Cursor {
 
   const std::byte* take(std::uint64_t n, const std::string& field) {
     if (n > left())
-      fail(concat(path_, ": ", field),
-           concat("truncated: expected ", n, " bytes at offset ", pos_, ", got ", left(),
-                  " (the file has ", size_, ")"));
+      fail(concat(path_, ": ", field), concat("truncated: expected ", n, " bytes at offset ", pos_,
+                                              ", got ", left(), " (the file has ", size_, ")"));
     const std::byte* p = base_ + pos_;
     pos_ += n;
     return p;
   }
-  std::uint32_t u32(const std::string& field) { return static_cast<std::uint32_t>(load_le(take(4, field), 4)); }
+  std::uint32_t u32(const std::string& field) {
+    return static_cast<std::uint32_t>(load_le(take(4, field), 4));
+  }
   std::uint64_t u64(const std::string& field) { return load_le(take(8, field), 8); }
 
   std::string string(const std::string& field) {
@@ -178,18 +191,20 @@ GgufValue read_value(Cursor& in, const std::string& path, const std::string& fie
       // Each string takes at least its 8-byte length.
       check(v.count <= in.left() / 8, concat(path, ": ", field, " count"),
             concat("at most ", in.left() / 8, " strings (", in.left(), " bytes left)"), v.count);
-      for (std::uint64_t i = 0; i < v.count; ++i) v.strings.push_back(in.string(concat(field, "[", i, "]")));
+      for (std::uint64_t i = 0; i < v.count; ++i)
+        v.strings.push_back(in.string(concat(field, "[", i, "]")));
     } else {
       const std::uint64_t size = scalar_size(v.element_type);
       check(v.count <= in.left() / size, concat(path, ": ", field, " count"),
-            concat("at most ", in.left() / size, " ", gguf_value_type_name(static_cast<std::uint32_t>(v.element_type)),
-                   " elements (", in.left(), " bytes left)"),
+            concat("at most ", in.left() / size, " ",
+                   gguf_value_type_name(static_cast<std::uint32_t>(v.element_type)), " elements (",
+                   in.left(), " bytes left)"),
             v.count);
       v.raw = {in.take(v.count * size, field), static_cast<std::size_t>(v.count * size)};
       if (v.element_type == GgufValueType::boolean)
         for (std::byte b : v.raw)
-          check(std::to_integer<unsigned>(b) <= 1, concat(path, ": ", field), "bool elements of 0 or 1",
-                std::to_integer<unsigned>(b));
+          check(std::to_integer<unsigned>(b) <= 1, concat(path, ": ", field),
+                "bool elements of 0 or 1", std::to_integer<unsigned>(b));
     }
   } else {
     const std::byte* p = in.take(scalar_size(v.type), field);
@@ -198,7 +213,8 @@ GgufValue read_value(Cursor& in, const std::string& path, const std::string& fie
     } else {
       v.integer = integer_value(v.type, p);
       if (v.type == GgufValueType::boolean)
-        check(v.integer == 0 || v.integer == 1, concat(path, ": ", field), "a bool of 0 or 1", v.integer);
+        check(v.integer == 0 || v.integer == 1, concat(path, ": ", field), "a bool of 0 or 1",
+              v.integer);
     }
   }
   return v;
@@ -214,19 +230,22 @@ GgufTensorInfo read_tensor_info(Cursor& in, const std::string& path, std::uint64
   std::uint64_t numel = 1;
   for (std::uint32_t d = 0; d < n_dims; ++d) {
     const std::uint64_t ne = in.u64(concat(where, " ne[", d, "]"));
-    check(ne <= kMaxElements && (ne == 0 || numel <= kMaxElements / ne), concat(path, ": ", where, " ne[", d, "]"),
-          concat("a dimension keeping the element count within 2^62 (count so far ", numel, ")"), ne);
+    check(ne <= kMaxElements && (ne == 0 || numel <= kMaxElements / ne),
+          concat(path, ": ", where, " ne[", d, "]"),
+          concat("a dimension keeping the element count within 2^62 (count so far ", numel, ")"),
+          ne);
     numel *= ne;
     t.ne.push_back(static_cast<std::int64_t>(ne));
   }
   t.numel = static_cast<std::int64_t>(numel);
   const std::uint32_t type = in.u32(where + " type");
   const GgmlTypeTraits traits = ggml_type_traits(type);
-  check(traits.name != nullptr, concat(path, ": ", where, " type"), "a ggml type (F32, F16, Q8_0, Q4_1, ...)",
-        ggml_type_name(type));
+  check(traits.name != nullptr, concat(path, ": ", where, " type"),
+        "a ggml type (F32, F16, Q8_0, Q4_1, ...)", ggml_type_name(type));
   t.type = static_cast<GgmlType>(type);
   check(t.ne[0] % traits.block_size == 0, concat(path, ": ", where, " ne[0]"),
-        concat("a multiple of ", traits.block_size, " (the ", traits.name, " block size)"), t.ne[0]);
+        concat("a multiple of ", traits.block_size, " (the ", traits.name, " block size)"),
+        t.ne[0]);
   t.offset = in.u64(where + " offset");
   // Byte size once the data region is known (read_tensor_infos' caller): numel / block_size
   // blocks, each block_bytes; computed there after checking it fits.
@@ -301,27 +320,32 @@ GgufFile GgufFile::open(const std::string& path) {
   {
     std::vector<const GgufKeyValue*> by_key;
     for (const auto& kv : file.metadata_) by_key.push_back(&kv);
-    std::sort(by_key.begin(), by_key.end(), [](const auto* a, const auto* b) { return a->key < b->key; });
+    std::sort(by_key.begin(), by_key.end(),
+              [](const auto* a, const auto* b) { return a->key < b->key; });
     for (std::size_t i = 1; i < by_key.size(); ++i)
-      if (by_key[i]->key == by_key[i - 1]->key) fail(path, concat("metadata key ", quoted(by_key[i]->key), " appears twice"));
+      if (by_key[i]->key == by_key[i - 1]->key)
+        fail(path, concat("metadata key ", quoted(by_key[i]->key), " appears twice"));
   }
   if (const GgufValue* a = file.find("general.alignment")) {
     check(a->type == GgufValueType::uint32, path + ": metadata 'general.alignment' type", "uint32",
           gguf_value_type_name(static_cast<std::uint32_t>(a->type)));
     const auto alignment = static_cast<std::uint64_t>(a->integer);
-    check(alignment != 0 && (alignment & (alignment - 1)) == 0, path + ": metadata 'general.alignment'",
-          "a power of two", alignment);
+    check(alignment != 0 && (alignment & (alignment - 1)) == 0,
+          path + ": metadata 'general.alignment'", "a power of two", alignment);
     file.alignment_ = alignment;
   }
 
   // 4. Tensor infos, names unique.
-  for (std::uint64_t i = 0; i < tensor_count; ++i) file.tensors_.push_back(read_tensor_info(in, path, i));
+  for (std::uint64_t i = 0; i < tensor_count; ++i)
+    file.tensors_.push_back(read_tensor_info(in, path, i));
   {
     std::vector<const GgufTensorInfo*> by_name;
     for (const auto& t : file.tensors_) by_name.push_back(&t);
-    std::sort(by_name.begin(), by_name.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
+    std::sort(by_name.begin(), by_name.end(),
+              [](const auto* a, const auto* b) { return a->name < b->name; });
     for (std::size_t i = 1; i < by_name.size(); ++i)
-      if (by_name[i]->name == by_name[i - 1]->name) fail(path, concat("tensor ", quoted(by_name[i]->name), " appears twice"));
+      if (by_name[i]->name == by_name[i - 1]->name)
+        fail(path, concat("tensor ", quoted(by_name[i]->name), " appears twice"));
   }
 
   // 5. The data region starts at the next multiple of the alignment; each tensor's bytes lie
@@ -335,10 +359,11 @@ GgufFile GgufFile::open(const std::string& path) {
     const auto block_bytes = static_cast<std::uint64_t>(traits.block_bytes);
     check(blocks <= data_size / block_bytes, where + " size",
           concat("at most ", data_size, " bytes (the data region)"),
-          concat("ne ", shape_string(t.ne), " of ", traits.name, ": ", blocks, " blocks of ", block_bytes, " bytes"));
+          concat("ne ", shape_string(t.ne), " of ", traits.name, ": ", blocks, " blocks of ",
+                 block_bytes, " bytes"));
     t.bytes = blocks * block_bytes;
-    check(t.offset % file.alignment_ == 0, where + " offset", concat("a multiple of ", file.alignment_, " (the alignment)"),
-          t.offset);
+    check(t.offset % file.alignment_ == 0, where + " offset",
+          concat("a multiple of ", file.alignment_, " (the alignment)"), t.offset);
     check(t.offset <= data_size && t.bytes <= data_size - t.offset, where + " offset",
           concat("a range inside the data region of ", data_size, " bytes"),
           concat("[", t.offset, ", ", t.offset + t.bytes, ")"));
@@ -346,13 +371,15 @@ GgufFile GgufFile::open(const std::string& path) {
   std::vector<const GgufTensorInfo*> by_offset;
   for (const auto& t : file.tensors_)
     if (t.bytes > 0) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(), [](const auto* a, const auto* b) { return a->offset < b->offset; });
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto* a, const auto* b) { return a->offset < b->offset; });
   for (std::size_t i = 1; i < by_offset.size(); ++i) {
     const GgufTensorInfo& a = *by_offset[i - 1];
     const GgufTensorInfo& b = *by_offset[i];
     if (b.offset < a.offset + a.bytes)
-      fail(path, concat("tensor ", quoted(b.name), " bytes [", b.offset, ", ", b.offset + b.bytes, ") overlap tensor ",
-                        quoted(a.name), " bytes [", a.offset, ", ", a.offset + a.bytes, ")"));
+      fail(path, concat("tensor ", quoted(b.name), " bytes [", b.offset, ", ", b.offset + b.bytes,
+                        ") overlap tensor ", quoted(a.name), " bytes [", a.offset, ", ",
+                        a.offset + a.bytes, ")"));
   }
 
   file.data_ = base + std::min(file.data_offset_, size);
@@ -370,21 +397,26 @@ namespace {
 
 // The value of `key`, checked to be present, an array or not as `array` says, and of a
 // (element) type ok_type accepts; else an Error naming the key, what was expected and the type.
-const GgufValue& typed(const GgufFile& f, std::string_view key, bool array, bool ok_type(GgufValueType),
-                       const char* expected) {
+const GgufValue& typed(const GgufFile& f, std::string_view key, bool array,
+                       bool ok_type(GgufValueType), const char* expected) {
   const GgufValue* v = f.find(key);
-  if (v == nullptr) fail(concat(f.path(), ": metadata '", key, "'"), concat("missing (expected ", expected, ")"));
+  if (v == nullptr)
+    fail(concat(f.path(), ": metadata '", key, "'"), concat("missing (expected ", expected, ")"));
   const bool is_array = v->type == GgufValueType::array;
-  const std::string got = is_array ? concat("array of ", gguf_value_type_name(static_cast<std::uint32_t>(v->element_type)))
-                                   : gguf_value_type_name(static_cast<std::uint32_t>(v->type));
-  check(is_array == array && ok_type(is_array ? v->element_type : v->type), concat(f.path(), ": metadata '", key, "'"),
-        expected, got);
+  const std::string got =
+      is_array
+          ? concat("array of ", gguf_value_type_name(static_cast<std::uint32_t>(v->element_type)))
+          : gguf_value_type_name(static_cast<std::uint32_t>(v->type));
+  check(is_array == array && ok_type(is_array ? v->element_type : v->type),
+        concat(f.path(), ": metadata '", key, "'"), expected, got);
   return *v;
 }
 
 bool string_type(GgufValueType t) { return t == GgufValueType::string; }
 bool integer_type(GgufValueType t) { return is_integer(t); }
-bool float_type(GgufValueType t) { return t == GgufValueType::float32 || t == GgufValueType::float64; }
+bool float_type(GgufValueType t) {
+  return t == GgufValueType::float32 || t == GgufValueType::float64;
+}
 bool bool_type(GgufValueType t) { return t == GgufValueType::boolean; }
 
 }  // namespace
@@ -400,9 +432,13 @@ std::uint64_t GgufFile::get_uint(std::string_view key) const {
   return static_cast<std::uint64_t>(v.integer);
 }
 
-double GgufFile::get_float(std::string_view key) const { return typed(*this, key, false, float_type, "a float").real; }
+double GgufFile::get_float(std::string_view key) const {
+  return typed(*this, key, false, float_type, "a float").real;
+}
 
-bool GgufFile::get_bool(std::string_view key) const { return typed(*this, key, false, bool_type, "a bool").integer != 0; }
+bool GgufFile::get_bool(std::string_view key) const {
+  return typed(*this, key, false, bool_type, "a bool").integer != 0;
+}
 
 const std::vector<std::string>& GgufFile::get_string_array(std::string_view key) const {
   return typed(*this, key, true, string_type, "an array of strings").strings;
@@ -415,8 +451,9 @@ std::vector<std::int64_t> GgufFile::get_int_array(std::string_view key) const {
   out.reserve(static_cast<std::size_t>(v.count));
   for (std::uint64_t i = 0; i < v.count; ++i) {
     const std::int64_t x = integer_value(v.element_type, v.raw.data() + i * size);
-    check(v.element_type != GgufValueType::uint64 || x >= 0, concat(path_, ": metadata '", key, "'[", i, "]"),
-          "a uint64 below 2^63", static_cast<std::uint64_t>(x));
+    check(v.element_type != GgufValueType::uint64 || x >= 0,
+          concat(path_, ": metadata '", key, "'[", i, "]"), "a uint64 below 2^63",
+          static_cast<std::uint64_t>(x));
     out.push_back(x);
   }
   return out;
@@ -427,7 +464,8 @@ std::vector<double> GgufFile::get_float_array(std::string_view key) const {
   const std::uint64_t size = scalar_size(v.element_type);
   std::vector<double> out;
   out.reserve(static_cast<std::size_t>(v.count));
-  for (std::uint64_t i = 0; i < v.count; ++i) out.push_back(float_value(v.element_type, v.raw.data() + i * size));
+  for (std::uint64_t i = 0; i < v.count; ++i)
+    out.push_back(float_value(v.element_type, v.raw.data() + i * size));
   return out;
 }
 
@@ -457,12 +495,14 @@ Tensor GgufFile::load_f32(std::string_view name) const {
   return out;
 }
 
-Tensor GgufFile::load_f32(std::string_view name, const std::vector<std::int64_t>& expected_shape) const {
+Tensor GgufFile::load_f32(std::string_view name,
+                          const std::vector<std::int64_t>& expected_shape) const {
   const GgufTensorInfo* t = find_tensor(name);
   if (t == nullptr)
-    fail(path_, concat("tensor '", name, "': missing (expected shape ", shape_string(expected_shape), ")"));
-  check(t->shape() == expected_shape, concat(path_, ": tensor '", name, "' shape"), shape_string(expected_shape),
-        shape_string(t->shape()));
+    fail(path_, concat("tensor '", name, "': missing (expected shape ",
+                       shape_string(expected_shape), ")"));
+  check(t->shape() == expected_shape, concat(path_, ": tensor '", name, "' shape"),
+        shape_string(expected_shape), shape_string(t->shape()));
   return load_f32(name);
 }
 

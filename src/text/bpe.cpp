@@ -46,7 +46,8 @@ std::array<char32_t, 256> byte_stand_ins() {
   std::array<char32_t, 256> map{};
   char32_t next = 0x100;
   for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const bool printable =
+        (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
     map[static_cast<std::size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
   }
   return map;
@@ -60,7 +61,9 @@ void split_gpt2(const std::u32string& s, std::size_t from, std::size_t to,
     while (j < to && pred(s[j])) ++j;
     return j;
   };
-  const auto is_other = [](char32_t c) { return !is_whitespace(c) && !is_letter(c) && !is_number(c); };
+  const auto is_other = [](char32_t c) {
+    return !is_whitespace(c) && !is_letter(c) && !is_number(c);
+  };
   while (i < to) {
     const char32_t c = s[i];
     std::size_t end = i;
@@ -68,16 +71,21 @@ void split_gpt2(const std::u32string& s, std::size_t from, std::size_t to,
     if (c == U'\'' && i + 1 < to) {
       const char32_t a = s[i + 1];
       const char32_t b = i + 2 < to ? s[i + 2] : 0;
-      if (a == U's' || a == U't' || a == U'm' || a == U'd') end = i + 2;
-      else if ((a == U'r' && b == U'e') || (a == U'v' && b == U'e') || (a == U'l' && b == U'l')) end = i + 3;
+      if (a == U's' || a == U't' || a == U'm' || a == U'd')
+        end = i + 2;
+      else if ((a == U'r' && b == U'e') || (a == U'v' && b == U'e') || (a == U'l' && b == U'l'))
+        end = i + 3;
     }
     if (end == i) {
       // An optional space, then a run of one class: ` ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+`.
       const std::size_t k = (c == U' ' && i + 1 < to) ? i + 1 : i;
       const char32_t d = s[k];
-      if (is_letter(d)) end = run(k, is_letter);
-      else if (is_number(d)) end = run(k, is_number);
-      else if (is_other(d)) end = run(k, is_other);
+      if (is_letter(d))
+        end = run(k, is_letter);
+      else if (is_number(d))
+        end = run(k, is_number);
+      else if (is_other(d))
+        end = run(k, is_other);
     }
     if (end == i) {
       // Whitespace: `\s+(?!\S)` leaves the last space of a run before a non-space to the next
@@ -91,25 +99,28 @@ void split_gpt2(const std::u32string& s, std::size_t from, std::size_t to,
 }
 
 struct PairHash {
-  std::size_t operator()(std::uint64_t key) const { return std::hash<std::uint64_t>{}(key * 0x9E3779B97F4A7C15ull); }
+  std::size_t operator()(std::uint64_t key) const {
+    return std::hash<std::uint64_t>{}(key * 0x9E3779B97F4A7C15ull);
+  }
 };
 
 std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
+         static_cast<std::uint32_t>(right);
 }
 
 }  // namespace
 
 struct BpeTokenizer::Impl {
   BpeVocabulary v;
-  std::unordered_map<std::string, std::int32_t> ids;       // token text -> first id with it
+  std::unordered_map<std::string, std::int32_t> ids;  // token text -> first id with it
   struct Merge {
     std::int32_t rank, merged;
   };
   std::unordered_map<std::uint64_t, Merge, PairHash> merges;  // (left id, right id) -> merge
-  std::array<std::int32_t, 256> byte_ids{};                 // byte -> token of its stand-in, or -1
-  std::vector<std::string> bytes_of;                        // id -> the bytes it stands for
-  std::vector<std::int32_t> special;                        // ids cut out in step 1, longest first
+  std::array<std::int32_t, 256> byte_ids{};  // byte -> token of its stand-in, or -1
+  std::vector<std::string> bytes_of;         // id -> the bytes it stands for
+  std::vector<std::int32_t> special;         // ids cut out in step 1, longest first
 
   void bpe(const std::string& piece, std::vector<std::int32_t>& out) const;
   void encode_text(std::string_view text, std::vector<std::int32_t>& out) const;
@@ -123,10 +134,12 @@ BpeTokenizer::BpeTokenizer(BpeVocabulary vocabulary) : impl_(std::make_unique<Im
   check(n >= 1 && n <= INT32_MAX, "tokenizer tokens", "1 to 2^31 - 1 tokens", n);
   check(v.pre == "smollm", "tokenizer pre-tokenizer", "smollm", v.pre);
   if (v.token_types.empty()) v.token_types.assign(v.tokens.size(), TokenType::normal);
-  check(v.token_types.size() == v.tokens.size(), "tokenizer token_type", concat(n, " entries (one per token)"),
-        v.token_types.size());
-  check(v.bos_id >= -1 && v.bos_id < n, "tokenizer bos_token_id", concat("-1 or an id below ", n), v.bos_id);
-  check(v.eos_id >= -1 && v.eos_id < n, "tokenizer eos_token_id", concat("-1 or an id below ", n), v.eos_id);
+  check(v.token_types.size() == v.tokens.size(), "tokenizer token_type",
+        concat(n, " entries (one per token)"), v.token_types.size());
+  check(v.bos_id >= -1 && v.bos_id < n, "tokenizer bos_token_id", concat("-1 or an id below ", n),
+        v.bos_id);
+  check(v.eos_id >= -1 && v.eos_id < n, "tokenizer eos_token_id", concat("-1 or an id below ", n),
+        v.eos_id);
 
   m.ids.reserve(v.tokens.size());
   for (std::int32_t id = 0; id < n; ++id) m.ids.emplace(v.tokens[static_cast<std::size_t>(id)], id);
@@ -146,13 +159,17 @@ BpeTokenizer::BpeTokenizer(BpeVocabulary vocabulary) : impl_(std::make_unique<Im
     const std::size_t space = merge.find(' ');
     check(space != std::string::npos && space > 0 && space + 1 < merge.size() &&
               merge.find(' ', space + 1) == std::string::npos,
-          concat("tokenizer merges[", r, "]"), "\"left right\" (two tokens, one space)", concat("\"", merge, "\""));
+          concat("tokenizer merges[", r, "]"), "\"left right\" (two tokens, one space)",
+          concat("\"", merge, "\""));
     const std::string left = merge.substr(0, space), right = merge.substr(space + 1);
     const auto l = m.ids.find(left), rr = m.ids.find(right), merged = m.ids.find(left + right);
-    check(l != m.ids.end() && rr != m.ids.end() && merged != m.ids.end(), concat("tokenizer merges[", r, "]"),
-          "tokens of the vocabulary (both parts and their concatenation)", concat("\"", merge, "\""));
+    check(l != m.ids.end() && rr != m.ids.end() && merged != m.ids.end(),
+          concat("tokenizer merges[", r, "]"),
+          "tokens of the vocabulary (both parts and their concatenation)",
+          concat("\"", merge, "\""));
     // A pair listed twice keeps its first (better) rank, as the `tokenizers` crate does.
-    m.merges.emplace(pair_key(l->second, rr->second), Impl::Merge{static_cast<std::int32_t>(r), merged->second});
+    m.merges.emplace(pair_key(l->second, rr->second),
+                     Impl::Merge{static_cast<std::int32_t>(r), merged->second});
   }
 
   m.bytes_of.resize(v.tokens.size());
@@ -176,7 +193,8 @@ BpeTokenizer::BpeTokenizer(BpeVocabulary vocabulary) : impl_(std::make_unique<Im
     m.bytes_of[id] = mapped ? bytes : t;
   }
   std::stable_sort(m.special.begin(), m.special.end(), [&](std::int32_t a, std::int32_t b) {
-    return v.tokens[static_cast<std::size_t>(a)].size() > v.tokens[static_cast<std::size_t>(b)].size();
+    return v.tokens[static_cast<std::size_t>(a)].size() >
+           v.tokens[static_cast<std::size_t>(b)].size();
   });
 }
 
@@ -186,14 +204,16 @@ BpeTokenizer& BpeTokenizer::operator=(BpeTokenizer&&) noexcept = default;
 
 BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
   const std::string model = file.get_string("tokenizer.ggml.model");
-  check(model == "gpt2", file.path() + ": metadata 'tokenizer.ggml.model'", "gpt2 (byte-level BPE)", model);
+  check(model == "gpt2", file.path() + ": metadata 'tokenizer.ggml.model'", "gpt2 (byte-level BPE)",
+        model);
   BpeVocabulary v;
   v.tokens = file.get_string_array("tokenizer.ggml.tokens");
   v.merges = file.get_string_array("tokenizer.ggml.merges");
   v.pre = file.find("tokenizer.ggml.pre") ? file.get_string("tokenizer.ggml.pre") : "default";
   if (file.find("tokenizer.ggml.token_type")) {
     for (std::int64_t t : file.get_int_array("tokenizer.ggml.token_type")) {
-      check(t >= 0 && t <= 6, file.path() + ": metadata 'tokenizer.ggml.token_type'", "values 0..6", t);
+      check(t >= 0 && t <= 6, file.path() + ": metadata 'tokenizer.ggml.token_type'", "values 0..6",
+            t);
       v.token_types.push_back(static_cast<TokenType>(t));
     }
   }
@@ -213,7 +233,9 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
   }
 }
 
-std::int64_t BpeTokenizer::vocab_size() const { return static_cast<std::int64_t>(impl_->v.tokens.size()); }
+std::int64_t BpeTokenizer::vocab_size() const {
+  return static_cast<std::int64_t>(impl_->v.tokens.size());
+}
 
 const std::string& BpeTokenizer::token(std::int32_t id) const {
   check(id >= 0 && id < vocab_size(), "token id", concat("0..", vocab_size() - 1), id);
@@ -255,7 +277,9 @@ void BpeTokenizer::Impl::bpe(const std::string& piece, std::vector<std::int32_t>
     std::int32_t rank;
     std::size_t left;
     std::int32_t left_id, right_id;
-    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : left > o.left;
+    }
   };
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
   const auto push = [&](std::size_t left) {
@@ -270,7 +294,8 @@ void BpeTokenizer::Impl::bpe(const std::string& piece, std::vector<std::int32_t>
     queue.pop();
     const std::size_t right = next[c.left];
     // Stale: a symbol of the pair was merged away or changed since the pair was queued.
-    if (!alive[c.left] || right >= n || id[c.left] != c.left_id || id[right] != c.right_id) continue;
+    if (!alive[c.left] || right >= n || id[c.left] != c.left_id || id[right] != c.right_id)
+      continue;
     id[c.left] = merges.at(pair_key(c.left_id, c.right_id)).merged;
     alive[right] = false;
     next[c.left] = next[right];
@@ -299,7 +324,8 @@ void BpeTokenizer::Impl::encode_text(std::string_view text, std::vector<std::int
   }
 }
 
-std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text, BpeEncodeOptions options) const {
+std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text,
+                                               BpeEncodeOptions options) const {
   std::vector<std::int32_t> out;
   const Impl& m = *impl_;
   if (!options.parse_special || m.special.empty()) {
@@ -317,7 +343,8 @@ std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text, BpeEncodeO
     std::int32_t best = -1;
     for (std::size_t k = 0; k < m.special.size(); ++k) {
       const std::string& t = m.v.tokens[static_cast<std::size_t>(m.special[k])];
-      if (next_at[k] != std::string_view::npos && next_at[k] < from) next_at[k] = text.find(t, from);
+      if (next_at[k] != std::string_view::npos && next_at[k] < from)
+        next_at[k] = text.find(t, from);
       const std::size_t at = next_at[k];
       if (at != std::string_view::npos && (best_at == std::string_view::npos || at < best_at)) {
         best_at = at;
