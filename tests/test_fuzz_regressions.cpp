@@ -20,6 +20,8 @@ extern "C" int fuzz_encoder_config_one_input(const std::uint8_t*, std::size_t);
 extern "C" int fuzz_wordpiece_one_input(const std::uint8_t*, std::size_t);
 extern "C" int fuzz_sts_one_input(const std::uint8_t*, std::size_t);
 extern "C" int fuzz_attention_options_one_input(const std::uint8_t*, std::size_t);
+extern "C" int fuzz_gguf_one_input(const std::uint8_t*, std::size_t);
+extern "C" int fuzz_bpe_one_input(const std::uint8_t*, std::size_t);
 
 namespace {
 using Harness = int (*)(const std::uint8_t*, std::size_t);
@@ -27,7 +29,8 @@ const std::map<std::string, Harness>& harnesses() {
   static const std::map<std::string, Harness> table = {
       {"safetensors", fuzz_safetensors_one_input}, {"npy", fuzz_npy_one_input},
       {"encoder_config", fuzz_encoder_config_one_input}, {"wordpiece", fuzz_wordpiece_one_input},
-      {"sts", fuzz_sts_one_input}, {"attention_options", fuzz_attention_options_one_input}};
+      {"sts", fuzz_sts_one_input}, {"attention_options", fuzz_attention_options_one_input},
+      {"gguf", fuzz_gguf_one_input}, {"bpe", fuzz_bpe_one_input}};
   return table;
 }
 

@@ -14,19 +14,15 @@
 #include <unordered_map>
 
 #include "headcount/error.h"
+#include "text/unicode_text.h"
 
 namespace headcount {
 
 using detail::concat;
+using text::append_utf8;
+using text::is_whitespace;
 
 namespace {
-
-// Rust's char::is_whitespace: the Unicode White_Space property.
-bool is_whitespace(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
-}
 
 utf8proc_category_t category(char32_t c) {
   return static_cast<utf8proc_category_t>(utf8proc_category(static_cast<utf8proc_int32_t>(c)));
@@ -55,12 +51,6 @@ bool is_punctuation(char32_t c) {
     return true;
   const auto cat = category(c);
   return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  utf8proc_uint8_t buffer[4];
-  const auto n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(c), buffer);
-  out.append(reinterpret_cast<const char*>(buffer), static_cast<std::size_t>(n));
 }
 
 std::string to_utf8(const std::u32string& text) {

@@ -21,5 +21,6 @@ void register_prune(CLI::App& app);
 void register_prune_curve(CLI::App& app);
 void register_prune_speed(CLI::App& app);
 void register_convert(CLI::App& app);
+void register_gguf_info(CLI::App& app);
 
 }  // namespace headcount::cli

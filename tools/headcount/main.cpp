@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   headcount::cli::register_prune_curve(app);
   headcount::cli::register_prune_speed(app);
   headcount::cli::register_convert(app);
+  headcount::cli::register_gguf_info(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
