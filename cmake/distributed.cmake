@@ -17,6 +17,7 @@ target_compile_options(headcount_distributed PRIVATE -Wall -Wextra -Wpedantic -W
 file(GLOB HEADCOUNT_CLI_DISTRIBUTED_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tools/headcount/distributed/*.cpp)
 target_sources(headcount_cli PRIVATE ${HEADCOUNT_CLI_DISTRIBUTED_SOURCES})
 target_compile_definitions(headcount_cli PRIVATE HEADCOUNT_HAVE_MPI=1)
+target_include_directories(headcount_cli PRIVATE ${PROJECT_SOURCE_DIR}/tools/headcount)
 target_link_libraries(headcount_cli PRIVATE headcount_distributed)
 
 # Open MPI refuses to start as root unless told twice; the variables are harmless otherwise, so
