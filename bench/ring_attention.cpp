@@ -6,7 +6,9 @@
 // resident memory (getrusage ru_maxrss) and the time it waited for messages. Then rank 0
 // runs the one-process streaming kernel over the whole sequence (THREADS workers, the other
 // ranks waiting in a barrier), receives every rank's rows of out and lse and reports the
-// largest differences against the bound of tests/mpi/test_ring.cpp. One JSON line on stdout.
+// largest differences against the bound of tests/mpi/test_ring.cpp. JSON on stdout.
+// With a last argument `one` (no mpirun needed) it runs only the one-process kernel and reports
+// that process's peak memory and time: the figure to read the ranks' peaks against.
 #include <mpi.h>
 #include <sys/resource.h>
 
@@ -15,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "headcount/cost.h"
@@ -57,14 +60,35 @@ int main(int argc, char** argv) {
   int rank = 0, P = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
-  if (argc != 6) {
-    if (rank == 0) std::fprintf(stderr, "usage: headcount_ring_bench N HEADS HEAD_DIM CAUSAL THREADS\n");
+  if (argc != 6 && !(argc == 7 && std::string(argv[6]) == "one")) {
+    if (rank == 0) std::fprintf(stderr, "usage: headcount_ring_bench N HEADS HEAD_DIM CAUSAL THREADS [one]\n");
     MPI_Finalize();
     return 2;
   }
   const i64 n = std::atoll(argv[1]), H = std::atoll(argv[2]), D = std::atoll(argv[3]);
   const bool causal = std::atoi(argv[4]) != 0;
   const int threads = std::atoi(argv[5]);
+  const double baseline = peak_mib();  // the process with MPI started, before any tensor
+  if (argc == 7) {  // one process alone, for its peak memory: `headcount_ring_bench ... one`, no mpirun
+    auto whole = [](i64 t) { return t; };
+    const Tensor q1 = make(1, n, H, D, whole), k1 = make(2, n, H, D, whole), v1 = make(3, n, H, D, whole);
+    Tensor out1(DType::f32, {1, n, H, D}), lse1(DType::f32, {1, H, n});
+    AttentionParams p1;
+    p1.q = q1.view();
+    p1.k = k1.view();
+    p1.v = v1.view();
+    p1.out = out1.view();
+    p1.lse = lse1.view();
+    p1.causal = causal;
+    Context ctx1(ContextOptions{.threads = threads});
+    const auto start = std::chrono::steady_clock::now();
+    attention_streaming(ctx1, p1);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("{\"n\": %lld, \"one_process_threads\": %d, \"seconds\": %.3f, \"peak_mib\": %.1f, \"baseline_mib\": %.1f}\n",
+                static_cast<long long>(n), threads, seconds, peak_mib(), baseline);
+    MPI_Finalize();
+    return 0;
+  }
   try {
     const distributed::RingLayout lay = distributed::ring_layout(n, P, rank);
     const i64 L2 = lay.local_rows();
@@ -85,9 +109,9 @@ int main(int argc, char** argv) {
     const double ring_peak = peak_mib();
 
     // Per rank: peak MiB, seconds, waiting seconds, bytes sent; gathered on rank 0.
-    double mine[4] = {ring_peak, comm.total_seconds, comm.wait_seconds, static_cast<double>(comm.bytes_sent)};
-    std::vector<double> all(static_cast<std::size_t>(4 * P));
-    MPI_Gather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    double mine[5] = {ring_peak, comm.total_seconds, comm.wait_seconds, static_cast<double>(comm.bytes_sent), baseline};
+    std::vector<double> all(static_cast<std::size_t>(5 * P));
+    MPI_Gather(mine, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     const CommunicationCost cost =
         communication_cost({.d_model = H * D, .heads = H, .kv_heads = H, .head_dim = D, .seq_len = n}, P);
 
@@ -157,10 +181,10 @@ int main(int argc, char** argv) {
     std::printf(" \"cost_model_ring_bytes_per_rank\": %lld,\n \"ranks_detail\": [",
                 static_cast<long long>(cost.ring_bytes));
     for (int r = 0; r < P; ++r)
-      std::printf("%s\n  {\"rank\": %d, \"peak_mib\": %.1f, \"seconds\": %.3f, \"wait_seconds\": %.3f, "
-                  "\"wait_fraction\": %.4f, \"bytes_sent\": %.0f}",
-                  r ? "," : "", r, all[4 * r], all[4 * r + 1], all[4 * r + 2], all[4 * r + 2] / all[4 * r + 1],
-                  all[4 * r + 3]);
+      std::printf("%s\n  {\"rank\": %d, \"peak_mib\": %.1f, \"baseline_mib\": %.1f, \"seconds\": %.3f, "
+                  "\"wait_seconds\": %.3f, \"wait_fraction\": %.4f, \"bytes_sent\": %.0f}",
+                  r ? "," : "", r, all[5 * r], all[5 * r + 4], all[5 * r + 1], all[5 * r + 2],
+                  all[5 * r + 2] / all[5 * r + 1], all[5 * r + 3]);
     std::printf("]}\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "headcount_ring_bench (rank %d): %s\n", rank, e.what());

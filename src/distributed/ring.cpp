@@ -116,7 +116,12 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
   // The running state (m, l, acc) of every local query row, and one step's (O, lse).
   const i64 rows = B * L2 * H;  // row index (b, t, h) = (b * L2 + t) * H + h
   std::vector<float> m(static_cast<std::size_t>(rows)), l(static_cast<std::size_t>(rows));
-  std::vector<float> acc(static_cast<std::size_t>(rows * Dv)), step_o(static_cast<std::size_t>(rows * Dv));
+  // acc lives in `out` itself when out is contiguous (the same [B, 2*chunk, heads, Dv] order):
+  // one local output's worth of memory less; the last pass scales it in place.
+  const bool acc_in_out = params.out.is_contiguous();
+  std::vector<float> acc_storage(acc_in_out ? 0 : static_cast<std::size_t>(rows * Dv));
+  float* const acc = acc_in_out ? params.out.ptr<float>() : acc_storage.data();
+  std::vector<float> step_o(static_cast<std::size_t>(rows * Dv));
   std::vector<float> step_lse(static_cast<std::size_t>(B * H * L2));
   const TensorView o_view = TensorView::contiguous(step_o.data(), DType::f32, {B, L2, H, Dv});
   const TensorView lse_view = TensorView::contiguous(step_lse.data(), DType::f32, {B, H, L2});
@@ -204,7 +209,7 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
       for (i64 h = 0; h < H; ++h) {
         const i64 row = (b * L2 + tq) * H + h;
         const float lse_step = step_lse[static_cast<std::size_t>((b * H + h) * L2 + tq)];
-        float* a = acc.data() + row * Dv;
+        float* a = acc + row * Dv;
         const float* o = step_o.data() + row * Dv;
         if (t == 0) {
           m[static_cast<std::size_t>(row)] = lse_step;
@@ -235,7 +240,7 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
       const i64 row = (b * L2 + tq) * H + h;
       const kernels::LseMerged r{m[static_cast<std::size_t>(row)], l[static_cast<std::size_t>(row)]};
       const float inverse = kernels::lse_inverse(r);
-      const float* a = acc.data() + row * Dv;
+      const float* a = acc + row * Dv;
       float* out = params.out.ptr<float>();
       for (i64 e = 0; e < Dv; ++e) out[params.out.offset({b, tq, h, e})] = a[e] * inverse;
       if (!params.lse.empty()) params.lse.ptr<float>()[params.lse.offset({b, h, tq})] = kernels::lse_finish(r);
