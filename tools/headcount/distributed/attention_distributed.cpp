@@ -277,23 +277,28 @@ void run_distributed_attention(const std::string& mode_name, const std::function
   const bool known = mode_name == "heads" || mode_name == "ring";
   const Mode mode = mode_name == "heads" ? Mode::heads : Mode::ring;
   int rank = 0, P = 1;
+  // An error every rank knows of (a bad mode, a failed agreement, an error inside the split's
+  // collective work): rank 0 prints headcount's line, then all meet in a barrier before
+  // leaving MPI, so that no rank's exit (mpirun aborts the job at the first non-zero exit)
+  // cuts rank 0 off before its line is out. An error on rank 0 alone, after the others are
+  // done (writing the outputs), goes up to main() as usual.
+  std::string collective_error;
   {
     MpiSession session;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
-    // Every rank knows the mode: rank 0 reports a bad one, the others end quietly.
-    if (rank == 0) check(known, "--distributed", "heads or ring", mode_name);
     if (!known) {
+      collective_error = concat("--distributed: expected heads or ring, got ", mode_name);
     } else if (rank != 0) {
       try {
         agree_with_rank0({});
         serve(Header{}, nullptr);
         return;
-      } catch (const Error&) {
-        // Rank 0 prints the error; this rank only ends with the same status.
+      } catch (const Error& e) {
+        collective_error = e.what();
       }
     } else {
-      bool told = false;
+      bool told = false, served = false;
       try {
         rank0([&](Kernel kernel, const AttentionParams& params, int threads) {
           Header h;
@@ -327,22 +332,28 @@ void run_distributed_attention(const std::string& mode_name, const std::function
           h.bias = shape_of(params.bias);
           h.key_lengths.assign(params.key_lengths.begin(), params.key_lengths.end());
           serve(h, &params);
+          served = true;
         });
         return;
       } catch (const Error& e) {
-        // Failed before the others heard of the computation: tell them, then report it.
+        if (served) throw;  // the others have finished: rank 0's own error
+        // Failed before the others heard of the computation: tell them.
         if (!told) {
-          const std::string message = e.what();
           try {
-            agree_with_rank0([&] { throw Error(message); });
+            agree_with_rank0([&] { throw Error(e.what()); });
           } catch (const Error&) {
           }
         }
-        throw;
+        collective_error = e.what();
       }
     }
+    if (rank == 0) {
+      std::fprintf(stderr, "headcount: error: %s\n", collective_error.c_str());
+      std::fflush(stderr);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
   }
-  std::exit(2);  // a follower after rank 0's error: MPI is finalized, rank 0 prints the line
+  std::exit(2);  // MPI is finalized; rank 0 printed the line
 }
 
 }  // namespace headcount::cli
