@@ -24,6 +24,7 @@
 #include "distributed/comm.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
+#include "distributed/ring_plan.h"
 #include "kernels/lse_merge.h"
 
 namespace headcount::distributed {
@@ -51,7 +52,10 @@ namespace {
 // keep the transfer moving, few enough that each slice is still a large kernel call.
 constexpr i64 kProgressSlices = 8;
 
-// Rows [begin, begin + count) along dimension `dim` of a view.
+}  // namespace
+
+namespace detail {
+
 TensorView slice(const TensorView& t, int dim, i64 begin, i64 count) {
   TensorView s = t;
   s.data = static_cast<std::byte*>(t.data) + begin * t.strides[dim] * static_cast<i64>(dtype_size(t.dtype));
@@ -59,7 +63,6 @@ TensorView slice(const TensorView& t, int dim, i64 begin, i64 count) {
   return s;
 }
 
-// Copies a [B, rows, heads, dim] view into a contiguous buffer.
 void pack(const TensorView& t, float* dst) {
   for (i64 b = 0; b < t.shape[0]; ++b)
     for (i64 r = 0; r < t.shape[1]; ++r)
@@ -67,16 +70,20 @@ void pack(const TensorView& t, float* dst) {
         for (i64 d = 0; d < t.shape[3]; ++d) *dst++ = t.ptr<const float>()[t.offset({b, r, h, d})];
 }
 
-}  // namespace
+void unpack(const float* src, const TensorView& t) {
+  for (i64 b = 0; b < t.shape[0]; ++b)
+    for (i64 r = 0; r < t.shape[1]; ++r)
+      for (i64 h = 0; h < t.shape[2]; ++h)
+        for (i64 d = 0; d < t.shape[3]; ++d) t.ptr<float>()[t.offset({b, r, h, d})] = *src++;
+}
 
-AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params, CommStats* comm_stats) {
-  const auto start = std::chrono::steady_clock::now();
-  const int rank = detail::comm_rank(comm), P = detail::comm_size(comm);
-  AttentionShape s;
-  RingLayout lay;
-  AttentionParams base = params;  // the local kernel's params; key lengths are per block
-  base.key_lengths = {};
-  detail::agree(comm, [&] {
+RingCall check_ring_call(MPI_Comm comm, const AttentionParams& params, bool need_lse) {
+  const int rank = comm_rank(comm), P = comm_size(comm);
+  RingCall call;
+  call.base = params;
+  call.base.key_lengths = {};
+  AttentionShape& s = call.shape;
+  agree(comm, [&] {
     HEADCOUNT_CHECK(params.window_left < 0 && params.window_right < 0, "window",
                     "unbounded on both sides (ring attention has no sliding window)",
                     concat(params.window_left, ", ", params.window_right));
@@ -84,34 +91,67 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
                     params.bias.shape_string());
     HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
                     "none (ring attention never forms the whole probability matrix)", "per_head or averaged");
-    s = validate(base);
+    if (need_lse) HEADCOUNT_CHECK(!params.lse.empty(), "lse", "the forward's lse (the backward reads it)", "none");
+    s = validate(call.base);
     HEADCOUNT_CHECK(s.q_len == s.kv_len, "kv_len", concat("q_len = ", s.q_len, " (ring attention is self-attention)"),
                     s.kv_len);
     HEADCOUNT_CHECK(s.q_len % 2 == 0, "q_len", "an even number of local rows (two zig-zag chunks)", s.q_len);
-    lay = ring_layout(s.q_len * P, P, rank);
+    call.layout = ring_layout(s.q_len * P, P, rank);
     if (!params.key_lengths.empty()) {
       HEADCOUNT_CHECK(static_cast<i64>(params.key_lengths.size()) == s.batch, "key_lengths",
                       concat(s.batch, " entries (one per batch element)"), params.key_lengths.size());
       for (std::size_t b = 0; b < params.key_lengths.size(); ++b)
-        HEADCOUNT_CHECK(params.key_lengths[b] >= 0 && params.key_lengths[b] <= lay.seq_len,
-                        concat("key_lengths[", b, "]"), concat("0 to seq_len = ", lay.seq_len), params.key_lengths[b]);
+        HEADCOUNT_CHECK(params.key_lengths[b] >= 0 && params.key_lengths[b] <= call.layout.seq_len,
+                        concat("key_lengths[", b, "]"), concat("0 to seq_len = ", call.layout.seq_len),
+                        params.key_lengths[b]);
     }
   });
-  {
-    std::vector<i64> same{s.batch, s.q_len, s.heads, s.kv_heads, s.head_dim, s.v_head_dim, params.causal,
-                          !params.lse.empty()};
-    for (i64 kl : params.key_lengths) same.push_back(kl);
-    detail::agree(comm, [&] { detail::agree_values(comm, same, "ring attention shapes, masks and key_lengths"); });
-  }
+  std::vector<i64> same{s.batch, s.q_len, s.heads, s.kv_heads, s.head_dim, s.v_head_dim, params.causal,
+                        !params.lse.empty()};
+  for (i64 kl : params.key_lengths) same.push_back(kl);
+  agree(comm, [&] { agree_values(comm, same, "ring attention shapes, masks and key_lengths"); });
+  return call;
+}
 
-  const i64 B = s.batch, L2 = lay.local_rows(), chunk = lay.chunk, H = s.heads, Hkv = s.kv_heads;
+RingStep ring_step(const RingLayout& lay, int t, int source, bool causal) {
+  RingStep st{.q_begin = 0, .q_end = lay.local_rows(), .kv_rows = lay.local_rows(), .causal = false};
+  if (t == 0) st.causal = causal;
+  else if (causal && source < lay.rank) st.kv_rows = lay.chunk;
+  else if (causal) st.q_begin = lay.chunk;
+  return st;
+}
+
+void block_key_lengths(const RingLayout& lay, int source, std::span<const i64> key_lengths, i64 batch, i64 kv_rows,
+                       std::vector<i64>& out) {
+  const i64 chunk = lay.chunk, first = source * chunk, second = (2 * i64{lay.ranks} - 1 - source) * chunk;
+  out.resize(static_cast<std::size_t>(batch));
+  for (i64 b = 0; b < batch; ++b) {
+    const i64 kl = key_lengths.empty() ? lay.seq_len : key_lengths[static_cast<std::size_t>(b)];
+    out[static_cast<std::size_t>(b)] =
+        std::min(kv_rows, std::clamp<i64>(kl - first, 0, chunk) + std::clamp<i64>(kl - second, 0, chunk));
+  }
+}
+
+}  // namespace detail
+
+using detail::slice;
+
+AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params, CommStats* comm_stats) {
+  const auto start = std::chrono::steady_clock::now();
+  const int rank = detail::comm_rank(comm), P = detail::comm_size(comm);
+  const detail::RingCall call = detail::check_ring_call(comm, params, false);
+  const AttentionShape& s = call.shape;
+  const RingLayout& lay = call.layout;
+  const AttentionParams& base = call.base;
+
+  const i64 B = s.batch, L2 = lay.local_rows(), H = s.heads, Hkv = s.kv_heads;
   const i64 D = s.head_dim, Dv = s.v_head_dim;
   const i64 k_floats = B * L2 * Hkv * D, block_floats = k_floats + B * L2 * Hkv * Dv;
   HEADCOUNT_CHECK(block_floats <= INT32_MAX, "k, v", "at most 2^31 - 1 floats of K and V per rank", block_floats);
   std::vector<float> blocks[2] = {std::vector<float>(static_cast<std::size_t>(block_floats)),
                                   std::vector<float>(static_cast<std::size_t>(block_floats))};
-  pack(params.k, blocks[0].data());
-  pack(params.v, blocks[0].data() + k_floats);
+  detail::pack(params.k, blocks[0].data());
+  detail::pack(params.v, blocks[0].data() + k_floats);
 
   // The running state (m, l, acc) of every local query row, and one step's (O, lse).
   const i64 rows = B * L2 * H;  // row index (b, t, h) = (b * L2 + t) * H + h
@@ -150,22 +190,10 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
     }
 
     // Which local queries meet which prefix of the block (header comment).
-    i64 q_begin = 0, q_end = L2, kv_rows = L2;
-    bool causal = false;
-    if (t == 0) {
-      causal = params.causal;
-    } else if (params.causal && source < rank) {
-      kv_rows = chunk;
-    } else if (params.causal) {
-      q_begin = chunk;
-    }
-    // The block's keys before the padding: a prefix (chunk `source`, then chunk 2P-1-source).
-    const i64 first = source * chunk, second = (2 * P - 1 - source) * chunk;
-    for (i64 b = 0; b < B; ++b) {
-      const i64 kl = params.key_lengths.empty() ? lay.seq_len : params.key_lengths[static_cast<std::size_t>(b)];
-      key_lengths[static_cast<std::size_t>(b)] =
-          std::clamp<i64>(kl - first, 0, chunk) + std::clamp<i64>(kl - second, 0, chunk);
-    }
+    const detail::RingStep step = detail::ring_step(lay, t, source, params.causal);
+    const i64 q_begin = step.q_begin, q_end = step.q_end, kv_rows = step.kv_rows;
+    const bool causal = step.causal;
+    detail::block_key_lengths(lay, source, params.key_lengths, B, kv_rows, key_lengths);
 
     const TensorView k_block = TensorView::contiguous(cur, DType::f32, {B, L2, Hkv, D});
     const TensorView v_block = TensorView::contiguous(cur + k_floats, DType::f32, {B, L2, Hkv, Dv});
