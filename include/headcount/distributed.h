@@ -29,6 +29,7 @@
 #include <memory>
 
 #include "headcount/attention.h"
+#include "headcount/attention_backward.h"
 #include "headcount/context.h"
 #include "headcount/multi_head_attention.h"
 #include "headcount/tensor.h"
@@ -119,5 +120,14 @@ RingLayout ring_layout(std::int64_t seq_len, int ranks, int rank);
 // rank it is bitwise the streaming kernel; with more, within the bound in docs/distributed.md.
 AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params,
                               CommStats* comm_stats = nullptr);
+
+// Ring attention backward, collective: params as for ring_attention, with out and lse this
+// rank's rows of the forward's results (lse required); grads this rank's rows: d_out read,
+// d_q, d_k, d_v written (d_bias: none). Each rank's dQ stays local; dK/dV travel with their
+// K/V block and come home after the last step. Communication: P-1 K/V blocks and P dK/dV
+// blocks sent per rank. With one rank bitwise the streaming backward; with more, the sums over
+// blocks are regrouped (docs/distributed.md).
+AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx, const AttentionParams& params,
+                                               const AttentionGrads& grads, CommStats* comm_stats = nullptr);
 
 }  // namespace headcount::distributed
