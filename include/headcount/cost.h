@@ -108,13 +108,15 @@ CostReport estimate_cost(const CostConfig& config);
 //   sequence over ranks (ring):    P-1 steps, each sending this rank's K/V block of
 //                                    B*(n/P)*Hkv*(Dk+Dv) floats: ring_bytes (the same
 //                                    received); ring_bytes_per_step, its step
+//   ring backward:                 P-1 K/V blocks on, then P blocks of dK/dV (the same
+//                                    size) following them and home: ring_backward_bytes
 // P must divide kv_heads (heads) and 2P divide seq_len (ring), as the splits require;
 // otherwise the split's term is 0 and its `*_possible` flag false.
 struct CommunicationCost {
   int ranks = 1;
   bool heads_possible = false, ring_possible = false;
   std::int64_t allreduce_bytes = 0, allreduce_wire_bytes = 0, gather_bytes = 0;
-  std::int64_t ring_bytes = 0, ring_bytes_per_step = 0;
+  std::int64_t ring_bytes = 0, ring_bytes_per_step = 0, ring_backward_bytes = 0;
 };
 CommunicationCost communication_cost(const CostConfig& config, int ranks);
 

@@ -193,6 +193,7 @@ CommunicationCost communication_cost(const CostConfig& config, int ranks) {
     out.ring_possible = true;
     out.ring_bytes_per_step = product(stage, {4, c.batch, c.seq_len / P, c.kv_heads, c.head_dim + c.v_head_dim});
     out.ring_bytes = product(stage, {P - 1, out.ring_bytes_per_step});
+    out.ring_backward_bytes = P == 1 ? 0 : product(stage, {2 * P - 1, out.ring_bytes_per_step});
   }
   return out;
 }

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "headcount/attention_backward.h"
+#include "headcount/cost.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
 #include "mpi_testing.h"
@@ -86,6 +87,9 @@ void check(const Case& c) {
   distributed::ring_attention_backward(MPI_COMM_WORLD, ctx, pl,
                                        {.d_out = dol.view(), .d_q = dqP.view(), .d_k = dkP.view(), .d_v = dvP.view()},
                                        &comm);
+  const CommunicationCost cost = communication_cost(
+      {.d_model = H * D, .heads = H, .kv_heads = Hkv, .head_dim = D, .v_head_dim = Dv, .seq_len = n, .batch = B}, P);
+  EXPECT_EQ(comm.bytes_sent, cost.ring_backward_bytes);
   EXPECT_EQ(comm.bytes_sent, (2 * P - 1) * B * lay.local_rows() * Hkv * (D + Dv) * 4 * (P > 1));
 
   // M of the header comment, in float64.
