@@ -16,6 +16,9 @@
 // the transfer advances while the kernel runs (Open MPI moves large messages only inside
 // MPI calls). Slicing changes no row's result when the K/V block is the whole block (rows
 // are independent); step 0's causal slices see a prefix of the keys (bottom-right aligned).
+// Each slice's (O, lse) is merged before the next slice runs, so one slice's worth is held.
+// Memory per rank beyond its inputs and output: two K/V blocks (the one in hand and the one
+// arriving), the running (m, l) and one slice's (O, lse); the running acc is `out` itself.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -161,10 +164,11 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
   const bool acc_in_out = params.out.is_contiguous();
   std::vector<float> acc_storage(acc_in_out ? 0 : static_cast<std::size_t>(rows * Dv));
   float* const acc = acc_in_out ? params.out.ptr<float>() : acc_storage.data();
-  std::vector<float> step_o(static_cast<std::size_t>(rows * Dv));
-  std::vector<float> step_lse(static_cast<std::size_t>(B * H * L2));
-  const TensorView o_view = TensorView::contiguous(step_o.data(), DType::f32, {B, L2, H, Dv});
-  const TensorView lse_view = TensorView::contiguous(step_lse.data(), DType::f32, {B, H, L2});
+  // One slice's (O, lse), merged before the next slice runs: 1/kProgressSlices of a local
+  // output rather than a whole one (the slices are rows [a, e) of the step's queries).
+  const i64 piece_rows = P == 1 ? L2 : (L2 + kProgressSlices - 1) / kProgressSlices;
+  std::vector<float> step_o(static_cast<std::size_t>(B * piece_rows * H * Dv));
+  std::vector<float> step_lse(static_cast<std::size_t>(B * H * piece_rows));
   const float minus_inf = -std::numeric_limits<float>::infinity();
 
   AttentionStats stats;
@@ -197,21 +201,24 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
 
     const TensorView k_block = TensorView::contiguous(cur, DType::f32, {B, L2, Hkv, D});
     const TensorView v_block = TensorView::contiguous(cur + k_floats, DType::f32, {B, L2, Hkv, Dv});
-    const i64 slices = posted ? std::min<i64>(kProgressSlices, q_end - q_begin) : 1;
+    // With P > 1 every step's query range is cut into kProgressSlices slices (at most
+    // piece_rows rows each); with one rank it is one call over all rows (bitwise the kernel).
+    const i64 slices = P == 1 ? 1 : std::min<i64>(kProgressSlices, q_end - q_begin);
     for (i64 sl = 0; sl < slices; ++sl) {
       const i64 a = q_begin + (q_end - q_begin) * sl / slices, e = q_begin + (q_end - q_begin) * (sl + 1) / slices;
       if (a == e) continue;
+      const i64 pr = e - a;
       // Under step 0's causal mask rows [a, e) see keys [0, e) at most: the kernel's
       // bottom-right alignment (query i sees j <= i + kv_len - q_len) then places them right.
       const i64 kv = causal ? e : kv_rows;
       std::vector<i64> kl_piece(key_lengths);
       for (i64& x : kl_piece) x = std::min(x, kv);
       AttentionParams piece = base;
-      piece.q = slice(params.q, 1, a, e - a);
+      piece.q = slice(params.q, 1, a, pr);
       piece.k = slice(k_block, 1, 0, kv);
       piece.v = slice(v_block, 1, 0, kv);
-      piece.out = slice(o_view, 1, a, e - a);
-      piece.lse = slice(lse_view, 2, a, e - a);
+      piece.out = TensorView::contiguous(step_o.data(), DType::f32, {B, pr, H, Dv});
+      piece.lse = TensorView::contiguous(step_lse.data(), DType::f32, {B, H, pr});
       piece.causal = causal;
       piece.key_lengths = kl_piece;
       const AttentionStats st = attention_streaming(ctx, piece);
@@ -222,37 +229,37 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
         int done = 0;
         detail::check_mpi(MPI_Testall(posted, requests, &done, MPI_STATUSES_IGNORE), "Testall");
       }
-    }
 
-    // Merge rows [q_begin, q_end) of every (b, h): the first block starts the state.
-    ctx.parallel_for(B * (q_end - q_begin), [&](i64 task, int) {
-      const i64 b = task / (q_end - q_begin), tq = q_begin + task % (q_end - q_begin);
-      float merged[512];
-      std::vector<float> heap;
-      float* tmp = merged;
-      if (Dv > 512) {
-        heap.resize(static_cast<std::size_t>(Dv));
-        tmp = heap.data();
-      }
-      for (i64 h = 0; h < H; ++h) {
-        const i64 row = (b * L2 + tq) * H + h;
-        const float lse_step = step_lse[static_cast<std::size_t>((b * H + h) * L2 + tq)];
-        float* a = acc + row * Dv;
-        const float* o = step_o.data() + row * Dv;
-        if (t == 0) {
-          m[static_cast<std::size_t>(row)] = lse_step;
-          l[static_cast<std::size_t>(row)] = lse_step == minus_inf ? 0.0f : 1.0f;
-          std::copy_n(o, Dv, a);
-          continue;
+      // Merge the slice's rows of every (b, h): the first block starts the state.
+      ctx.parallel_for(B * pr, [&](i64 task, int) {
+        const i64 b = task / pr, tp = task % pr, tq = a + tp;
+        float merged[512];
+        std::vector<float> heap;
+        float* tmp = merged;
+        if (Dv > 512) {
+          heap.resize(static_cast<std::size_t>(Dv));
+          tmp = heap.data();
         }
-        const kernels::LsePartial parts[2] = {
-            {m[static_cast<std::size_t>(row)], l[static_cast<std::size_t>(row)], a}, {lse_step, 1.0f, o}};
-        const kernels::LseMerged r = kernels::lse_merge(2, [&](i64 c) { return parts[c]; }, Dv, tmp);
-        m[static_cast<std::size_t>(row)] = r.m;
-        l[static_cast<std::size_t>(row)] = r.l;
-        std::copy_n(tmp, Dv, a);
-      }
-    });
+        for (i64 h = 0; h < H; ++h) {
+          const i64 row = (b * L2 + tq) * H + h;
+          const float lse_step = step_lse[static_cast<std::size_t>((b * H + h) * pr + tp)];
+          float* acc_row = acc + row * Dv;
+          const float* o = step_o.data() + ((b * pr + tp) * H + h) * Dv;
+          if (t == 0) {
+            m[static_cast<std::size_t>(row)] = lse_step;
+            l[static_cast<std::size_t>(row)] = lse_step == minus_inf ? 0.0f : 1.0f;
+            std::copy_n(o, Dv, acc_row);
+            continue;
+          }
+          const kernels::LsePartial parts[2] = {
+              {m[static_cast<std::size_t>(row)], l[static_cast<std::size_t>(row)], acc_row}, {lse_step, 1.0f, o}};
+          const kernels::LseMerged r = kernels::lse_merge(2, [&](i64 c) { return parts[c]; }, Dv, tmp);
+          m[static_cast<std::size_t>(row)] = r.m;
+          l[static_cast<std::size_t>(row)] = r.l;
+          std::copy_n(tmp, Dv, acc_row);
+        }
+      });
+    }
 
     if (posted) {
       const auto wait_start = std::chrono::steady_clock::now();
