@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(cost.ring_bytes));
     for (int r = 0; r < P; ++r)
       std::printf("%s\n  {\"rank\": %d, \"peak_mib\": %.1f, \"baseline_mib\": %.1f, \"seconds\": %.3f, "
-                  "\"wait_seconds\": %.3f, \"wait_fraction\": %.4f, \"bytes_sent\": %.0f}",
+                  "\"wait_seconds\": %.6f, \"wait_fraction\": %.2e, \"bytes_sent\": %.0f}",
                   r ? "," : "", r, all[5 * r], all[5 * r + 4], all[5 * r + 1], all[5 * r + 2],
                   all[5 * r + 2] / all[5 * r + 1], all[5 * r + 3]);
     std::printf("]}\n");

@@ -13,7 +13,7 @@ TEST(CommunicationCost, RingAndHeadsBytesPerRank) {
   const CostConfig c{.d_model = 512, .heads = 8, .seq_len = 131072};
   const CommunicationCost cost = communication_cost(c, 4);
   ASSERT_TRUE(cost.ring_possible && cost.heads_possible);
-  // Ring: 3 steps, each a block of 131072 / 4 rows x 8 kv heads x (64 + 64) floats = 16 MiB.
+  // Ring: 3 steps, each a block of 131072 / 4 rows x 8 kv heads x (64 + 64) floats = 128 MiB.
   EXPECT_EQ(cost.ring_bytes_per_step, std::int64_t{32768} * 8 * 128 * 4);
   EXPECT_EQ(cost.ring_bytes, 3 * cost.ring_bytes_per_step);
   // Backward: the 3 K/V blocks again, and 4 dK/dV blocks (the last one home).
