@@ -5,7 +5,9 @@ Usage: cli_distributed_check.py HEADCOUNT MPIEXEC RANKS
 
   - heads: every output bitwise the one process's (no sum crosses a rank);
   - ring: outputs within the bound derived in tests/mpi/test_ring.cpp (the same formula, here
-    in float64 over the same inputs); bitwise with one rank;
+    in float64 over the same inputs); bitwise with one rank; with --grad-out the gradients
+    within tests/mpi/test_ring_backward.cpp's bound plus what the forward's own differences
+    (out within bo, lse within bl) carry into them; bitwise with one rank;
   - a job that cannot start (ranks not dividing kv_heads, or 2 x ranks not dividing seq_len)
     exits 2, prints headcount's one-line error once, and writes no file.
 """
@@ -43,6 +45,43 @@ def ring_bound(q, k, v, lse, P):
     eps_o = (2 * eta + gamma(3 * n + 2)) * vmax
     eps_l = eta + gamma(2 * n) + 2 * U * lmax
     return 2 * eps_o + (2 * eps_l + (2 * P + 4) * U) * vmax, 2 * eps_l + gamma(P + 2) + 2 * U * lmax
+
+
+def grad_bound(q, k, v, g, o1, l1, causal, key_lengths, P, bo, bl):
+    """Per-element bounds on |grad_ring - grad_one| for dq, dk, dv (module docstring)."""
+    f = np.float64
+    B, n, H, D = q.shape
+    Hkv, Dv = k.shape[2], v.shape[3]
+    grp = H // Hkv
+    scale = 1 / np.sqrt(np.float32(D))
+    q64, g64, o64 = q.astype(f), g.astype(f), o1.astype(f)
+    kk, vv = np.repeat(k.astype(f), grp, axis=2), np.repeat(v.astype(f), grp, axis=2)
+    s = np.einsum("bihd,bjhd->bhij", q64, kk) * scale
+    G = float((np.einsum("bihd,bjhd->bhij", np.abs(q64), np.abs(kk)) * scale).max())
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    visible = np.ones((B, 1, n, n), bool)
+    if causal:
+        visible &= (j <= i)[None, None]
+    for b, kl in enumerate(key_lengths):
+        visible[b, :, :, kl:] = False
+    lse = np.where(np.isfinite(l1), l1, np.inf).astype(f)
+    p = np.where(visible, np.exp(s - lse[..., None]), 0.0)
+    dp = np.einsum("bihe,bjhe->bhij", g64, vv)
+    Di = np.einsum("bihe,bihe->bhi", g64, o64)
+    ds = np.abs(p * (dp - Di[..., None]))
+    # What the forward's differences carry in: P_ij off by a factor within e^(2 bl) - 1, D_i by
+    # sum_e |dO_ie| * bo.
+    dds = p * ((np.exp(2 * bl) - 1) * np.abs(dp - Di[..., None]) + (np.abs(g64).sum(-1).transpose(0, 2, 1) * bo)[..., None])
+    eta = 2 * (gamma(D + 1) * G + 2 * U * G) + 4 * U
+    c = 2 * (gamma(n * grp + P) + eta)
+
+    def per_kv(x):  # [B, n, H, d] summed over each kv head's group
+        return x.reshape(B, n, Hkv, grp, x.shape[-1]).sum(3)
+
+    bq = c * scale * np.einsum("bhij,bjhd->bihd", ds, np.abs(kk)) + scale * np.einsum("bhij,bjhd->bihd", dds, np.abs(kk))
+    bk = per_kv(c * scale * np.einsum("bhij,bihd->bjhd", ds, np.abs(q64)) + scale * np.einsum("bhij,bihd->bjhd", dds, np.abs(q64)))
+    bv = per_kv(c * np.einsum("bhij,bihe->bjhe", p, np.abs(g64)) + (np.exp(2 * bl) - 1) * np.einsum("bhij,bihe->bjhe", p, np.abs(g64)))
+    return bq, bk, bv
 
 
 failures = []
@@ -93,6 +132,32 @@ with tempfile.TemporaryDirectory() as tmp:
             expect(float(np.abs(l1[fin].astype(np.float64) - lp[fin]).max()) <= bl, f"ring {extra}: lse beyond {bl}")
 
     # Jobs that cannot start: exit 2, headcount's line once, no output file.
+    # Ring with --grad-out: gradients against the one-process command.
+    grad_out = os.path.join(tmp, "g.npy")
+    np.save(grad_out, rng.uniform(-1, 1, (B, n, H, Dv)).astype(np.float32))
+    g = np.load(grad_out)
+    key_lengths = [24, 17]
+    extra = ["--causal", "--key-lengths", "24,17", "--grad-out", grad_out]
+    names = ("out", "lse", "dq", "dk", "dv")
+    one = [os.path.join(tmp, f"one_{x}.npy") for x in names]
+    dist = [os.path.join(tmp, f"p_{x}.npy") for x in names]
+    flags = ["--out", "--lse", "--grad-q", "--grad-k", "--grad-v"]
+    r1 = run(inputs + extra + [a for pair in zip(flags, one) for a in pair])
+    rp = run(inputs + extra + [a for pair in zip(flags, dist) for a in pair] + ["--distributed", "ring"], ranks)
+    expect(r1.returncode == 0 and rp.returncode == 0, f"ring --grad-out: {r1.stderr} {rp.stderr}")
+    if r1.returncode == 0 and rp.returncode == 0:
+        o1, l1, dq1, dk1, dv1 = (np.load(x) for x in one)
+        op, lp, dqp, dkp, dvp = (np.load(x) for x in dist)
+        if ranks == 1:
+            expect(all(a.tobytes() == b.tobytes() for a, b in zip((o1, l1, dq1, dk1, dv1), (op, lp, dqp, dkp, dvp))),
+                   "ring --grad-out with one rank: not bitwise")
+        else:
+            bo, bl = ring_bound(q, k, v, l1, ranks)
+            bounds = grad_bound(q, k, v, g, o1, l1, True, key_lengths, ranks, bo, bl)
+            for name, a, b, bound in zip(("dq", "dk", "dv"), (dq1, dk1, dv1), (dqp, dkp, dvp), bounds):
+                excess = np.abs(a.astype(np.float64) - b) - bound
+                expect(float(excess.max()) <= 0, f"ring --grad-out {name}: beyond the bound by {excess.max()}")
+
     bad = []
     if ranks > 1:
         # kv_heads 1 < ranks; with 3 ranks also kv_heads 4, which 3 does not divide.

@@ -7,11 +7,14 @@
 #include <string>
 
 #include "headcount/attention.h"
+#include "headcount/attention_backward.h"
 
 namespace headcount::cli {
 
-// Computes params.out (and params.lse when set) of the whole problem, on rank 0.
-using AttentionCompute = std::function<void(Kernel kernel, const AttentionParams& params, int threads)>;
+// Computes params.out (and params.lse when set) of the whole problem, on rank 0, and with
+// grads (not null) the gradients too (--grad-out; ring only).
+using AttentionCompute =
+    std::function<void(Kernel kernel, const AttentionParams& params, const AttentionGrads* grads, int threads)>;
 
 // Starts MPI, then rank 0 runs `rank0` (the single-process command, which reads its inputs,
 // checks them and calls the compute it is given, then writes the outputs) while every other

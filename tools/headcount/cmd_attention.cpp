@@ -125,10 +125,7 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given, const Attent
       check(value->empty(), flag, "--grad-out too (the gradient of the loss with respect to out)", "none");
   }
   if (!o.grad_bias.empty()) check(!o.bias.empty(), "--grad-bias", "--bias too (the gradient of which bias?)", "none");
-  if (distributed) {
-    check(!backward, "--grad-out", "none with --distributed (the distributed backward is not built)", o.grad_out);
-    check(o.probs.empty(), "--probs", "none with --distributed (no rank holds every probability)", o.probs);
-  }
+  if (distributed) check(o.probs.empty(), "--probs", "none with --distributed (no rank holds every probability)", o.probs);
   std::set<std::string> names{o.out};
   for (const std::string* p : {&o.lse, &o.probs, &o.grad_q, &o.grad_k, &o.grad_v, &o.grad_bias})
     if (!p->empty()) check(names.insert(*p).second, "outputs", "distinct paths", *p + " twice");
@@ -190,9 +187,12 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given, const Attent
   // 4. Compute.
   Context ctx(ContextOptions{.threads = o.threads});
   const auto start = std::chrono::steady_clock::now();
-  if (distributed) (*distributed)(kernel, params, o.threads);
-  else attention(ctx, kernel, params);
-  if (backward) attention_backward(ctx, kernel, params, grads);
+  if (distributed) {
+    (*distributed)(kernel, params, backward ? &grads : nullptr, o.threads);
+  } else {
+    attention(ctx, kernel, params);
+    if (backward) attention_backward(ctx, kernel, params, grads);
+  }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 

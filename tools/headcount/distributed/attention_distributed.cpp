@@ -9,7 +9,8 @@
 //      of q, k, v sent to it;
 //   4. the split's own computation (headcount/distributed.h);
 //   5. the outputs back on rank 0: heads: attention_heads gathers them; ring: each rank
-//      sends its rows of out (and lse).
+//      sends its rows of out (and lse), and with --grad-out (ring only) its rows of dO went
+//      out in step 3 and its rows of dq, dk, dv (ring_attention_backward) come back here.
 // A rank that dies: MPI_COMM_WORLD keeps MPI's default handler (errors are fatal), and
 // mpirun ends the whole job, naming the rank (docs/distributed.md; tested by
 // tests/mpi/rank_kill_check.py).
@@ -73,14 +74,14 @@ void bcast_floats(float* data, i64 count) {
 struct Header {
   Mode mode = Mode::heads;
   Kernel kernel = Kernel::streaming;
-  i64 threads = 1, causal = 0, window_left = -1, window_right = -1, has_scale = 0, has_lse = 0;
+  i64 threads = 1, causal = 0, window_left = -1, window_right = -1, has_scale = 0, has_lse = 0, has_grads = 0;
   float scale = 0;
   std::vector<i64> q, k, v, bias;  // shapes; bias empty when none
   std::vector<i64> key_lengths;
 
   std::vector<i64> pack() const {
     std::vector<i64> out{static_cast<i64>(mode), static_cast<i64>(kernel), threads, causal, window_left,
-                         window_right, has_scale, has_lse};
+                         window_right, has_scale, has_lse, has_grads};
     i64 bits = 0;
     std::memcpy(&bits, &scale, 4);
     out.push_back(bits);
@@ -101,6 +102,7 @@ struct Header {
     h.window_right = in[i++];
     h.has_scale = in[i++];
     h.has_lse = in[i++];
+    h.has_grads = in[i++];
     const i64 bits = in[i++];
     std::memcpy(&h.scale, &bits, 4);
     for (auto* shape : {&h.q, &h.k, &h.v, &h.bias, &h.key_lengths}) {
@@ -145,7 +147,7 @@ i64 numel(const std::vector<i64>& shape) {
 
 // Steps 2-5 on every rank. On rank 0 `whole` is the command's params (inputs read, outputs
 // to fill); on the others it is built here from the header and the messages.
-void serve(Header h, const AttentionParams* whole) {
+void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_grads) {
   int rank = 0, P = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
@@ -199,7 +201,9 @@ void serve(Header h, const AttentionParams* whole) {
     q = Tensor(DType::f32, {B, L2, H, D});
     k = Tensor(DType::f32, {B, L2, Hkv, D});
     v = Tensor(DType::f32, {B, L2, Hkv, Dv});
-    const i64 in_floats = q.numel() + k.numel() + v.numel();
+    Tensor d_out, d_q, d_k, d_v;  // with --grad-out: this rank's rows of dO and the gradients
+    if (h.has_grads) d_out = Tensor(DType::f32, {B, L2, H, Dv});
+    const i64 in_floats = q.numel() + k.numel() + v.numel() + d_out.numel();
     buffer.resize(static_cast<std::size_t>(in_floats));
     if (rank == 0) {
       for (int r = P - 1; r >= 0; --r) {  // rank 0's own rows last, unpacked below
@@ -208,6 +212,7 @@ void serve(Header h, const AttentionParams* whole) {
         zigzag_rows(whole->q, lay, cursor, false);
         zigzag_rows(whole->k, lay, cursor, false);
         zigzag_rows(whole->v, lay, cursor, false);
+        if (h.has_grads) zigzag_rows(whole_grads->d_out, lay, cursor, false);
         if (r != 0)
           check_mpi(MPI_Send(buffer.data(), static_cast<int>(in_floats), MPI_FLOAT, r, 1, MPI_COMM_WORLD), "Send");
       }
@@ -216,7 +221,8 @@ void serve(Header h, const AttentionParams* whole) {
                          MPI_STATUS_IGNORE), "Recv");
     }
     const float* src = buffer.data();
-    for (Tensor* t : {&q, &k, &v}) {
+    for (Tensor* t : {&q, &k, &v, &d_out}) {
+      if (t->empty()) continue;
       std::copy_n(src, t->numel(), t->data<float>());
       src += t->numel();
     }
@@ -229,12 +235,22 @@ void serve(Header h, const AttentionParams* whole) {
     local.out = out.view();
     local.lse = h.has_lse ? lse.view() : TensorView{};
     dist::ring_attention(MPI_COMM_WORLD, ctx, local, &comm);
+    if (h.has_grads) {  // the backward reads the forward's out and lse (has_lse: always with grads)
+      d_q = Tensor(DType::f32, q.shape());
+      d_k = Tensor(DType::f32, k.shape());
+      d_v = Tensor(DType::f32, v.shape());
+      dist::ring_attention_backward(MPI_COMM_WORLD, ctx, local,
+                                    {.d_out = d_out.view(), .d_q = d_q.view(), .d_k = d_k.view(), .d_v = d_v.view()},
+                                    &comm);
+    }
 
-    // Every rank's rows of out (and lse) back to rank 0, in rank order.
-    const i64 out_floats = out.numel() + (h.has_lse ? lse.numel() : 0);
+    // Every rank's rows of out (and lse, and the gradients) back to rank 0, in rank order.
+    const i64 out_floats = out.numel() + (h.has_lse ? lse.numel() : 0) + d_q.numel() + d_k.numel() + d_v.numel();
     buffer.resize(static_cast<std::size_t>(out_floats));
-    std::copy_n(out.data<const float>(), out.numel(), buffer.data());
-    if (h.has_lse) std::copy_n(lse.data<const float>(), lse.numel(), buffer.data() + out.numel());
+    float* fill = std::copy_n(out.data<const float>(), out.numel(), buffer.data());
+    if (h.has_lse) fill = std::copy_n(lse.data<const float>(), lse.numel(), fill);
+    for (const Tensor* t : {&d_q, &d_k, &d_v})
+      if (!t->empty()) fill = std::copy_n(t->data<const float>(), t->numel(), fill);
     if (rank == 0) {
       for (int r = 0; r < P; ++r) {
         if (r != 0)
@@ -244,6 +260,11 @@ void serve(Header h, const AttentionParams* whole) {
         float* cursor = buffer.data();
         zigzag_rows(whole->out, lay, cursor, true);
         if (h.has_lse) zigzag_lse(whole->lse, lay, cursor, true);
+        if (h.has_grads) {
+          zigzag_rows(whole_grads->d_q, lay, cursor, true);
+          zigzag_rows(whole_grads->d_k, lay, cursor, true);
+          zigzag_rows(whole_grads->d_v, lay, cursor, true);
+        }
       }
     } else {
       check_mpi(MPI_Send(buffer.data(), static_cast<int>(out_floats), MPI_FLOAT, 0, 2, MPI_COMM_WORLD), "Send");
@@ -292,7 +313,7 @@ void run_distributed_attention(const std::string& mode_name, const std::function
     } else if (rank != 0) {
       try {
         agree_with_rank0({});
-        serve(Header{}, nullptr);
+        serve(Header{}, nullptr, nullptr);
         return;
       } catch (const Error& e) {
         collective_error = e.what();
@@ -300,12 +321,15 @@ void run_distributed_attention(const std::string& mode_name, const std::function
     } else {
       bool told = false, served = false;
       try {
-        rank0([&](Kernel kernel, const AttentionParams& params, int threads) {
+        rank0([&](Kernel kernel, const AttentionParams& params, const AttentionGrads* grads, int threads) {
           Header h;
           told = true;  // whatever the checks say, the others hear it from this agreement
           agree_with_rank0([&] {
             const AttentionShape s = validate(params);
             if (mode == Mode::heads) {
+              check(grads == nullptr, "--grad-out",
+                    "none with --distributed heads (the gradients over ranks are ring's: --distributed ring)",
+                    "a path");
               dist::split_heads(s.heads, s.kv_heads, P, 0);
             } else {
               check(kernel == Kernel::streaming, "--kernel", "streaming with --distributed ring", kernel_name(kernel));
@@ -326,12 +350,13 @@ void run_distributed_attention(const std::string& mode_name, const std::function
           h.has_scale = params.scale.has_value();
           h.scale = params.scale.value_or(0.0f);
           h.has_lse = !params.lse.empty();
+          h.has_grads = grads != nullptr;
           h.q = shape_of(params.q);
           h.k = shape_of(params.k);
           h.v = shape_of(params.v);
           h.bias = shape_of(params.bias);
           h.key_lengths.assign(params.key_lengths.begin(), params.key_lengths.end());
-          serve(h, &params);
+          serve(h, &params, grads);
           served = true;
         });
         return;
