@@ -34,7 +34,8 @@ TEST(CommunicationCost, RingAndHeadsBytesPerRank) {
 
 TEST(CommunicationCost, SplitsThatCannotRunAreFlagged) {
   // 3 ranks: kv_heads 8 not divisible; 2 x 3 does not divide 131072.
-  const CommunicationCost cost = communication_cost({.d_model = 512, .heads = 8, .seq_len = 131072}, 3);
+  const CommunicationCost cost =
+      communication_cost({.d_model = 512, .heads = 8, .seq_len = 131072}, 3);
   EXPECT_FALSE(cost.heads_possible);
   EXPECT_FALSE(cost.ring_possible);
   EXPECT_EQ(cost.ring_bytes, 0);

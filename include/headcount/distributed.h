@@ -92,8 +92,8 @@ class HeadParallelAttention {
 // outputs of every head (out and, when given, lse) are gathered on rank 0, bitwise what one
 // process computes (no sum crosses a rank). On other ranks only their own heads' slices of
 // out and lse are written. probs are not available.
-AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel, const AttentionParams& params,
-                               CommStats* comm_stats = nullptr);
+AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
+                               const AttentionParams& params, CommStats* comm_stats = nullptr);
 
 // ---- Sequence over ranks ----
 
@@ -106,7 +106,9 @@ struct RingLayout {
   std::int64_t seq_len = 0, chunk = 0;
   std::int64_t first = 0, second = 0;
   std::int64_t local_rows() const { return 2 * chunk; }
-  std::int64_t global_row(std::int64_t local) const { return local < chunk ? first + local : second + local - chunk; }
+  std::int64_t global_row(std::int64_t local) const {
+    return local < chunk ? first + local : second + local - chunk;
+  }
 };
 RingLayout ring_layout(std::int64_t seq_len, int ranks, int rank);
 
@@ -127,7 +129,9 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
 // K/V block and come home after the last step. Communication: P-1 K/V blocks and P dK/dV
 // blocks sent per rank. With one rank bitwise the streaming backward; with more, the sums over
 // blocks are regrouped (docs/distributed.md).
-AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx, const AttentionParams& params,
-                                               const AttentionGrads& grads, CommStats* comm_stats = nullptr);
+AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx,
+                                               const AttentionParams& params,
+                                               const AttentionGrads& grads,
+                                               CommStats* comm_stats = nullptr);
 
 }  // namespace headcount::distributed

@@ -57,12 +57,13 @@ void agree_values(MPI_Comm comm, std::span<const std::int64_t> values, const cha
     both[i] = values[i];
     both[values.size() + i] = -values[i];
   }
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, both.data(), static_cast<int>(both.size()), MPI_INT64_T, MPI_MAX, comm),
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, both.data(), static_cast<int>(both.size()), MPI_INT64_T,
+                          MPI_MAX, comm),
             "Allreduce");
   for (std::size_t i = 0; i < values.size(); ++i)
     if (both[i] != -both[values.size() + i])
-      fail(what, concat("expected the same value on every rank, got ", -both[values.size() + i], " to ", both[i],
-                        " (entry ", i, ")"));
+      fail(what, concat("expected the same value on every rank, got ", -both[values.size() + i],
+                        " to ", both[i], " (entry ", i, ")"));
 }
 
 void allreduce_sum(MPI_Comm comm, float* data, std::int64_t count, CommStats* stats) {

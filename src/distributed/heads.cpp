@@ -20,12 +20,16 @@ using headcount::detail::concat;
 using i64 = std::int64_t;
 
 HeadSplit split_heads(i64 heads, i64 kv_heads, int ranks, int rank) {
-  HEADCOUNT_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "rank", concat("0 to ", ranks - 1), rank);
-  HEADCOUNT_CHECK(kv_heads >= 1 && heads % kv_heads == 0, "kv_heads", concat("a divisor of heads = ", heads), kv_heads);
+  HEADCOUNT_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "rank", concat("0 to ", ranks - 1),
+                  rank);
+  HEADCOUNT_CHECK(kv_heads >= 1 && heads % kv_heads == 0, "kv_heads",
+                  concat("a divisor of heads = ", heads), kv_heads);
   HEADCOUNT_CHECK(ranks <= kv_heads, "ranks",
-                  concat("at most kv_heads = ", kv_heads, " (each rank holds whole K/V heads)"), ranks);
+                  concat("at most kv_heads = ", kv_heads, " (each rank holds whole K/V heads)"),
+                  ranks);
   HEADCOUNT_CHECK(kv_heads % ranks == 0, "ranks",
-                  concat("a divisor of kv_heads = ", kv_heads, " (each rank holds the same number of K/V heads)"),
+                  concat("a divisor of kv_heads = ", kv_heads,
+                         " (each rank holds the same number of K/V heads)"),
                   ranks);
   HeadSplit s;
   s.ranks = ranks;
@@ -60,7 +64,8 @@ Tensor rows(const Tensor& w, i64 begin, i64 count) {
 // A view of heads [begin, begin + count) along dimension `dim` of a view.
 TensorView head_slice(const TensorView& t, int dim, i64 begin, i64 count) {
   TensorView s = t;
-  s.data = static_cast<std::byte*>(t.data) + begin * t.strides[dim] * static_cast<i64>(dtype_size(t.dtype));
+  s.data = static_cast<std::byte*>(t.data) +
+           begin * t.strides[dim] * static_cast<i64>(dtype_size(t.dtype));
   s.shape[dim] = count;
   return s;
 }
@@ -77,15 +82,20 @@ HeadParallelAttention::HeadParallelAttention(MPI_Comm comm, const MultiHeadAtten
     // The whole layer's shapes here; the local layer's constructor checks its slice's values.
     const auto& c = config_;
     const std::pair<const Tensor*, std::vector<i64>> shapes[] = {
-        {&weights.w_q, {c.d_model, c.heads * c.head_dim}}, {&weights.w_k, {c.kv_dim, c.kv_heads * c.head_dim}},
-        {&weights.w_v, {c.kv_dim, c.kv_heads * c.v_head_dim}}, {&weights.w_o, {c.heads * c.v_head_dim, c.d_model}},
-        {&weights.b_q, {c.heads * c.head_dim}}, {&weights.b_k, {c.kv_heads * c.head_dim}},
-        {&weights.b_v, {c.kv_heads * c.v_head_dim}}, {&weights.b_o, {c.d_model}}};
+        {&weights.w_q, {c.d_model, c.heads * c.head_dim}},
+        {&weights.w_k, {c.kv_dim, c.kv_heads * c.head_dim}},
+        {&weights.w_v, {c.kv_dim, c.kv_heads * c.v_head_dim}},
+        {&weights.w_o, {c.heads * c.v_head_dim, c.d_model}},
+        {&weights.b_q, {c.heads * c.head_dim}},
+        {&weights.b_k, {c.kv_heads * c.head_dim}},
+        {&weights.b_v, {c.kv_heads * c.v_head_dim}},
+        {&weights.b_o, {c.d_model}}};
     const char* names[] = {"w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"};
     for (int i = 0; i < (c.bias ? 8 : 4); ++i) {
       const auto& [t, shape] = shapes[i];
       HEADCOUNT_CHECK(t->dtype() == DType::f32 && t->shape() == shape, names[i],
-                      concat("an f32 tensor ", shape_string(shape)), concat(dtype_name(t->dtype()), ' ', shape_string(t->shape())));
+                      concat("an f32 tensor ", shape_string(shape)),
+                      concat(dtype_name(t->dtype()), ' ', shape_string(t->shape())));
     }
   });
   const auto& c = config_;
@@ -104,8 +114,10 @@ HeadParallelAttention::HeadParallelAttention(MPI_Comm comm, const MultiHeadAtten
     lw.b_v = rows(weights.b_v, s.kv_head_begin * c.v_head_dim, s.kv_heads * c.v_head_dim);
     // b_o once: rank 0 adds it, the others add +0, which changes no value.
     lw.b_o = Tensor(DType::f32, {c.d_model});
-    if (rank == 0) std::copy_n(weights.b_o.data<const float>(), c.d_model, lw.b_o.data<float>());
-    else std::fill_n(lw.b_o.data<float>(), c.d_model, 0.0f);
+    if (rank == 0)
+      std::copy_n(weights.b_o.data<const float>(), c.d_model, lw.b_o.data<float>());
+    else
+      std::fill_n(lw.b_o.data<float>(), c.d_model, 0.0f);
   }
   local_ = std::make_unique<MultiHeadAttention>(lc, std::move(lw));
 }
@@ -120,25 +132,33 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
   AttentionOptions lo = options;
   detail::agree(comm_, [&] {
     HEADCOUNT_CHECK(options.probs_mode == ProbsMode::none, "probs_mode",
-                    "none (a head-parallel layer does not gather probabilities)", "per_head or averaged");
-    HEADCOUNT_CHECK(x.rank == 3 && x.shape[2] == c.d_model, "x", concat("[batch, seq_len, ", c.d_model, "]"),
-                    x.shape_string());
-    HEADCOUNT_CHECK(!out.empty() && out.rank == 3 && out.dtype == DType::f32 && out.shape[0] == x.shape[0] &&
-                        out.shape[1] == x.shape[1] && out.shape[2] == c.d_model,
-                    "out", concat("an f32 tensor [", x.shape[0], ", ", x.shape[1], ", ", c.d_model, "]"),
-                    out.shape_string());
+                    "none (a head-parallel layer does not gather probabilities)",
+                    "per_head or averaged");
+    HEADCOUNT_CHECK(x.rank == 3 && x.shape[2] == c.d_model, "x",
+                    concat("[batch, seq_len, ", c.d_model, "]"), x.shape_string());
+    HEADCOUNT_CHECK(
+        !out.empty() && out.rank == 3 && out.dtype == DType::f32 && out.shape[0] == x.shape[0] &&
+            out.shape[1] == x.shape[1] && out.shape[2] == c.d_model,
+        "out", concat("an f32 tensor [", x.shape[0], ", ", x.shape[1], ", ", c.d_model, "]"),
+        out.shape_string());
     if (!options.head_mask.empty()) {
       HEADCOUNT_CHECK(static_cast<i64>(options.head_mask.size()) == c.heads, "head_mask",
-                      concat(c.heads, " entries (one per head of the whole layer)"), options.head_mask.size());
-      lo.head_mask = options.head_mask.subspan(static_cast<std::size_t>(s.head_begin), static_cast<std::size_t>(s.heads));
+                      concat(c.heads, " entries (one per head of the whole layer)"),
+                      options.head_mask.size());
+      lo.head_mask = options.head_mask.subspan(static_cast<std::size_t>(s.head_begin),
+                                               static_cast<std::size_t>(s.heads));
     }
     if (!options.bias.empty()) {
-      HEADCOUNT_CHECK(options.bias.rank == 4 && (options.bias.shape[1] == c.heads || options.bias.shape[1] == 1),
-                      "bias", concat("[batch or 1, ", c.heads, " or 1, q_len, kv_len]"), options.bias.shape_string());
-      if (options.bias.shape[1] == c.heads) lo.bias = head_slice(options.bias, 1, s.head_begin, s.heads);
+      HEADCOUNT_CHECK(options.bias.rank == 4 &&
+                          (options.bias.shape[1] == c.heads || options.bias.shape[1] == 1),
+                      "bias", concat("[batch or 1, ", c.heads, " or 1, q_len, kv_len]"),
+                      options.bias.shape_string());
+      if (options.bias.shape[1] == c.heads)
+        lo.bias = head_slice(options.bias, 1, s.head_begin, s.heads);
     }
   });
-  std::vector<i64> shape{x.shape[0], x.shape[1], options.causal, options.window_left, options.window_right};
+  std::vector<i64> shape{x.shape[0], x.shape[1], options.causal, options.window_left,
+                         options.window_right};
   detail::agree(comm_, [&] { detail::agree_values(comm_, shape, "x shape and masks"); });
 
   // The partial sum of this rank's heads, in `out` itself when its rows are contiguous.
@@ -158,20 +178,21 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
   return stats;
 }
 
-AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel, const AttentionParams& params,
-                               CommStats* comm_stats) {
+AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
+                               const AttentionParams& params, CommStats* comm_stats) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = detail::comm_rank(comm), ranks = detail::comm_size(comm);
   AttentionShape shape;
   HeadSplit split;
   detail::agree(comm, [&] {
     HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
-                    "none (--distributed heads does not gather probabilities)", "per_head or averaged");
+                    "none (--distributed heads does not gather probabilities)",
+                    "per_head or averaged");
     shape = validate(params);
     split = split_heads(shape.heads, shape.kv_heads, ranks, rank);
   });
-  const std::vector<i64> dims{shape.batch, shape.q_len, shape.kv_len, shape.heads, shape.kv_heads,
-                              shape.head_dim, shape.v_head_dim};
+  const std::vector<i64> dims{shape.batch,    shape.q_len,    shape.kv_len,    shape.heads,
+                              shape.kv_heads, shape.head_dim, shape.v_head_dim};
   detail::agree(comm, [&] { detail::agree_values(comm, dims, "attention shape"); });
 
   // This rank's heads: views, no copies. A bias per head is sliced too.
@@ -199,29 +220,35 @@ AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel, const
         for (i64 h = 0; h < hl; ++h)
           for (i64 e = 0; e < dv; ++e, ++p) {
             float& x = params.out.ptr<float>()[params.out.offset({b, t, sp.head_begin + h, e})];
-            if (unpack) x = *p;
-            else *p = x;
+            if (unpack)
+              x = *p;
+            else
+              *p = x;
           }
     if (with_lse)
       for (i64 b = 0; b < B; ++b)
         for (i64 h = 0; h < hl; ++h)
           for (i64 t = 0; t < n; ++t, ++p) {
             float& x = params.lse.ptr<float>()[params.lse.offset({b, sp.head_begin + h, t})];
-            if (unpack) x = *p;
-            else *p = x;
+            if (unpack)
+              x = *p;
+            else
+              *p = x;
           }
   };
   const auto wait_start = std::chrono::steady_clock::now();
   if (rank == 0) {
     for (int r = 1; r < ranks; ++r) {
-      detail::check_mpi(MPI_Recv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 0, comm, MPI_STATUS_IGNORE),
+      detail::check_mpi(MPI_Recv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 0, comm,
+                                 MPI_STATUS_IGNORE),
                         "Recv");
       pack(split_heads(shape.heads, shape.kv_heads, ranks, r), true);
       if (comm_stats) comm_stats->bytes_received += floats * 4;
     }
   } else {
     pack(split, false);
-    detail::check_mpi(MPI_Send(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 0, comm), "Send");
+    detail::check_mpi(MPI_Send(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 0, comm),
+                      "Send");
     if (comm_stats) {
       comm_stats->bytes_sent += floats * 4;
       comm_stats->messages += 1;

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "distributed/comm.h"
+#include "distributed/ring_plan.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
-#include "distributed/ring_plan.h"
 #include "kernels/lse_merge.h"
 
 namespace headcount::distributed {
@@ -36,9 +36,12 @@ using headcount::detail::concat;
 using i64 = std::int64_t;
 
 RingLayout ring_layout(i64 seq_len, int ranks, int rank) {
-  HEADCOUNT_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "rank", concat("0 to ", ranks - 1), rank);
-  HEADCOUNT_CHECK(seq_len >= 1 && seq_len % (2 * ranks) == 0, "seq_len",
-                  concat("a multiple of 2 x ranks = ", 2 * ranks, " (two equal chunks per rank, zig-zag)"), seq_len);
+  HEADCOUNT_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "rank", concat("0 to ", ranks - 1),
+                  rank);
+  HEADCOUNT_CHECK(
+      seq_len >= 1 && seq_len % (2 * ranks) == 0, "seq_len",
+      concat("a multiple of 2 x ranks = ", 2 * ranks, " (two equal chunks per rank, zig-zag)"),
+      seq_len);
   RingLayout l;
   l.ranks = ranks;
   l.rank = rank;
@@ -61,7 +64,8 @@ namespace detail {
 
 TensorView slice(const TensorView& t, int dim, i64 begin, i64 count) {
   TensorView s = t;
-  s.data = static_cast<std::byte*>(t.data) + begin * t.strides[dim] * static_cast<i64>(dtype_size(t.dtype));
+  s.data = static_cast<std::byte*>(t.data) +
+           begin * t.strides[dim] * static_cast<i64>(dtype_size(t.dtype));
   s.shape[dim] = count;
   return s;
 }
@@ -93,45 +97,55 @@ RingCall check_ring_call(MPI_Comm comm, const AttentionParams& params, bool need
     HEADCOUNT_CHECK(params.bias.empty(), "bias", "none (ring attention takes no additive bias)",
                     params.bias.shape_string());
     HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
-                    "none (ring attention never forms the whole probability matrix)", "per_head or averaged");
-    if (need_lse) HEADCOUNT_CHECK(!params.lse.empty(), "lse", "the forward's lse (the backward reads it)", "none");
+                    "none (ring attention never forms the whole probability matrix)",
+                    "per_head or averaged");
+    if (need_lse)
+      HEADCOUNT_CHECK(!params.lse.empty(), "lse", "the forward's lse (the backward reads it)",
+                      "none");
     s = validate(call.base);
-    HEADCOUNT_CHECK(s.q_len == s.kv_len, "kv_len", concat("q_len = ", s.q_len, " (ring attention is self-attention)"),
-                    s.kv_len);
-    HEADCOUNT_CHECK(s.q_len % 2 == 0, "q_len", "an even number of local rows (two zig-zag chunks)", s.q_len);
+    HEADCOUNT_CHECK(s.q_len == s.kv_len, "kv_len",
+                    concat("q_len = ", s.q_len, " (ring attention is self-attention)"), s.kv_len);
+    HEADCOUNT_CHECK(s.q_len % 2 == 0, "q_len", "an even number of local rows (two zig-zag chunks)",
+                    s.q_len);
     call.layout = ring_layout(s.q_len * P, P, rank);
     if (!params.key_lengths.empty()) {
       HEADCOUNT_CHECK(static_cast<i64>(params.key_lengths.size()) == s.batch, "key_lengths",
-                      concat(s.batch, " entries (one per batch element)"), params.key_lengths.size());
+                      concat(s.batch, " entries (one per batch element)"),
+                      params.key_lengths.size());
       for (std::size_t b = 0; b < params.key_lengths.size(); ++b)
         HEADCOUNT_CHECK(params.key_lengths[b] >= 0 && params.key_lengths[b] <= call.layout.seq_len,
-                        concat("key_lengths[", b, "]"), concat("0 to seq_len = ", call.layout.seq_len),
-                        params.key_lengths[b]);
+                        concat("key_lengths[", b, "]"),
+                        concat("0 to seq_len = ", call.layout.seq_len), params.key_lengths[b]);
     }
   });
-  std::vector<i64> same{s.batch, s.q_len, s.heads, s.kv_heads, s.head_dim, s.v_head_dim, params.causal,
-                        !params.lse.empty()};
+  std::vector<i64> same{s.batch,    s.q_len,      s.heads,       s.kv_heads,
+                        s.head_dim, s.v_head_dim, params.causal, !params.lse.empty()};
   for (i64 kl : params.key_lengths) same.push_back(kl);
   agree(comm, [&] { agree_values(comm, same, "ring attention shapes, masks and key_lengths"); });
   return call;
 }
 
 RingStep ring_step(const RingLayout& lay, int t, int source, bool causal) {
-  RingStep st{.q_begin = 0, .q_end = lay.local_rows(), .kv_rows = lay.local_rows(), .causal = false};
-  if (t == 0) st.causal = causal;
-  else if (causal && source < lay.rank) st.kv_rows = lay.chunk;
-  else if (causal) st.q_begin = lay.chunk;
+  RingStep st{
+      .q_begin = 0, .q_end = lay.local_rows(), .kv_rows = lay.local_rows(), .causal = false};
+  if (t == 0)
+    st.causal = causal;
+  else if (causal && source < lay.rank)
+    st.kv_rows = lay.chunk;
+  else if (causal)
+    st.q_begin = lay.chunk;
   return st;
 }
 
-void block_key_lengths(const RingLayout& lay, int source, std::span<const i64> key_lengths, i64 batch, i64 kv_rows,
-                       std::vector<i64>& out) {
-  const i64 chunk = lay.chunk, first = source * chunk, second = (2 * i64{lay.ranks} - 1 - source) * chunk;
+void block_key_lengths(const RingLayout& lay, int source, std::span<const i64> key_lengths,
+                       i64 batch, i64 kv_rows, std::vector<i64>& out) {
+  const i64 chunk = lay.chunk, first = source * chunk,
+            second = (2 * i64{lay.ranks} - 1 - source) * chunk;
   out.resize(static_cast<std::size_t>(batch));
   for (i64 b = 0; b < batch; ++b) {
     const i64 kl = key_lengths.empty() ? lay.seq_len : key_lengths[static_cast<std::size_t>(b)];
-    out[static_cast<std::size_t>(b)] =
-        std::min(kv_rows, std::clamp<i64>(kl - first, 0, chunk) + std::clamp<i64>(kl - second, 0, chunk));
+    out[static_cast<std::size_t>(b)] = std::min(
+        kv_rows, std::clamp<i64>(kl - first, 0, chunk) + std::clamp<i64>(kl - second, 0, chunk));
   }
 }
 
@@ -139,7 +153,8 @@ void block_key_lengths(const RingLayout& lay, int source, std::span<const i64> k
 
 using detail::slice;
 
-AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params, CommStats* comm_stats) {
+AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params,
+                              CommStats* comm_stats) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = detail::comm_rank(comm), P = detail::comm_size(comm);
   const detail::RingCall call = detail::check_ring_call(comm, params, false);
@@ -150,7 +165,8 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
   const i64 B = s.batch, L2 = lay.local_rows(), H = s.heads, Hkv = s.kv_heads;
   const i64 D = s.head_dim, Dv = s.v_head_dim;
   const i64 k_floats = B * L2 * Hkv * D, block_floats = k_floats + B * L2 * Hkv * Dv;
-  HEADCOUNT_CHECK(block_floats <= INT32_MAX, "k, v", "at most 2^31 - 1 floats of K and V per rank", block_floats);
+  HEADCOUNT_CHECK(block_floats <= INT32_MAX, "k, v", "at most 2^31 - 1 floats of K and V per rank",
+                  block_floats);
   std::vector<float> blocks[2] = {std::vector<float>(static_cast<std::size_t>(block_floats)),
                                   std::vector<float>(static_cast<std::size_t>(block_floats))};
   detail::pack(params.k, blocks[0].data());
@@ -181,10 +197,12 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
     int posted = 0;
     if (t + 1 < P) {
       float* next = blocks[(t + 1) % 2].data();
-      detail::check_mpi(MPI_Irecv(next, static_cast<int>(block_floats), MPI_FLOAT, left, t, comm, &requests[0]),
-                        "Irecv");
-      detail::check_mpi(MPI_Isend(cur, static_cast<int>(block_floats), MPI_FLOAT, right, t, comm, &requests[1]),
-                        "Isend");
+      detail::check_mpi(
+          MPI_Irecv(next, static_cast<int>(block_floats), MPI_FLOAT, left, t, comm, &requests[0]),
+          "Irecv");
+      detail::check_mpi(
+          MPI_Isend(cur, static_cast<int>(block_floats), MPI_FLOAT, right, t, comm, &requests[1]),
+          "Isend");
       posted = 2;
       if (comm_stats) {
         comm_stats->bytes_sent += block_floats * 4;
@@ -205,7 +223,8 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
     // piece_rows rows each); with one rank it is one call over all rows (bitwise the kernel).
     const i64 slices = P == 1 ? 1 : std::min<i64>(kProgressSlices, q_end - q_begin);
     for (i64 sl = 0; sl < slices; ++sl) {
-      const i64 a = q_begin + (q_end - q_begin) * sl / slices, e = q_begin + (q_end - q_begin) * (sl + 1) / slices;
+      const i64 a = q_begin + (q_end - q_begin) * sl / slices,
+                e = q_begin + (q_end - q_begin) * (sl + 1) / slices;
       if (a == e) continue;
       const i64 pr = e - a;
       // Under step 0's causal mask rows [a, e) see keys [0, e) at most: the kernel's
@@ -252,8 +271,10 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
             continue;
           }
           const kernels::LsePartial parts[2] = {
-              {m[static_cast<std::size_t>(row)], l[static_cast<std::size_t>(row)], acc_row}, {lse_step, 1.0f, o}};
-          const kernels::LseMerged r = kernels::lse_merge(2, [&](i64 c) { return parts[c]; }, Dv, tmp);
+              {m[static_cast<std::size_t>(row)], l[static_cast<std::size_t>(row)], acc_row},
+              {lse_step, 1.0f, o}};
+          const kernels::LseMerged r = kernels::lse_merge(
+              2, [&](i64 c) { return parts[c]; }, Dv, tmp);
           m[static_cast<std::size_t>(row)] = r.m;
           l[static_cast<std::size_t>(row)] = r.l;
           std::copy_n(tmp, Dv, acc_row);
@@ -273,12 +294,14 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
     const i64 b = task / L2, tq = task % L2;
     for (i64 h = 0; h < H; ++h) {
       const i64 row = (b * L2 + tq) * H + h;
-      const kernels::LseMerged r{m[static_cast<std::size_t>(row)], l[static_cast<std::size_t>(row)]};
+      const kernels::LseMerged r{m[static_cast<std::size_t>(row)],
+                                 l[static_cast<std::size_t>(row)]};
       const float inverse = kernels::lse_inverse(r);
       const float* a = acc + row * Dv;
       float* out = params.out.ptr<float>();
       for (i64 e = 0; e < Dv; ++e) out[params.out.offset({b, tq, h, e})] = a[e] * inverse;
-      if (!params.lse.empty()) params.lse.ptr<float>()[params.lse.offset({b, h, tq})] = kernels::lse_finish(r);
+      if (!params.lse.empty())
+        params.lse.ptr<float>()[params.lse.offset({b, h, tq})] = kernels::lse_finish(r);
     }
   });
   if (comm_stats) comm_stats->total_seconds += detail::seconds_since(start);

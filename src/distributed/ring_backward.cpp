@@ -27,20 +27,24 @@ using headcount::detail::concat;
 using i64 = std::int64_t;
 using detail::slice;
 
-AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx, const AttentionParams& params,
+AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx,
+                                               const AttentionParams& params,
                                                const AttentionGrads& grads, CommStats* comm_stats) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = detail::comm_rank(comm), P = detail::comm_size(comm);
   const detail::RingCall call = detail::check_ring_call(comm, params, true);
   detail::agree(comm, [&] {
-    HEADCOUNT_CHECK(grads.d_bias.empty(), "d_bias", "none (ring attention takes no bias)", grads.d_bias.shape_string());
+    HEADCOUNT_CHECK(grads.d_bias.empty(), "d_bias", "none (ring attention takes no bias)",
+                    grads.d_bias.shape_string());
     validate_backward(call.base, grads);
   });
   const AttentionShape& s = call.shape;
   const RingLayout& lay = call.layout;
-  const i64 B = s.batch, L2 = lay.local_rows(), H = s.heads, Hkv = s.kv_heads, D = s.head_dim, Dv = s.v_head_dim;
+  const i64 B = s.batch, L2 = lay.local_rows(), H = s.heads, Hkv = s.kv_heads, D = s.head_dim,
+            Dv = s.v_head_dim;
   const i64 k_floats = B * L2 * Hkv * D, block_floats = k_floats + B * L2 * Hkv * Dv;
-  HEADCOUNT_CHECK(block_floats <= INT32_MAX, "k, v", "at most 2^31 - 1 floats of K and V per rank", block_floats);
+  HEADCOUNT_CHECK(block_floats <= INT32_MAX, "k, v", "at most 2^31 - 1 floats of K and V per rank",
+                  block_floats);
   auto buffer = [](i64 n) { return std::vector<float>(static_cast<std::size_t>(n)); };
   std::vector<float> kv[2] = {buffer(block_floats), buffer(block_floats)};  // K | V
   std::vector<float> g[2] = {buffer(block_floats), buffer(block_floats)};   // dK | dV
@@ -54,10 +58,12 @@ AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx, cons
   const int right = (rank + 1) % P, left = (rank + P - 1) % P;
   std::vector<i64> key_lengths;
   auto exchange = [&](float* send, float* receive, int tag, MPI_Request* requests) {
-    detail::check_mpi(MPI_Irecv(receive, static_cast<int>(block_floats), MPI_FLOAT, left, tag, comm, &requests[0]),
+    detail::check_mpi(MPI_Irecv(receive, static_cast<int>(block_floats), MPI_FLOAT, left, tag, comm,
+                                &requests[0]),
                       "Irecv");
-    detail::check_mpi(MPI_Isend(send, static_cast<int>(block_floats), MPI_FLOAT, right, tag, comm, &requests[1]),
-                      "Isend");
+    detail::check_mpi(
+        MPI_Isend(send, static_cast<int>(block_floats), MPI_FLOAT, right, tag, comm, &requests[1]),
+        "Isend");
     if (comm_stats) {
       comm_stats->bytes_sent += block_floats * 4;
       comm_stats->bytes_received += block_floats * 4;
@@ -92,7 +98,8 @@ AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx, cons
     piece.causal = step.causal;
     piece.key_lengths = key_lengths;
     const TensorView dk_view = TensorView::contiguous(dkv_step.data(), DType::f32, {B, L2, Hkv, D});
-    const TensorView dv_view = TensorView::contiguous(dkv_step.data() + k_floats, DType::f32, {B, L2, Hkv, Dv});
+    const TensorView dv_view =
+        TensorView::contiguous(dkv_step.data() + k_floats, DType::f32, {B, L2, Hkv, Dv});
     AttentionGrads pg{.d_out = slice(grads.d_out, 1, step.q_begin, rows),
                       .d_q = slice(dq_view, 1, step.q_begin, rows),
                       .d_k = slice(dk_view, 1, 0, step.kv_rows),
@@ -106,14 +113,18 @@ AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx, cons
       const i64 first = (b * L2 + step.q_begin) * H * D, count = rows * H * D;
       float* dst = dq.data() + first;
       const float* src = dq_step.data() + first;
-      if (t == 0) std::copy_n(src, count, dst);
-      else for (i64 i = 0; i < count; ++i) dst[i] += src[i];
+      if (t == 0)
+        std::copy_n(src, count, dst);
+      else
+        for (i64 i = 0; i < count; ++i) dst[i] += src[i];
       for (const auto& [offset, width] : {std::pair{i64{0}, D}, std::pair{k_floats, Dv}}) {
         const i64 kfirst = offset + b * L2 * Hkv * width, kcount = step.kv_rows * Hkv * width;
         float* kd = cur_g + kfirst;
         const float* ks = dkv_step.data() + kfirst;
-        if (t == 0) std::copy_n(ks, L2 * Hkv * width, kd);  // step 0 meets the whole block
-        else for (i64 i = 0; i < kcount; ++i) kd[i] += ks[i];
+        if (t == 0)
+          std::copy_n(ks, L2 * Hkv * width, kd);  // step 0 meets the whole block
+        else
+          for (i64 i = 0; i < kcount; ++i) kd[i] += ks[i];
       }
     }
     if (more) wait(kv_requests);

@@ -32,8 +32,8 @@ struct LayerCase {
 
 void check_layer(const LayerCase& lc) {
   const int P = world_size(), rank = world_rank();
-  const MultiHeadAttentionConfig config{.d_model = lc.d_model, .heads = lc.heads, .kv_heads = lc.kv_heads,
-                                        .head_dim = lc.head_dim};
+  const MultiHeadAttentionConfig config{
+      .d_model = lc.d_model, .heads = lc.heads, .kv_heads = lc.kv_heads, .head_dim = lc.head_dim};
   const std::int64_t B = 2, n = 9;
   const Tensor x = uniform({B, n, lc.d_model}, 11);
   const std::vector<std::int64_t> key_lengths{9, 6};
@@ -61,8 +61,9 @@ void check_layer(const LayerCase& lc) {
   const distributed::HeadSplit& s = layer.split();
   Tensor outP(DType::f32, {B, n, lc.d_model}), lseP(DType::f32, {B, s.heads, n});
   distributed::CommStats comm;
-  layer.forward(ctx, x.view(), outP.view(),
-                AttentionOptions{.causal = lc.causal, .key_lengths = key_lengths, .lse = lseP.view()}, &comm);
+  layer.forward(
+      ctx, x.view(), outP.view(),
+      AttentionOptions{.causal = lc.causal, .key_lengths = key_lengths, .lse = lseP.view()}, &comm);
 
   // The core: this rank's heads bitwise.
   for (std::int64_t b = 0; b < B; ++b)
@@ -70,7 +71,8 @@ void check_layer(const LayerCase& lc) {
       for (std::int64_t t = 0; t < n; ++t) {
         const float want = lse1.data<float>()[(b * lc.heads + s.head_begin + h) * n + t];
         const float got = lseP.data<float>()[(b * s.heads + h) * n + t];
-        ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "rank " << rank << " lse b" << b << " h" << h << " t" << t;
+        ASSERT_EQ(std::memcmp(&want, &got, 4), 0)
+            << "rank " << rank << " lse b" << b << " h" << h << " t" << t;
       }
   // W_o's regrouped sum: the bound in the header comment.
   const float* w_o = weights.w_o.data<const float>();
@@ -80,15 +82,20 @@ void check_layer(const LayerCase& lc) {
       for (std::int64_t k = 0; k < K; ++k)
         magnitude += std::fabs(double(concat.data<float>()[r * K + k]) * w_o[k * lc.d_model + j]);
       const double bound = (gamma_n(double(K)) + gamma_n(double(K / P + P))) * magnitude;
-      const float want = out1.data<float>()[r * lc.d_model + j], got = outP.data<float>()[r * lc.d_model + j];
+      const float want = out1.data<float>()[r * lc.d_model + j],
+                  got = outP.data<float>()[r * lc.d_model + j];
       if (P == 1) ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "row " << r << " column " << j;
-      ASSERT_LE(std::fabs(double(got) - want), bound) << "rank " << rank << " row " << r << " column " << j;
+      ASSERT_LE(std::fabs(double(got) - want), bound)
+          << "rank " << rank << " row " << r << " column " << j;
     }
   // The communication: one all-reduce of B * n * d_model floats (cost model: communication_cost).
-  const CommunicationCost cost = communication_cost(
-      {.d_model = lc.d_model, .heads = lc.heads, .kv_heads = lc.kv_heads, .head_dim = lc.head_dim, .seq_len = n,
-       .batch = B},
-      P);
+  const CommunicationCost cost = communication_cost({.d_model = lc.d_model,
+                                                     .heads = lc.heads,
+                                                     .kv_heads = lc.kv_heads,
+                                                     .head_dim = lc.head_dim,
+                                                     .seq_len = n,
+                                                     .batch = B},
+                                                    P);
   EXPECT_EQ(comm.bytes_sent, cost.allreduce_bytes);
   EXPECT_EQ(comm.messages, 1);
 }
@@ -108,7 +115,8 @@ TEST(HeadParallel, RanksMustDivideKvHeads) {
   if (P == 1) return;
   // Every rank throws, before any work, when the ranks do not divide kv_heads or outnumber them.
   for (std::int64_t kv_heads : {std::int64_t{P + 1}, std::int64_t{1}}) {
-    const MultiHeadAttentionConfig config{.d_model = 2 * kv_heads * 4, .heads = 2 * kv_heads, .kv_heads = kv_heads};
+    const MultiHeadAttentionConfig config{
+        .d_model = 2 * kv_heads * 4, .heads = 2 * kv_heads, .kv_heads = kv_heads};
     const MultiHeadAttentionWeights weights = MultiHeadAttentionWeights::random(config, 3);
     try {
       HeadParallelAttention layer(MPI_COMM_WORLD, config, weights);
@@ -122,7 +130,8 @@ TEST(HeadParallel, RanksMustDivideKvHeads) {
 TEST(HeadParallel, CoreSplitByHeadsIsBitwiseOnRankZero) {
   const int P = world_size();
   const std::int64_t B = 2, n = 7, m = 11, H = 24, Hkv = 12, D = 5, Dv = 3;
-  const Tensor q = uniform({B, n, H, D}, 1), k = uniform({B, m, Hkv, D}, 2), v = uniform({B, m, Hkv, Dv}, 3);
+  const Tensor q = uniform({B, n, H, D}, 1), k = uniform({B, m, Hkv, D}, 2),
+               v = uniform({B, m, Hkv, Dv}, 3);
   const Tensor bias = uniform({1, H, n, m}, 4);
   const std::vector<std::int64_t> key_lengths{11, 4};
   auto params = [&](Tensor& out, Tensor& lse) {
@@ -147,10 +156,15 @@ TEST(HeadParallel, CoreSplitByHeadsIsBitwiseOnRankZero) {
     EXPECT_EQ(std::memcmp(out1.data<float>(), outP.data<float>(), out1.bytes()), 0);
     EXPECT_EQ(std::memcmp(lse1.data<float>(), lseP.data<float>(), lse1.bytes()), 0);
   } else {
-    const CommunicationCost cost = communication_cost(
-        {.d_model = H * D, .heads = H, .kv_heads = Hkv, .head_dim = D, .v_head_dim = Dv, .seq_len = n, .kv_len = m,
-         .batch = B},
-        P);
+    const CommunicationCost cost = communication_cost({.d_model = H * D,
+                                                       .heads = H,
+                                                       .kv_heads = Hkv,
+                                                       .head_dim = D,
+                                                       .v_head_dim = Dv,
+                                                       .seq_len = n,
+                                                       .kv_len = m,
+                                                       .batch = B},
+                                                      P);
     EXPECT_EQ(comm.bytes_sent, cost.gather_bytes);
   }
 }

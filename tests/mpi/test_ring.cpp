@@ -52,7 +52,8 @@ void check_ring(const RingCase& rc) {
   const int P = world_size(), rank = world_rank();
   const std::int64_t B = rc.batch, n = 2 * P * rc.chunk, H = rc.heads, Hkv = rc.kv_heads;
   const std::int64_t D = rc.head_dim, Dv = rc.v_head_dim;
-  const Tensor q = uniform({B, n, H, D}, 21), k = uniform({B, n, Hkv, D}, 22), v = uniform({B, n, Hkv, Dv}, 23);
+  const Tensor q = uniform({B, n, H, D}, 21), k = uniform({B, n, Hkv, D}, 22),
+               v = uniform({B, n, Hkv, Dv}, 23);
   std::vector<std::int64_t> key_lengths;
   for (std::int64_t pct : rc.key_lengths) key_lengths.push_back(n * pct / 100);
 
@@ -95,9 +96,11 @@ void check_ring(const RingCase& rc) {
                              k.data<float>()[((b * n + j) * Hkv + h / (H / Hkv)) * D + d]);
           G = std::max(G, scale * dot);
         }
-  for (std::int64_t i = 0; i < v.numel(); ++i) Vmax = std::max(Vmax, double(std::fabs(v.data<float>()[i])));
+  for (std::int64_t i = 0; i < v.numel(); ++i)
+    Vmax = std::max(Vmax, double(std::fabs(v.data<float>()[i])));
   for (std::int64_t i = 0; i < lse1.numel(); ++i)
-    if (std::isfinite(lse1.data<float>()[i])) Lmax = std::max(Lmax, double(std::fabs(lse1.data<float>()[i])));
+    if (std::isfinite(lse1.data<float>()[i]))
+      Lmax = std::max(Lmax, double(std::fabs(lse1.data<float>()[i])));
   const double eta = 2 * (gamma_n(double(D + 1)) * G + 2 * kU * G) + 4 * kU;
   const double eps_o = (2 * eta + gamma_n(double(3 * n + 2))) * Vmax;
   const double eps_l = eta + gamma_n(double(2 * n)) + 2 * kU * Lmax;
@@ -111,24 +114,34 @@ void check_ring(const RingCase& rc) {
         const float want_l = lse1.data<float>()[(b * H + h) * n + g];
         const float got_l = lseP.data<float>()[(b * H + h) * lay.local_rows() + t];
         if (P == 1 || std::isinf(want_l)) {
-          ASSERT_EQ(std::memcmp(&want_l, &got_l, 4), 0) << "rank " << rank << " lse b" << b << " row " << g;
+          ASSERT_EQ(std::memcmp(&want_l, &got_l, 4), 0)
+              << "rank " << rank << " lse b" << b << " row " << g;
         } else {
-          ASSERT_LE(std::fabs(double(got_l) - want_l), bound_l) << "rank " << rank << " lse b" << b << " row " << g;
+          ASSERT_LE(std::fabs(double(got_l) - want_l), bound_l)
+              << "rank " << rank << " lse b" << b << " row " << g;
         }
         for (std::int64_t e = 0; e < Dv; ++e) {
           const float want = out1.data<float>()[((b * n + g) * H + h) * Dv + e];
           const float got = outP.data<float>()[((b * lay.local_rows() + t) * H + h) * Dv + e];
           if (P == 1) {
-            ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "out b" << b << " row " << g << " head " << h;
+            ASSERT_EQ(std::memcmp(&want, &got, 4), 0)
+                << "out b" << b << " row " << g << " head " << h;
           } else {
             ASSERT_LE(std::fabs(double(got) - want), bound_o)
-                << "rank " << rank << " out b" << b << " row " << g << " head " << h << " (bound " << bound_o << ")";
+                << "rank " << rank << " out b" << b << " row " << g << " head " << h << " (bound "
+                << bound_o << ")";
           }
         }
       }
   // Communication: P - 1 steps, each sending this rank's whole K/V block on.
-  const CommunicationCost cost = communication_cost(
-      {.d_model = H * D, .heads = H, .kv_heads = Hkv, .head_dim = D, .v_head_dim = Dv, .seq_len = n, .batch = B}, P);
+  const CommunicationCost cost = communication_cost({.d_model = H * D,
+                                                     .heads = H,
+                                                     .kv_heads = Hkv,
+                                                     .head_dim = D,
+                                                     .v_head_dim = Dv,
+                                                     .seq_len = n,
+                                                     .batch = B},
+                                                    P);
   ASSERT_TRUE(cost.ring_possible);
   EXPECT_EQ(comm.bytes_sent, cost.ring_bytes);
   EXPECT_EQ(comm.bytes_sent, (P - 1) * B * lay.local_rows() * Hkv * (D + Dv) * 4);
@@ -136,20 +149,44 @@ void check_ring(const RingCase& rc) {
 }
 
 TEST(Ring, FullAttentionMatchesOneProcess) {
-  check_ring({.batch = 2, .chunk = 5, .heads = 2, .kv_heads = 2, .head_dim = 8, .v_head_dim = 8, .causal = false,
+  check_ring({.batch = 2,
+              .chunk = 5,
+              .heads = 2,
+              .kv_heads = 2,
+              .head_dim = 8,
+              .v_head_dim = 8,
+              .causal = false,
               .key_lengths = {}});
 }
 TEST(Ring, CausalMatchesOneProcess) {
-  check_ring({.batch = 1, .chunk = 6, .heads = 4, .kv_heads = 2, .head_dim = 8, .v_head_dim = 5, .causal = true,
+  check_ring({.batch = 1,
+              .chunk = 6,
+              .heads = 4,
+              .kv_heads = 2,
+              .head_dim = 8,
+              .v_head_dim = 5,
+              .causal = true,
               .key_lengths = {}});
 }
 TEST(Ring, CausalWithKeyPaddingMatchesOneProcess) {
   // Padding that ends inside a first chunk, inside a second chunk, and none.
-  check_ring({.batch = 3, .chunk = 4, .heads = 2, .kv_heads = 1, .head_dim = 6, .v_head_dim = 6, .causal = true,
+  check_ring({.batch = 3,
+              .chunk = 4,
+              .heads = 2,
+              .kv_heads = 1,
+              .head_dim = 6,
+              .v_head_dim = 6,
+              .causal = true,
               .key_lengths = {30, 80, 100}});
 }
 TEST(Ring, KeyPaddingWithoutCausalMatchesOneProcess) {
-  check_ring({.batch = 2, .chunk = 3, .heads = 3, .kv_heads = 3, .head_dim = 4, .v_head_dim = 7, .causal = false,
+  check_ring({.batch = 2,
+              .chunk = 3,
+              .heads = 3,
+              .kv_heads = 3,
+              .head_dim = 4,
+              .v_head_dim = 7,
+              .causal = false,
               .key_lengths = {55, 0}});
 }
 
@@ -158,7 +195,8 @@ TEST(Ring, BadLayoutsThrowOnEveryRank) {
   EXPECT_NO_THROW(distributed::ring_layout(12, 3, 2));
   const int P = world_size();
   // An odd number of local rows: every rank throws (the ranks agree before any message).
-  const Tensor q = uniform({1, 3, 1, 4}, 1), k = uniform({1, 3, 1, 4}, 2), v = uniform({1, 3, 1, 4}, 3);
+  const Tensor q = uniform({1, 3, 1, 4}, 1), k = uniform({1, 3, 1, 4}, 2),
+               v = uniform({1, 3, 1, 4}, 3);
   Tensor out(DType::f32, {1, 3, 1, 4});
   AttentionParams p;
   p.q = q.view();
@@ -168,7 +206,8 @@ TEST(Ring, BadLayoutsThrowOnEveryRank) {
   Context ctx({.threads = 1});
   EXPECT_THROW(distributed::ring_attention(MPI_COMM_WORLD, ctx, p), Error);
   // One rank alone with a bad key length: the others throw too, naming it.
-  const Tensor q2 = uniform({1, 2, 1, 4}, 1), k2 = uniform({1, 2, 1, 4}, 2), v2 = uniform({1, 2, 1, 4}, 3);
+  const Tensor q2 = uniform({1, 2, 1, 4}, 1), k2 = uniform({1, 2, 1, 4}, 2),
+               v2 = uniform({1, 2, 1, 4}, 3);
   Tensor out2(DType::f32, {1, 2, 1, 4});
   const std::vector<std::int64_t> bad{world_rank() == P - 1 ? 2 * P + 1 : 1};
   p.q = q2.view();

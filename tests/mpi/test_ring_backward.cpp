@@ -44,9 +44,11 @@ Tensor rows_of(const Tensor& whole, const distributed::RingLayout& lay) {
 
 void check(const Case& c) {
   const int P = world_size(), rank = world_rank();
-  const std::int64_t B = c.batch, n = 2 * P * c.chunk, H = c.heads, Hkv = c.kv_heads, D = c.dim, Dv = c.v_dim;
+  const std::int64_t B = c.batch, n = 2 * P * c.chunk, H = c.heads, Hkv = c.kv_heads, D = c.dim,
+                     Dv = c.v_dim;
   const std::int64_t group = H / Hkv;
-  const Tensor q = uniform({B, n, H, D}, 31), k = uniform({B, n, Hkv, D}, 32), v = uniform({B, n, Hkv, Dv}, 33);
+  const Tensor q = uniform({B, n, H, D}, 31), k = uniform({B, n, Hkv, D}, 32),
+               v = uniform({B, n, Hkv, Dv}, 33);
   const Tensor d_out = uniform({B, n, H, Dv}, 34);
   std::vector<std::int64_t> key_lengths;
   for (std::int64_t pct : c.key_percent) key_lengths.push_back(n * pct / 100);
@@ -64,18 +66,21 @@ void check(const Case& c) {
   p1.key_lengths = key_lengths;
   attention_streaming(ctx, p1);
   Tensor dq1(DType::f32, q.shape()), dk1(DType::f32, k.shape()), dv1(DType::f32, v.shape());
-  attention_backward_streaming(ctx, p1, {.d_out = d_out.view(), .d_q = dq1.view(), .d_k = dk1.view(), .d_v = dv1.view()});
+  attention_backward_streaming(
+      ctx, p1, {.d_out = d_out.view(), .d_q = dq1.view(), .d_k = dk1.view(), .d_v = dv1.view()});
 
   // The ring, from this rank's rows of everything (out and lse: the one process's, whose rows
   // the ring forward reproduces within test_ring.cpp's bound; here the backward alone is tested).
   const distributed::RingLayout lay = distributed::ring_layout(n, P, rank);
-  const Tensor ql = rows_of(q, lay), kl = rows_of(k, lay), vl = rows_of(v, lay), ol = rows_of(out, lay);
+  const Tensor ql = rows_of(q, lay), kl = rows_of(k, lay), vl = rows_of(v, lay),
+               ol = rows_of(out, lay);
   const Tensor dol = rows_of(d_out, lay);
   Tensor lsel(DType::f32, {B, H, lay.local_rows()});
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t t = 0; t < lay.local_rows(); ++t)
-        lsel.data<float>()[(b * H + h) * lay.local_rows() + t] = lse.data<float>()[(b * H + h) * n + lay.global_row(t)];
+        lsel.data<float>()[(b * H + h) * lay.local_rows() + t] =
+            lse.data<float>()[(b * H + h) * n + lay.global_row(t)];
   AttentionParams pl = p1;
   pl.q = ql.view();
   pl.k = kl.view();
@@ -84,11 +89,17 @@ void check(const Case& c) {
   pl.lse = lsel.view();
   Tensor dqP(DType::f32, ql.shape()), dkP(DType::f32, kl.shape()), dvP(DType::f32, vl.shape());
   distributed::CommStats comm;
-  distributed::ring_attention_backward(MPI_COMM_WORLD, ctx, pl,
-                                       {.d_out = dol.view(), .d_q = dqP.view(), .d_k = dkP.view(), .d_v = dvP.view()},
-                                       &comm);
-  const CommunicationCost cost = communication_cost(
-      {.d_model = H * D, .heads = H, .kv_heads = Hkv, .head_dim = D, .v_head_dim = Dv, .seq_len = n, .batch = B}, P);
+  distributed::ring_attention_backward(
+      MPI_COMM_WORLD, ctx, pl,
+      {.d_out = dol.view(), .d_q = dqP.view(), .d_k = dkP.view(), .d_v = dvP.view()}, &comm);
+  const CommunicationCost cost = communication_cost({.d_model = H * D,
+                                                     .heads = H,
+                                                     .kv_heads = Hkv,
+                                                     .head_dim = D,
+                                                     .v_head_dim = Dv,
+                                                     .seq_len = n,
+                                                     .batch = B},
+                                                    P);
   EXPECT_EQ(comm.bytes_sent, cost.ring_backward_bytes);
   EXPECT_EQ(comm.bytes_sent, (2 * P - 1) * B * lay.local_rows() * Hkv * (D + Dv) * 4 * (P > 1));
 
@@ -122,22 +133,26 @@ void check(const Case& c) {
             mq[((b * n + i) * H + h) * D + d] += scale * ds * std::fabs(at(k, b, j, hk, d));
             mk[((b * n + j) * Hkv + hk) * D + d] += scale * ds * std::fabs(at(q, b, i, h, d));
           }
-          for (std::int64_t e = 0; e < Dv; ++e) mv[((b * n + j) * Hkv + hk) * Dv + e] += pij * std::fabs(at(d_out, b, i, h, e));
+          for (std::int64_t e = 0; e < Dv; ++e)
+            mv[((b * n + j) * Hkv + hk) * Dv + e] += pij * std::fabs(at(d_out, b, i, h, e));
         }
       }
     }
   const double eta = 2 * (gamma_n(double(D + 1)) * G + 2 * kU * G) + 4 * kU;
   const double factor = 2 * (gamma_n(double(n * group + P)) + eta);
 
-  auto compare = [&](const Tensor& whole, const Tensor& mine, const std::vector<double>& m, const char* what) {
+  auto compare = [&](const Tensor& whole, const Tensor& mine, const std::vector<double>& m,
+                     const char* what) {
     const std::int64_t row = whole.size(2) * whole.size(3);
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t t = 0; t < lay.local_rows(); ++t)
         for (std::int64_t x = 0; x < row; ++x) {
           const std::int64_t gi = (b * n + lay.global_row(t)) * row + x;
-          const float want = whole.data<float>()[gi], got = mine.data<float>()[(b * lay.local_rows() + t) * row + x];
+          const float want = whole.data<float>()[gi],
+                      got = mine.data<float>()[(b * lay.local_rows() + t) * row + x];
           if (P == 1) {
-            ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << what << " row " << lay.global_row(t) << " x " << x;
+            ASSERT_EQ(std::memcmp(&want, &got, 4), 0)
+                << what << " row " << lay.global_row(t) << " x " << x;
           } else {
             ASSERT_LE(std::fabs(double(got) - want), factor * m[gi])
                 << what << " rank " << rank << " row " << lay.global_row(t) << " x " << x;
@@ -150,10 +165,23 @@ void check(const Case& c) {
 }
 
 TEST(RingBackward, FullAttentionMatchesOneProcess) {
-  check({.batch = 2, .chunk = 4, .heads = 2, .kv_heads = 2, .dim = 8, .v_dim = 8, .causal = false, .key_percent = {}});
+  check({.batch = 2,
+         .chunk = 4,
+         .heads = 2,
+         .kv_heads = 2,
+         .dim = 8,
+         .v_dim = 8,
+         .causal = false,
+         .key_percent = {}});
 }
 TEST(RingBackward, CausalGroupedWithPaddingMatchesOneProcess) {
-  check({.batch = 2, .chunk = 5, .heads = 4, .kv_heads = 2, .dim = 6, .v_dim = 5, .causal = true,
+  check({.batch = 2,
+         .chunk = 5,
+         .heads = 4,
+         .kv_heads = 2,
+         .dim = 6,
+         .v_dim = 5,
+         .causal = true,
          .key_percent = {100, 60}});
 }
 

@@ -14,6 +14,8 @@
 // A rank that dies: MPI_COMM_WORLD keeps MPI's default handler (errors are fatal), and
 // mpirun ends the whole job, naming the rank (docs/distributed.md; tested by
 // tests/mpi/rank_kill_check.py).
+#include "attention_distributed.h"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -24,7 +26,6 @@
 #include <cstring>
 #include <vector>
 
-#include "attention_distributed.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
 
@@ -74,14 +75,22 @@ void bcast_floats(float* data, i64 count) {
 struct Header {
   Mode mode = Mode::heads;
   Kernel kernel = Kernel::streaming;
-  i64 threads = 1, causal = 0, window_left = -1, window_right = -1, has_scale = 0, has_lse = 0, has_grads = 0;
+  i64 threads = 1, causal = 0, window_left = -1, window_right = -1, has_scale = 0, has_lse = 0,
+      has_grads = 0;
   float scale = 0;
   std::vector<i64> q, k, v, bias;  // shapes; bias empty when none
   std::vector<i64> key_lengths;
 
   std::vector<i64> pack() const {
-    std::vector<i64> out{static_cast<i64>(mode), static_cast<i64>(kernel), threads, causal, window_left,
-                         window_right, has_scale, has_lse, has_grads};
+    std::vector<i64> out{static_cast<i64>(mode),
+                         static_cast<i64>(kernel),
+                         threads,
+                         causal,
+                         window_left,
+                         window_right,
+                         has_scale,
+                         has_lse,
+                         has_grads};
     i64 bits = 0;
     std::memcpy(&bits, &scale, 4);
     out.push_back(bits);
@@ -107,25 +116,32 @@ struct Header {
     std::memcpy(&h.scale, &bits, 4);
     for (auto* shape : {&h.q, &h.k, &h.v, &h.bias, &h.key_lengths}) {
       const auto n = static_cast<std::size_t>(in[i++]);
-      shape->assign(in.begin() + static_cast<std::ptrdiff_t>(i), in.begin() + static_cast<std::ptrdiff_t>(i + n));
+      shape->assign(in.begin() + static_cast<std::ptrdiff_t>(i),
+                    in.begin() + static_cast<std::ptrdiff_t>(i + n));
       i += n;
     }
     return h;
   }
 };
 
-std::vector<i64> shape_of(const TensorView& t) { return t.empty() ? std::vector<i64>{} : std::vector<i64>(t.shape.begin(), t.shape.begin() + t.rank); }
+std::vector<i64> shape_of(const TensorView& t) {
+  return t.empty() ? std::vector<i64>{}
+                   : std::vector<i64>(t.shape.begin(), t.shape.begin() + t.rank);
+}
 
 // Rows `lay` of a whole [B, n, heads, dim] view, packed, appended to `dst`; or (unpack) the
 // reverse, from `src` into the view.
-void zigzag_rows(const TensorView& whole, const dist::RingLayout& lay, float*& cursor, bool unpack) {
+void zigzag_rows(const TensorView& whole, const dist::RingLayout& lay, float*& cursor,
+                 bool unpack) {
   for (i64 b = 0; b < whole.shape[0]; ++b)
     for (i64 t = 0; t < lay.local_rows(); ++t)
       for (i64 h = 0; h < whole.shape[2]; ++h)
         for (i64 d = 0; d < whole.shape[3]; ++d, ++cursor) {
           float& x = whole.ptr<float>()[whole.offset({b, lay.global_row(t), h, d})];
-          if (unpack) x = *cursor;
-          else *cursor = x;
+          if (unpack)
+            x = *cursor;
+          else
+            *cursor = x;
         }
 }
 // The same for lse [B, heads, n].
@@ -134,8 +150,10 @@ void zigzag_lse(const TensorView& whole, const dist::RingLayout& lay, float*& cu
     for (i64 h = 0; h < whole.shape[1]; ++h)
       for (i64 t = 0; t < lay.local_rows(); ++t, ++cursor) {
         float& x = whole.ptr<float>()[whole.offset({b, h, lay.global_row(t)})];
-        if (unpack) x = *cursor;
-        else *cursor = x;
+        if (unpack)
+          x = *cursor;
+        else
+          *cursor = x;
       }
 }
 
@@ -155,7 +173,8 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
   i64 size = static_cast<i64>(packed.size());
   check_mpi(MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "Bcast");
   packed.resize(static_cast<std::size_t>(size));
-  check_mpi(MPI_Bcast(packed.data(), static_cast<int>(size), MPI_INT64_T, 0, MPI_COMM_WORLD), "Bcast");
+  check_mpi(MPI_Bcast(packed.data(), static_cast<int>(size), MPI_INT64_T, 0, MPI_COMM_WORLD),
+            "Bcast");
   if (rank != 0) h = Header::unpack(packed);
 
   Context ctx(ContextOptions{.threads = static_cast<int>(h.threads)});
@@ -214,11 +233,14 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
         zigzag_rows(whole->v, lay, cursor, false);
         if (h.has_grads) zigzag_rows(whole_grads->d_out, lay, cursor, false);
         if (r != 0)
-          check_mpi(MPI_Send(buffer.data(), static_cast<int>(in_floats), MPI_FLOAT, r, 1, MPI_COMM_WORLD), "Send");
+          check_mpi(
+              MPI_Send(buffer.data(), static_cast<int>(in_floats), MPI_FLOAT, r, 1, MPI_COMM_WORLD),
+              "Send");
       }
     } else {
-      check_mpi(MPI_Recv(buffer.data(), static_cast<int>(in_floats), MPI_FLOAT, 0, 1, MPI_COMM_WORLD,
-                         MPI_STATUS_IGNORE), "Recv");
+      check_mpi(MPI_Recv(buffer.data(), static_cast<int>(in_floats), MPI_FLOAT, 0, 1,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                "Recv");
     }
     const float* src = buffer.data();
     for (Tensor* t : {&q, &k, &v, &d_out}) {
@@ -239,13 +261,14 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
       d_q = Tensor(DType::f32, q.shape());
       d_k = Tensor(DType::f32, k.shape());
       d_v = Tensor(DType::f32, v.shape());
-      dist::ring_attention_backward(MPI_COMM_WORLD, ctx, local,
-                                    {.d_out = d_out.view(), .d_q = d_q.view(), .d_k = d_k.view(), .d_v = d_v.view()},
-                                    &comm);
+      dist::ring_attention_backward(
+          MPI_COMM_WORLD, ctx, local,
+          {.d_out = d_out.view(), .d_q = d_q.view(), .d_k = d_k.view(), .d_v = d_v.view()}, &comm);
     }
 
     // Every rank's rows of out (and lse, and the gradients) back to rank 0, in rank order.
-    const i64 out_floats = out.numel() + (h.has_lse ? lse.numel() : 0) + d_q.numel() + d_k.numel() + d_v.numel();
+    const i64 out_floats =
+        out.numel() + (h.has_lse ? lse.numel() : 0) + d_q.numel() + d_k.numel() + d_v.numel();
     buffer.resize(static_cast<std::size_t>(out_floats));
     float* fill = std::copy_n(out.data<const float>(), out.numel(), buffer.data());
     if (h.has_lse) fill = std::copy_n(lse.data<const float>(), lse.numel(), fill);
@@ -254,8 +277,9 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
     if (rank == 0) {
       for (int r = 0; r < P; ++r) {
         if (r != 0)
-          check_mpi(MPI_Recv(buffer.data(), static_cast<int>(out_floats), MPI_FLOAT, r, 2, MPI_COMM_WORLD,
-                             MPI_STATUS_IGNORE), "Recv");
+          check_mpi(MPI_Recv(buffer.data(), static_cast<int>(out_floats), MPI_FLOAT, r, 2,
+                             MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                    "Recv");
         const dist::RingLayout lay = dist::ring_layout(n, P, r);
         float* cursor = buffer.data();
         zigzag_rows(whole->out, lay, cursor, true);
@@ -267,14 +291,20 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
         }
       }
     } else {
-      check_mpi(MPI_Send(buffer.data(), static_cast<int>(out_floats), MPI_FLOAT, 0, 2, MPI_COMM_WORLD), "Send");
+      check_mpi(
+          MPI_Send(buffer.data(), static_cast<int>(out_floats), MPI_FLOAT, 0, 2, MPI_COMM_WORLD),
+          "Send");
     }
   }
   if (rank == 0) {
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::printf("distributed: %s over %d rank%s; rank 0 sent %lld bytes in the computation, waited %.1f%% of %.3f ms\n",
-                h.mode == Mode::heads ? "heads" : "ring", P, P == 1 ? "" : "s", static_cast<long long>(comm.bytes_sent),
-                comm.total_seconds > 0 ? 100.0 * comm.wait_seconds / comm.total_seconds : 0.0, ms);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "distributed: %s over %d rank%s; rank 0 sent %lld bytes in the computation, waited %.1f%% "
+        "of %.3f ms\n",
+        h.mode == Mode::heads ? "heads" : "ring", P, P == 1 ? "" : "s",
+        static_cast<long long>(comm.bytes_sent),
+        comm.total_seconds > 0 ? 100.0 * comm.wait_seconds / comm.total_seconds : 0.0, ms);
   }
 }
 
@@ -294,7 +324,8 @@ struct MpiSession {
 
 }  // namespace
 
-void run_distributed_attention(const std::string& mode_name, const std::function<void(const AttentionCompute&)>& rank0) {
+void run_distributed_attention(const std::string& mode_name,
+                               const std::function<void(const AttentionCompute&)>& rank0) {
   const bool known = mode_name == "heads" || mode_name == "ring";
   const Mode mode = mode_name == "heads" ? Mode::heads : Mode::ring;
   int rank = 0, P = 1;
@@ -321,23 +352,28 @@ void run_distributed_attention(const std::string& mode_name, const std::function
     } else {
       bool told = false, served = false;
       try {
-        rank0([&](Kernel kernel, const AttentionParams& params, const AttentionGrads* grads, int threads) {
+        rank0([&](Kernel kernel, const AttentionParams& params, const AttentionGrads* grads,
+                  int threads) {
           Header h;
           told = true;  // whatever the checks say, the others hear it from this agreement
           agree_with_rank0([&] {
             const AttentionShape s = validate(params);
             if (mode == Mode::heads) {
               check(grads == nullptr, "--grad-out",
-                    "none with --distributed heads (the gradients over ranks are ring's: --distributed ring)",
+                    "none with --distributed heads (the gradients over ranks are ring's: "
+                    "--distributed ring)",
                     "a path");
               dist::split_heads(s.heads, s.kv_heads, P, 0);
             } else {
-              check(kernel == Kernel::streaming, "--kernel", "streaming with --distributed ring", kernel_name(kernel));
-              check(params.bias.empty(), "--bias", "none with --distributed ring (no additive bias on the ring)",
-                    "a bias");
-              check(params.window_left < 0 && params.window_right < 0, "--window-left/--window-right",
-                    "unbounded with --distributed ring", concat(params.window_left, ", ", params.window_right));
-              check(s.q_len == s.kv_len, "kv_len", concat("q_len = ", s.q_len, " with --distributed ring"), s.kv_len);
+              check(kernel == Kernel::streaming, "--kernel", "streaming with --distributed ring",
+                    kernel_name(kernel));
+              check(params.bias.empty(), "--bias",
+                    "none with --distributed ring (no additive bias on the ring)", "a bias");
+              check(params.window_left < 0 && params.window_right < 0,
+                    "--window-left/--window-right", "unbounded with --distributed ring",
+                    concat(params.window_left, ", ", params.window_right));
+              check(s.q_len == s.kv_len, "kv_len",
+                    concat("q_len = ", s.q_len, " with --distributed ring"), s.kv_len);
               dist::ring_layout(s.q_len, P, 0);
             }
           });
