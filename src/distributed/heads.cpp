@@ -156,6 +156,16 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
       if (options.bias.shape[1] == c.heads)
         lo.bias = head_slice(options.bias, 1, s.head_begin, s.heads);
     }
+    // This rank's lse, checked here with the others rather than by the local layer alone (a
+    // rank throwing there would leave the others waiting in the all-reduce).
+    if (!options.lse.empty())
+      HEADCOUNT_CHECK(options.lse.rank == 3 && options.lse.dtype == DType::f32 &&
+                          options.lse.shape[0] == x.shape[0] && options.lse.shape[1] == s.heads &&
+                          options.lse.shape[2] == x.shape[1],
+                      "lse",
+                      concat("an f32 tensor [", x.shape[0], ", ", s.heads, ", ", x.shape[1],
+                             "] (this rank's heads)"),
+                      options.lse.shape_string());
   });
   std::vector<i64> shape{x.shape[0], x.shape[1], options.causal, options.window_left,
                          options.window_right};

@@ -127,6 +127,27 @@ TEST(HeadParallel, RanksMustDivideKvHeads) {
   }
 }
 
+TEST(HeadParallel, BadLseOnOneRankThrowsOnEveryRank) {
+  // The last rank alone passes an lse with the whole layer's head count: every rank throws
+  // (none is left waiting in the all-reduce), the others naming that rank.
+  const int P = world_size(), rank = world_rank();
+  const MultiHeadAttentionConfig config{.d_model = 48, .heads = 12, .kv_heads = 12};
+  HeadParallelAttention layer(MPI_COMM_WORLD, config, MultiHeadAttentionWeights::random(config, 5));
+  const Tensor x = uniform({1, 4, 48}, 6);
+  Tensor out(DType::f32, {1, 4, 48});
+  Tensor lse(DType::f32, {1, rank == P - 1 ? std::int64_t{13} : layer.split().heads, 4});
+  Context ctx({.threads = 1});
+  try {
+    layer.forward(ctx, x.view(), out.view(), AttentionOptions{.lse = lse.view()});
+    ADD_FAILURE() << "no error on rank " << rank;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lse"), std::string::npos) << e.what();
+    if (rank != P - 1)
+      EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(P - 1)), std::string::npos)
+          << e.what();
+  }
+}
+
 TEST(HeadParallel, CoreSplitByHeadsIsBitwiseOnRankZero) {
   const int P = world_size();
   const std::int64_t B = 2, n = 7, m = 11, H = 24, Hkv = 12, D = 5, Dv = 3;
