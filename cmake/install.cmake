@@ -12,7 +12,8 @@ set(HEADCOUNT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/headcount)
 install(TARGETS headcount EXPORT headcountTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/headcount
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev FILES_MATCHING PATTERN "*.h")
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev FILES_MATCHING PATTERN "*.h"
+        PATTERN "distributed.h" EXCLUDE)  # its library (HEADCOUNT_MPI) is not installed
 install(EXPORT headcountTargets NAMESPACE headcount:: DESTINATION ${HEADCOUNT_CMAKE_DIR}
         FILE headcountTargets.cmake COMPONENT dev)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/headcountConfig.cmake.in

@@ -17,6 +17,7 @@ packages=(
   python3-venv python3-dev python3-pytest git  # the Python package: venv, headers, tests; the fresh-clone test
   clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, scripts/fuzz.sh)
   clang-format-14        # the formatter .clang-format configures (scripts/check_format.sh)
+  libopenmpi-dev openmpi-bin  # attention over MPI ranks (-DHEADCOUNT_MPI=ON, src/distributed/)
 )
 
 missing=()

@@ -11,7 +11,8 @@ section "Release build and tests"
 # The Python extension is built in the same tree, against the same library objects (no second
 # compile of the library); nanobind comes from the venv scripts/setup.sh makes.
 python_args=(-DHEADCOUNT_PYTHON=ON -DPython_EXECUTABLE="$root/.venv/bin/python")
-"$root/scripts/build.sh" "$root/build" "${python_args[@]}"
+# HEADCOUNT_MPI: attention over MPI ranks and its tests under mpirun (1 to 4 ranks, a rank killed).
+"$root/scripts/build.sh" "$root/build" "${python_args[@]}" -DHEADCOUNT_MPI=ON
 ctest --test-dir "$root/build" --output-on-failure -j"$jobs"
 
 section "Python package (pytest), the installed CMake package, main.sh on a fresh clone"

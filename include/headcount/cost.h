@@ -97,6 +97,29 @@ struct CostReport {
 // would not fit in 64 bits.
 CostReport estimate_cost(const CostConfig& config);
 
+// Communication of one attention layer split over `ranks` MPI ranks (distributed.h), per
+// rank, in payload bytes (what the rank hands to MPI; f32, as the distributed code sends):
+//   heads over ranks (the layer):  one all-reduce of the output, B*n*d floats:
+//                                    allreduce_bytes = 4*B*n*d; a ring all-reduce
+//                                    (reduce-scatter + all-gather) puts 2*(P-1)/P of it on
+//                                    the wire from each rank: allreduce_wire_bytes
+//   heads over ranks (the core, gathered on rank 0): each other rank sends its heads' out
+//                                    and lse: gather_bytes = 4*B*n*(H/P)*(Dv+1)
+//   sequence over ranks (ring):    P-1 steps, each sending this rank's K/V block of
+//                                    B*(n/P)*Hkv*(Dk+Dv) floats: ring_bytes (the same
+//                                    received); ring_bytes_per_step, its step
+//   ring backward:                 P-1 K/V blocks on, then P blocks of dK/dV (the same
+//                                    size) following them and home: ring_backward_bytes
+// P must divide kv_heads (heads) and 2P divide seq_len (ring), as the splits require;
+// otherwise the split's term is 0 and its `*_possible` flag false.
+struct CommunicationCost {
+  int ranks = 1;
+  bool heads_possible = false, ring_possible = false;
+  std::int64_t allreduce_bytes = 0, allreduce_wire_bytes = 0, gather_bytes = 0;
+  std::int64_t ring_bytes = 0, ring_bytes_per_step = 0, ring_backward_bytes = 0;
+};
+CommunicationCost communication_cost(const CostConfig& config, int ranks);
+
 // A table for people: the resolved configuration, one row per stage with thousands
 // separators, the KV-cache size and a note on reference vs streaming score memory.
 std::string format_cost_table(const CostReport& report);

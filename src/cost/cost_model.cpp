@@ -175,4 +175,27 @@ CostReport estimate_cost(const CostConfig& config) {
   return report;
 }
 
+CommunicationCost communication_cost(const CostConfig& config, int ranks) {
+  const CostConfig c = resolve(config);
+  check(ranks >= 1, "ranks", "at least 1", ranks);
+  CommunicationCost out;
+  out.ranks = ranks;
+  const std::int64_t P = ranks;
+  const char* stage = "communication";
+  if (c.kv_heads % P == 0) {
+    out.heads_possible = true;
+    out.allreduce_bytes = product(stage, {4, c.batch, c.seq_len, c.d_model});
+    out.allreduce_wire_bytes = out.allreduce_bytes / P * 2 * (P - 1) +
+                               out.allreduce_bytes % P * 2 * (P - 1) / P;  // 2(P-1)/P of it, rounded down
+    out.gather_bytes = P == 1 ? 0 : product(stage, {4, c.batch, c.seq_len, c.heads / P, c.v_head_dim + 1});
+  }
+  if (c.seq_len % (2 * P) == 0 && c.kv_len == c.seq_len) {
+    out.ring_possible = true;
+    out.ring_bytes_per_step = product(stage, {4, c.batch, c.seq_len / P, c.kv_heads, c.head_dim + c.v_head_dim});
+    out.ring_bytes = product(stage, {P - 1, out.ring_bytes_per_step});
+    out.ring_backward_bytes = P == 1 ? 0 : product(stage, {2 * P - 1, out.ring_bytes_per_step});
+  }
+  return out;
+}
+
 }  // namespace headcount

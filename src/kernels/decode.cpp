@@ -15,7 +15,7 @@
 // task packs its query rows (zero-padded to the vector width), runs the micro-kernel over its
 // chunk and leaves a partial state per row (m, l, acc: simd/decode.h) in a workspace buffer.
 // The task that finishes the last chunk of (b, h) (an atomic count) merges that head's
-// partials in chunk order by log-sum-exp:
+// partials in chunk order by log-sum-exp (kernels/lse_merge.h, which ring attention shares):
 //   M = max_c m_c,  L = sum_c l_c e^(m_c - M),  O = (sum_c acc_c e^(m_c - M)) / L,
 //   lse = M + log L
 // which is exactly the online softmax over the whole row. Chunk boundaries and merge order are
@@ -37,6 +37,7 @@
 
 #include "headcount/decode.h"
 #include "headcount/error.h"
+#include "kernels/lse_merge.h"
 #include "simd/decode.h"
 
 namespace headcount {
@@ -201,29 +202,24 @@ AttentionStats attention_decode(Context& ctx, const DecodeParams& p) {
       }
   }
 
-  // Merges the partials of (b, h) in chunk order and writes its rows of out and lse.
+  // Merges the partials of (b, h) in chunk order (kernels/lse_merge.h) and writes its rows of
+  // out and lse.
   auto merge = [&](i64 b, i64 h, i64 chunks, const float* first, float* o) {
     for (i64 r = 0; r < plan.rows; ++r) {
       const i64 hg = r / s.q_len, t = r % s.q_len;
       const i64 head = h * s.group + hg;
-      float m = minus_inf;
-      for (i64 c = 0; c < chunks; ++c) m = std::max(m, first[c * plan.partial_floats + r]);
-      float l = 0.0f;
-      std::fill(o, o + s.v_head_dim, 0.0f);
-      if (m != minus_inf) {
-        for (i64 c = 0; c < chunks; ++c) {
-          const float* part = first + c * plan.partial_floats;
-          if (part[r] == minus_inf) continue;
-          const float f = std::exp(part[r] - m);
-          l += part[plan.rows + r] * f;
-          const float* acc = part + 2 * plan.rows + r * plan.vp;
-          for (i64 e = 0; e < s.v_head_dim; ++e) o[e] += acc[e] * f;
-        }
-      }
-      if (!(m < std::numeric_limits<float>::infinity()) || !std::isfinite(l)) overflow.store(true, std::memory_order_relaxed);
-      const float inverse = l > 0.0f ? 1.0f / l : 0.0f;
+      const kernels::LseMerged merged = kernels::lse_merge(
+          chunks,
+          [&](i64 c) {
+            const float* part = first + c * plan.partial_floats;
+            return kernels::LsePartial{part[r], part[plan.rows + r], part + 2 * plan.rows + r * plan.vp};
+          },
+          s.v_head_dim, o);
+      if (!(merged.m < std::numeric_limits<float>::infinity()) || !std::isfinite(merged.l))
+        overflow.store(true, std::memory_order_relaxed);
+      const float inverse = kernels::lse_inverse(merged);
       for (i64 e = 0; e < s.v_head_dim; ++e) out[p.out.offset({b, t, head, e})] = o[e] * inverse;
-      if (lse) lse[p.lse.offset({b, head, t})] = l > 0.0f ? m + std::log(l) : minus_inf;
+      if (lse) lse[p.lse.offset({b, head, t})] = kernels::lse_finish(merged);
     }
   };
 

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_distributed.h"
 #include "attention_options.h"
 #include "commands.h"
 #include "headcount/attention.h"
@@ -41,6 +42,7 @@ struct AttentionCliOptions {
   std::string key_lengths;  // "3,5"
   bool causal = false;
   int threads = 1;
+  std::string distributed;  // "", heads or ring (under mpirun)
   std::int64_t window_left = -1, window_right = -1;
 };
 
@@ -104,7 +106,7 @@ void write_outputs(const std::vector<std::pair<std::string, TensorView>>& output
   }
 }
 
-void run_attention(const AttentionCliOptions& o, bool kernel_given) {
+void run_attention(const AttentionCliOptions& o, bool kernel_given, const AttentionCompute* distributed = nullptr) {
   // 1. Options first: a typo should not cost a read of large inputs.
   Kernel kernel = parse_kernel(o.kernel);
   if (!o.probs.empty()) {
@@ -123,6 +125,7 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given) {
       check(value->empty(), flag, "--grad-out too (the gradient of the loss with respect to out)", "none");
   }
   if (!o.grad_bias.empty()) check(!o.bias.empty(), "--grad-bias", "--bias too (the gradient of which bias?)", "none");
+  if (distributed) check(o.probs.empty(), "--probs", "none with --distributed (no rank holds every probability)", o.probs);
   std::set<std::string> names{o.out};
   for (const std::string* p : {&o.lse, &o.probs, &o.grad_q, &o.grad_k, &o.grad_v, &o.grad_bias})
     if (!p->empty()) check(names.insert(*p).second, "outputs", "distinct paths", *p + " twice");
@@ -184,8 +187,12 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given) {
   // 4. Compute.
   Context ctx(ContextOptions{.threads = o.threads});
   const auto start = std::chrono::steady_clock::now();
-  attention(ctx, kernel, params);
-  if (backward) attention_backward(ctx, kernel, params, grads);
+  if (distributed) {
+    (*distributed)(kernel, params, backward ? &grads : nullptr, o.threads);
+  } else {
+    attention(ctx, kernel, params);
+    if (backward) attention_backward(ctx, kernel, params, grads);
+  }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
@@ -209,6 +216,13 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given) {
 }
 
 }  // namespace
+
+#ifndef HEADCOUNT_HAVE_MPI
+void run_distributed_attention(const std::string& mode, const std::function<void(const AttentionCompute&)>&) {
+  fail("--distributed", detail::concat("this build has no MPI (configure with -DHEADCOUNT_MPI=ON); got --distributed ",
+                                       mode));
+}
+#endif
 
 void register_attention(CLI::App& app) {
   // Shared with the callback, which runs after parsing, when `app` has filled it in.
@@ -242,7 +256,16 @@ void register_attention(CLI::App& app) {
   cmd->add_option("--grad-v", o->grad_v, "Write dL/dv .npy (with --grad-out)");
   cmd->add_option("--grad-bias", o->grad_bias, "Write dL/dbias .npy, the shape of --bias (with --grad-out)");
 
-  cmd->callback([o, cmd] { run_attention(*o, cmd->count("--kernel") > 0); });
+  cmd->add_option("--distributed", o->distributed,
+                  "Under mpirun: split the heads (heads) or the sequence (ring) over the ranks; rank 0 reads and "
+                  "writes the files");
+
+  cmd->callback([o, cmd] {
+    const bool kernel_given = cmd->count("--kernel") > 0;
+    if (o->distributed.empty()) return run_attention(*o, kernel_given);
+    run_distributed_attention(o->distributed,
+                              [&](const AttentionCompute& compute) { run_attention(*o, kernel_given, &compute); });
+  });
 }
 
 }  // namespace headcount::cli

@@ -1,0 +1,137 @@
+// Attention split over MPI ranks (built with -DHEADCOUNT_MPI=ON; library headcount_distributed).
+// Every function here is collective over the communicator it is given: each rank calls it
+// with the same shapes and options. The communicator is the caller's (MPI_COMM_WORLD or a
+// sub-communicator); nothing here calls MPI_Init or MPI_Finalize.
+//
+// Two splits (docs/distributed.md has the data paths, the bounds and the measurements):
+//
+//  - Heads over ranks (tensor parallel, Megatron-LM). Each of P ranks holds a contiguous
+//    group of kv_heads / P K/V heads with their query heads: its columns of W_q, W_k, W_v
+//    and its rows of W_o. The input x is replicated; each rank projects, attends and mixes
+//    its heads into a partial [B, n, d_model]; one MPI_Allreduce (sum) after W_o gives every
+//    rank the layer's output. P must divide kv_heads (so P <= kv_heads).
+//
+//  - Sequence over ranks (ring attention, Liu et al. 2023). The sequence of n rows is cut
+//    into 2P chunks of n / (2P); rank r holds chunks r and 2P-1-r (zig-zag: under a causal
+//    mask every rank then has the same number of visible (query, key) pairs, so none idles)
+//    of Q, K and V. K/V blocks travel round the ring (MPI_Isend / MPI_Irecv to rank r+1 from
+//    rank r-1) while the local streaming kernel runs on the block in hand; each block gives a
+//    partial (O, lse) merged exactly by log-sum-exp, with the decode kernel's merge.
+//
+// Errors: bad shapes or counts throw headcount::Error on every rank, before any message of
+// the computation is sent (the ranks agree first: a rank with bad input makes every rank
+// throw, so no rank is left waiting).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "headcount/attention.h"
+#include "headcount/attention_backward.h"
+#include "headcount/context.h"
+#include "headcount/multi_head_attention.h"
+#include "headcount/tensor.h"
+
+namespace headcount::distributed {
+
+// What one rank's call moved and how long it waited, counted where the messages are posted.
+struct CommStats {
+  std::int64_t bytes_sent = 0;      // payload bytes handed to MPI sends / the all-reduce
+  std::int64_t bytes_received = 0;  // payload bytes received
+  std::int64_t messages = 0;        // sends posted (an all-reduce counts as one)
+  double total_seconds = 0;         // the whole call
+  double wait_seconds = 0;          // blocked in MPI_Waitall / MPI_Allreduce
+};
+
+// ---- Heads over ranks ----
+
+// Which heads rank `rank` of `ranks` holds: kv heads [kv_head_begin, + kv_heads), query heads
+// [head_begin, + heads). Throws Error when ranks does not divide kv_heads.
+struct HeadSplit {
+  int ranks = 1, rank = 0;
+  std::int64_t kv_head_begin = 0, kv_heads = 0;
+  std::int64_t head_begin = 0, heads = 0;
+};
+HeadSplit split_heads(std::int64_t heads, std::int64_t kv_heads, int ranks, int rank);
+
+// The multi-head attention layer with its heads split over the ranks of `comm`.
+class HeadParallelAttention {
+ public:
+  // Collective. `weights` are the whole layer's (the same on every rank); each rank keeps its
+  // slice (W_q, W_k, W_v columns, W_o rows, and b_o on rank 0 only: the bias is added once).
+  HeadParallelAttention(MPI_Comm comm, const MultiHeadAttentionConfig& config,
+                        const MultiHeadAttentionWeights& weights);
+  ~HeadParallelAttention();
+
+  const HeadSplit& split() const { return split_; }
+  const MultiHeadAttentionConfig& config() const { return config_; }
+  // This rank's layer: heads() = split().heads over the same d_model.
+  const MultiHeadAttention& local() const { return *local_; }
+
+  // Self-attention, collective: x [B, n, d_model], the same on every rank; out [B, n,
+  // d_model] on every rank. options as for MultiHeadAttention::forward with whole-layer
+  // head_mask [heads] and bias [B or 1, heads or 1, n, n] (each rank takes its heads), and
+  // lse, when given, this rank's heads only: [B, split().heads, n]. probs are not available.
+  // Relative to the one-process layer: the attention core and the concat buffer are bitwise
+  // the same (each head is computed whole on one rank); W_o's sum over the concat columns is
+  // regrouped (each rank's part, then the all-reduce), within the bound in docs/distributed.md.
+  LayerStats forward(Context& ctx, const TensorView& x, const TensorView& out,
+                     const AttentionOptions& options = {}, CommStats* comm = nullptr) const;
+
+ private:
+  MPI_Comm comm_;
+  MultiHeadAttentionConfig config_;
+  HeadSplit split_;
+  std::unique_ptr<MultiHeadAttention> local_;
+};
+
+// The attention core split by heads: params are the whole problem, the same on every rank
+// (q, k, v replicated; masks, bias, scale). Each rank runs the kernel on its heads only; the
+// outputs of every head (out and, when given, lse) are gathered on rank 0, bitwise what one
+// process computes (no sum crosses a rank). On other ranks only their own heads' slices of
+// out and lse are written. probs are not available.
+AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
+                               const AttentionParams& params, CommStats* comm_stats = nullptr);
+
+// ---- Sequence over ranks ----
+
+// The zig-zag layout: of n = seq_len rows cut into 2 * ranks chunks of `chunk` rows, rank
+// `rank` holds chunk `rank` (global rows [first, first + chunk)) then chunk 2*ranks-1-rank
+// ([second, second + chunk)), as local rows [0, chunk) and [chunk, 2*chunk). Throws Error
+// unless 2 * ranks divides seq_len.
+struct RingLayout {
+  int ranks = 1, rank = 0;
+  std::int64_t seq_len = 0, chunk = 0;
+  std::int64_t first = 0, second = 0;
+  std::int64_t local_rows() const { return 2 * chunk; }
+  std::int64_t global_row(std::int64_t local) const {
+    return local < chunk ? first + local : second + local - chunk;
+  }
+};
+RingLayout ring_layout(std::int64_t seq_len, int ranks, int rank);
+
+// Ring attention forward, collective. params hold this rank's rows in the zig-zag layout:
+// q [B, 2*chunk, heads, head_dim], k and v [B, 2*chunk, kv_heads, *], out [B, 2*chunk, heads,
+// v_head_dim], lse (optional) [B, heads, 2*chunk]; seq_len = ranks * 2 * chunk. causal and
+// key_lengths are those of the whole sequence (key_lengths[b] <= seq_len); scale as usual.
+// Not available: window, bias, probs (an Error says so). Self-attention: q_len = kv_len.
+// Each K/V block passes every rank once; the partials are merged in the order the blocks
+// arrive (fixed: block r, r-1, ..., r+1), so the result is the same on every run. With one
+// rank it is bitwise the streaming kernel; with more, within the bound in docs/distributed.md.
+AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params,
+                              CommStats* comm_stats = nullptr);
+
+// Ring attention backward, collective: params as for ring_attention, with out and lse this
+// rank's rows of the forward's results (lse required); grads this rank's rows: d_out read,
+// d_q, d_k, d_v written (d_bias: none). Each rank's dQ stays local; dK/dV travel with their
+// K/V block and come home after the last step. Communication: P-1 K/V blocks and P dK/dV
+// blocks sent per rank. With one rank bitwise the streaming backward; with more, the sums over
+// blocks are regrouped (docs/distributed.md).
+AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx,
+                                               const AttentionParams& params,
+                                               const AttentionGrads& grads,
+                                               CommStats* comm_stats = nullptr);
+
+}  // namespace headcount::distributed

@@ -1,0 +1,274 @@
+// Heads over ranks (tensor parallel). A rank's slice of the layer is itself a layer: heads /
+// P query heads and kv_heads / P K/V heads over the same d_model, whose weights are columns of
+// W_q, W_k, W_v and rows of W_o. Data path per rank:
+//   x [B, n, d] (replicated) · W_qkv[:, its columns] → its heads' Q, K, V
+//   → the streaming kernel on its heads → its concat columns [B, n, heads/P * Dv]
+//   · W_o[its rows, :] (+ b_o on rank 0) → partial [B, n, d]
+//   → MPI_Allreduce(sum) → out [B, n, d] on every rank.
+// The one message per forward is the all-reduce of B * n * d floats.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "distributed/comm.h"
+#include "headcount/distributed.h"
+#include "headcount/error.h"
+
+namespace headcount::distributed {
+
+using headcount::detail::concat;
+using i64 = std::int64_t;
+
+HeadSplit split_heads(i64 heads, i64 kv_heads, int ranks, int rank) {
+  HEADCOUNT_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "rank", concat("0 to ", ranks - 1),
+                  rank);
+  HEADCOUNT_CHECK(kv_heads >= 1 && heads % kv_heads == 0, "kv_heads",
+                  concat("a divisor of heads = ", heads), kv_heads);
+  HEADCOUNT_CHECK(ranks <= kv_heads, "ranks",
+                  concat("at most kv_heads = ", kv_heads, " (each rank holds whole K/V heads)"),
+                  ranks);
+  HEADCOUNT_CHECK(kv_heads % ranks == 0, "ranks",
+                  concat("a divisor of kv_heads = ", kv_heads,
+                         " (each rank holds the same number of K/V heads)"),
+                  ranks);
+  HeadSplit s;
+  s.ranks = ranks;
+  s.rank = rank;
+  s.kv_heads = kv_heads / ranks;
+  s.kv_head_begin = rank * s.kv_heads;
+  const i64 group = heads / kv_heads;
+  s.heads = s.kv_heads * group;
+  s.head_begin = s.kv_head_begin * group;
+  return s;
+}
+
+namespace {
+
+// Columns [begin, begin + count) of a [rows, cols] matrix.
+Tensor columns(const Tensor& w, i64 begin, i64 count) {
+  const i64 rows = w.size(0), cols = w.size(1);
+  Tensor out(DType::f32, {rows, count});
+  for (i64 r = 0; r < rows; ++r)
+    std::copy_n(w.data<const float>() + r * cols + begin, count, out.data<float>() + r * count);
+  return out;
+}
+
+// Rows [begin, begin + count) of a [rows, cols] matrix (or entries of a vector).
+Tensor rows(const Tensor& w, i64 begin, i64 count) {
+  const i64 cols = w.rank() == 2 ? w.size(1) : 1;
+  Tensor out(DType::f32, w.rank() == 2 ? std::vector<i64>{count, cols} : std::vector<i64>{count});
+  std::copy_n(w.data<const float>() + begin * cols, count * cols, out.data<float>());
+  return out;
+}
+
+// A view of heads [begin, begin + count) along dimension `dim` of a view.
+TensorView head_slice(const TensorView& t, int dim, i64 begin, i64 count) {
+  TensorView s = t;
+  s.data = static_cast<std::byte*>(t.data) +
+           begin * t.strides[dim] * static_cast<i64>(dtype_size(t.dtype));
+  s.shape[dim] = count;
+  return s;
+}
+
+}  // namespace
+
+HeadParallelAttention::HeadParallelAttention(MPI_Comm comm, const MultiHeadAttentionConfig& config,
+                                             const MultiHeadAttentionWeights& weights)
+    : comm_(comm) {
+  const int rank = detail::comm_rank(comm), ranks = detail::comm_size(comm);
+  detail::agree(comm, [&] {
+    config_ = resolve(config);
+    split_ = split_heads(config_.heads, config_.kv_heads, ranks, rank);
+    // The whole layer's shapes here; the local layer's constructor checks its slice's values.
+    const auto& c = config_;
+    const std::pair<const Tensor*, std::vector<i64>> shapes[] = {
+        {&weights.w_q, {c.d_model, c.heads * c.head_dim}},
+        {&weights.w_k, {c.kv_dim, c.kv_heads * c.head_dim}},
+        {&weights.w_v, {c.kv_dim, c.kv_heads * c.v_head_dim}},
+        {&weights.w_o, {c.heads * c.v_head_dim, c.d_model}},
+        {&weights.b_q, {c.heads * c.head_dim}},
+        {&weights.b_k, {c.kv_heads * c.head_dim}},
+        {&weights.b_v, {c.kv_heads * c.v_head_dim}},
+        {&weights.b_o, {c.d_model}}};
+    const char* names[] = {"w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"};
+    for (int i = 0; i < (c.bias ? 8 : 4); ++i) {
+      const auto& [t, shape] = shapes[i];
+      HEADCOUNT_CHECK(t->dtype() == DType::f32 && t->shape() == shape, names[i],
+                      concat("an f32 tensor ", shape_string(shape)),
+                      concat(dtype_name(t->dtype()), ' ', shape_string(t->shape())));
+    }
+  });
+  const auto& c = config_;
+  const HeadSplit& s = split_;
+  MultiHeadAttentionConfig lc = c;
+  lc.heads = s.heads;
+  lc.kv_heads = s.kv_heads;
+  MultiHeadAttentionWeights lw;
+  lw.w_q = columns(weights.w_q, s.head_begin * c.head_dim, s.heads * c.head_dim);
+  lw.w_k = columns(weights.w_k, s.kv_head_begin * c.head_dim, s.kv_heads * c.head_dim);
+  lw.w_v = columns(weights.w_v, s.kv_head_begin * c.v_head_dim, s.kv_heads * c.v_head_dim);
+  lw.w_o = rows(weights.w_o, s.head_begin * c.v_head_dim, s.heads * c.v_head_dim);
+  if (c.bias) {
+    lw.b_q = rows(weights.b_q, s.head_begin * c.head_dim, s.heads * c.head_dim);
+    lw.b_k = rows(weights.b_k, s.kv_head_begin * c.head_dim, s.kv_heads * c.head_dim);
+    lw.b_v = rows(weights.b_v, s.kv_head_begin * c.v_head_dim, s.kv_heads * c.v_head_dim);
+    // b_o once: rank 0 adds it, the others add +0, which changes no value.
+    lw.b_o = Tensor(DType::f32, {c.d_model});
+    if (rank == 0)
+      std::copy_n(weights.b_o.data<const float>(), c.d_model, lw.b_o.data<float>());
+    else
+      std::fill_n(lw.b_o.data<float>(), c.d_model, 0.0f);
+  }
+  local_ = std::make_unique<MultiHeadAttention>(lc, std::move(lw));
+}
+
+HeadParallelAttention::~HeadParallelAttention() = default;
+
+LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, const TensorView& out,
+                                          const AttentionOptions& options, CommStats* comm) const {
+  const auto start = std::chrono::steady_clock::now();
+  const auto& c = config_;
+  const HeadSplit& s = split_;
+  AttentionOptions lo = options;
+  detail::agree(comm_, [&] {
+    HEADCOUNT_CHECK(options.probs_mode == ProbsMode::none, "probs_mode",
+                    "none (a head-parallel layer does not gather probabilities)",
+                    "per_head or averaged");
+    HEADCOUNT_CHECK(x.rank == 3 && x.shape[2] == c.d_model, "x",
+                    concat("[batch, seq_len, ", c.d_model, "]"), x.shape_string());
+    HEADCOUNT_CHECK(
+        !out.empty() && out.rank == 3 && out.dtype == DType::f32 && out.shape[0] == x.shape[0] &&
+            out.shape[1] == x.shape[1] && out.shape[2] == c.d_model,
+        "out", concat("an f32 tensor [", x.shape[0], ", ", x.shape[1], ", ", c.d_model, "]"),
+        out.shape_string());
+    if (!options.head_mask.empty()) {
+      HEADCOUNT_CHECK(static_cast<i64>(options.head_mask.size()) == c.heads, "head_mask",
+                      concat(c.heads, " entries (one per head of the whole layer)"),
+                      options.head_mask.size());
+      lo.head_mask = options.head_mask.subspan(static_cast<std::size_t>(s.head_begin),
+                                               static_cast<std::size_t>(s.heads));
+    }
+    if (!options.bias.empty()) {
+      HEADCOUNT_CHECK(options.bias.rank == 4 &&
+                          (options.bias.shape[1] == c.heads || options.bias.shape[1] == 1),
+                      "bias", concat("[batch or 1, ", c.heads, " or 1, q_len, kv_len]"),
+                      options.bias.shape_string());
+      if (options.bias.shape[1] == c.heads)
+        lo.bias = head_slice(options.bias, 1, s.head_begin, s.heads);
+    }
+    // This rank's lse, checked here with the others rather than by the local layer alone (a
+    // rank throwing there would leave the others waiting in the all-reduce).
+    if (!options.lse.empty())
+      HEADCOUNT_CHECK(options.lse.rank == 3 && options.lse.dtype == DType::f32 &&
+                          options.lse.shape[0] == x.shape[0] && options.lse.shape[1] == s.heads &&
+                          options.lse.shape[2] == x.shape[1],
+                      "lse",
+                      concat("an f32 tensor [", x.shape[0], ", ", s.heads, ", ", x.shape[1],
+                             "] (this rank's heads)"),
+                      options.lse.shape_string());
+  });
+  std::vector<i64> shape{x.shape[0], x.shape[1], options.causal, options.window_left,
+                         options.window_right};
+  detail::agree(comm_, [&] { detail::agree_values(comm_, shape, "x shape and masks"); });
+
+  // The partial sum of this rank's heads, in `out` itself when its rows are contiguous.
+  const i64 count = x.shape[0] * x.shape[1] * c.d_model;
+  const bool in_place = out.is_contiguous();
+  Tensor partial;
+  if (!in_place) partial = Tensor(DType::f32, {x.shape[0], x.shape[1], c.d_model});
+  const TensorView target = in_place ? out : partial.view();
+  LayerStats stats = local_->forward(ctx, x, target, lo);
+  detail::allreduce_sum(comm_, target.ptr<float>(), count, comm);
+  if (!in_place)
+    for (i64 b = 0; b < x.shape[0]; ++b)
+      for (i64 t = 0; t < x.shape[1]; ++t)
+        std::copy_n(partial.data<const float>() + (b * x.shape[1] + t) * c.d_model, c.d_model,
+                    out.ptr<float>() + out.offset({b, t, 0}));
+  if (comm) comm->total_seconds += detail::seconds_since(start);
+  return stats;
+}
+
+AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
+                               const AttentionParams& params, CommStats* comm_stats) {
+  const auto start = std::chrono::steady_clock::now();
+  const int rank = detail::comm_rank(comm), ranks = detail::comm_size(comm);
+  AttentionShape shape;
+  HeadSplit split;
+  detail::agree(comm, [&] {
+    HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
+                    "none (--distributed heads does not gather probabilities)",
+                    "per_head or averaged");
+    shape = validate(params);
+    split = split_heads(shape.heads, shape.kv_heads, ranks, rank);
+  });
+  const std::vector<i64> dims{shape.batch,    shape.q_len,    shape.kv_len,    shape.heads,
+                              shape.kv_heads, shape.head_dim, shape.v_head_dim};
+  detail::agree(comm, [&] { detail::agree_values(comm, dims, "attention shape"); });
+
+  // This rank's heads: views, no copies. A bias per head is sliced too.
+  AttentionParams local = params;
+  local.q = head_slice(params.q, 2, split.head_begin, split.heads);
+  local.k = head_slice(params.k, 2, split.kv_head_begin, split.kv_heads);
+  local.v = head_slice(params.v, 2, split.kv_head_begin, split.kv_heads);
+  local.out = head_slice(params.out, 2, split.head_begin, split.heads);
+  if (!params.lse.empty()) local.lse = head_slice(params.lse, 1, split.head_begin, split.heads);
+  if (!params.bias.empty() && params.bias.shape[1] == shape.heads)
+    local.bias = head_slice(params.bias, 1, split.head_begin, split.heads);
+  const AttentionStats stats = attention(ctx, kernel, local);
+
+  // Gather on rank 0: each other rank packs its heads' out [B, q_len, heads/P, Dv] and lse
+  // [B, heads/P, q_len] into one message; rank 0 unpacks them in rank order.
+  const i64 B = shape.batch, n = shape.q_len, hl = split.heads, dv = shape.v_head_dim;
+  const bool with_lse = !params.lse.empty();
+  const i64 floats = B * n * hl * dv + (with_lse ? B * hl * n : 0);
+  HEADCOUNT_CHECK(floats <= INT32_MAX, "out", "at most 2^31 - 1 floats per rank to gather", floats);
+  std::vector<float> buffer(static_cast<std::size_t>(floats));
+  auto pack = [&](const HeadSplit& sp, bool unpack) {
+    float* p = buffer.data();
+    for (i64 b = 0; b < B; ++b)
+      for (i64 t = 0; t < n; ++t)
+        for (i64 h = 0; h < hl; ++h)
+          for (i64 e = 0; e < dv; ++e, ++p) {
+            float& x = params.out.ptr<float>()[params.out.offset({b, t, sp.head_begin + h, e})];
+            if (unpack)
+              x = *p;
+            else
+              *p = x;
+          }
+    if (with_lse)
+      for (i64 b = 0; b < B; ++b)
+        for (i64 h = 0; h < hl; ++h)
+          for (i64 t = 0; t < n; ++t, ++p) {
+            float& x = params.lse.ptr<float>()[params.lse.offset({b, sp.head_begin + h, t})];
+            if (unpack)
+              x = *p;
+            else
+              *p = x;
+          }
+  };
+  const auto wait_start = std::chrono::steady_clock::now();
+  if (rank == 0) {
+    for (int r = 1; r < ranks; ++r) {
+      detail::check_mpi(MPI_Recv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 0, comm,
+                                 MPI_STATUS_IGNORE),
+                        "Recv");
+      pack(split_heads(shape.heads, shape.kv_heads, ranks, r), true);
+      if (comm_stats) comm_stats->bytes_received += floats * 4;
+    }
+  } else {
+    pack(split, false);
+    detail::check_mpi(MPI_Send(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 0, comm),
+                      "Send");
+    if (comm_stats) {
+      comm_stats->bytes_sent += floats * 4;
+      comm_stats->messages += 1;
+    }
+  }
+  if (comm_stats) {
+    comm_stats->wait_seconds += detail::seconds_since(wait_start);
+    comm_stats->total_seconds += detail::seconds_since(start);
+  }
+  return stats;
+}
+
+}  // namespace headcount::distributed
