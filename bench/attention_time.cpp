@@ -29,7 +29,9 @@ int main(int argc, char** argv) {
   const int calls = argc > 5 ? std::atoi(argv[5]) : 15;
   const bool causal = argc > 6 && std::atoi(argv[6]) != 0;
   if (n < 1 || h < 1 || d < 1 || calls < 1 || n * h * d > (1L << 30)) {
-    std::fprintf(stderr, "attention_time: expected N, HEADS, HEAD_DIM, CALLS >= 1 and N*HEADS*HEAD_DIM <= 2^30, got %ld %ld %ld %d\n",
+    std::fprintf(stderr,
+                 "attention_time: expected N, HEADS, HEAD_DIM, CALLS >= 1 and N*HEADS*HEAD_DIM <= "
+                 "2^30, got %ld %ld %ld %d\n",
                  n, h, d, calls);
     return 2;
   }
@@ -59,8 +61,11 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * static_cast<double>(stats.score_macs + stats.weighted_sum_macs);
     double checksum = 0;
     for (float x : o) checksum += x;
-    std::printf("n %ld heads %ld head_dim %ld threads %d causal %d: median %.3f ms, fastest %.3f ms, %.1f GFLOP/s (checksum %.6f)\n",
-                n, h, d, threads, causal ? 1 : 0, median * 1e3, seconds[0] * 1e3, flops / median / 1e9, checksum);
+    std::printf(
+        "n %ld heads %ld head_dim %ld threads %d causal %d: median %.3f ms, fastest %.3f ms, %.1f "
+        "GFLOP/s (checksum %.6f)\n",
+        n, h, d, threads, causal ? 1 : 0, median * 1e3, seconds[0] * 1e3, flops / median / 1e9,
+        checksum);
   } catch (const Error& e) {
     std::fprintf(stderr, "attention_time: %s\n", e.what());
     return 2;

@@ -38,8 +38,8 @@ const GemmKernels& side_b() { return ab_side_b::gemm_table(); }
 #include <random>
 #include <vector>
 
-#include "simd/tuning.h"
 #include "simd/gemm.h"
+#include "simd/tuning.h"
 
 namespace headcount::simd {
 const GemmKernels& side_a();
@@ -61,7 +61,8 @@ struct Projection {
 // (whose panel streams from L2) lost up to 16% that the library never sees.
 struct Floats {
   explicit Floats(std::size_t n = 0)
-      : size(n), data(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64))) {
+      : size(n),
+        data(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64))) {
     std::fill_n(data, n, 0.0f);
   }
   Floats(const Floats&) = delete;
@@ -74,7 +75,9 @@ struct Floats {
   ~Floats() { std::free(data); }
   float* begin() const { return data; }
   float* end() const { return data + size; }
-  bool operator==(const Floats& o) const { return size == o.size && std::equal(begin(), end(), o.begin()); }
+  bool operator==(const Floats& o) const {
+    return size == o.size && std::equal(begin(), end(), o.begin());
+  }
   std::size_t size;
   float* data;
 };
@@ -137,15 +140,17 @@ int main(int argc, char** argv) {
     // The weights packed as pack_weights lays them out: panels of 64 columns, [k, 64] each.
     packed[i] = Floats(k * n);
     for (long p = 0; p < n / 64; ++p)
-      for (long d = 0; d < k; ++d) std::copy_n(w[i].data + d * n + p * 64, 64, packed[i].data + (p * k + d) * 64);
+      for (long d = 0; d < k; ++d)
+        std::copy_n(w[i].data + d * n + p * 64, 64, packed[i].data + (p * k + d) * 64);
   }
   auto pass = [&](const GemmKernels& kernels, int i, Floats& y) {
     const long k = projections[i].k, n = projections[i].n, blocks = (m + 95) / 96;
     const auto t0 = std::chrono::steady_clock::now();
     for (long t = 0; t < n / 64 * blocks; ++t) {
       const long p = t / blocks, r0 = (t % blocks) * 96, rows = std::min(96L, m - r0);
-      kernels.panel(x[i].data + r0 * k, k, rows, packed[i].data + p * k * 64, k, bias[i].data + p * 64,
-                    y.data + r0 * n + p * 64, n, 64, projections[i].epilogue);
+      kernels.panel(x[i].data + r0 * k, k, rows, packed[i].data + p * k * 64, k,
+                    bias[i].data + p * 64, y.data + r0 * n + p * 64, n, 64,
+                    projections[i].epilogue);
     }
     return seconds_since(t0);
   };
@@ -171,12 +176,15 @@ int main(int argc, char** argv) {
   }
   bool same = true;
   for (int i = 0; i < 4; ++i) same = same && ya[i] == yb[i];
-  std::printf("m %ld, one thread, %d rounds, depth block A %ld, B %ld; time(A) / time(B), median [q1 q3]:\n", m,
-              rounds, static_cast<long>(headcount::tuning::gemm_depth_block()), static_cast<long>(HC_GEMM_DEPTH_OVERRIDE));
+  std::printf(
+      "m %ld, one thread, %d rounds, depth block A %ld, B %ld; time(A) / time(B), median [q1 "
+      "q3]:\n",
+      m, rounds, static_cast<long>(headcount::tuning::gemm_depth_block()),
+      static_cast<long>(HC_GEMM_DEPTH_OVERRIDE));
   const char* names[5] = {"qkv", "o", "up", "down", "all four"};
   for (int i = 0; i < 5; ++i)
-    std::printf("  %-8s %.3f [%.3f %.3f]\n", names[i], ratio_quartile(ratios[i], 2), ratio_quartile(ratios[i], 1),
-                ratio_quartile(ratios[i], 3));
+    std::printf("  %-8s %.3f [%.3f %.3f]\n", names[i], ratio_quartile(ratios[i], 2),
+                ratio_quartile(ratios[i], 1), ratio_quartile(ratios[i], 3));
   std::printf("  A and B bitwise the same: %s\n", same ? "yes" : "NO");
   return same ? 0 : 1;
 }

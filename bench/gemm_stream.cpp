@@ -33,11 +33,15 @@ int main(int argc, char** argv) {
   const long m = std::atol(argv[2]);
   const int rounds = argc > 4 ? std::atoi(argv[4]) : 9;
   const std::string dtype_name = argc > 5 ? argv[5] : "fp32";
-  if (layers < 1 || m < 1 || threads < 1 || rounds < 1 || (dtype_name != "fp32" && dtype_name != "bf16" && dtype_name != "int8")) {
-    std::fprintf(stderr, "gemm_stream: LAYERS, M, THREADS, ROUNDS >= 1 and fp32, bf16 or int8 expected\n");
+  if (layers < 1 || m < 1 || threads < 1 || rounds < 1 ||
+      (dtype_name != "fp32" && dtype_name != "bf16" && dtype_name != "int8")) {
+    std::fprintf(stderr,
+                 "gemm_stream: LAYERS, M, THREADS, ROUNDS >= 1 and fp32, bf16 or int8 expected\n");
     return 2;
   }
-  const DType dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "int8" ? DType::i8 : DType::f32;
+  const DType dtype = dtype_name == "bf16"   ? DType::bf16
+                      : dtype_name == "int8" ? DType::i8
+                                             : DType::f32;
   try {
     Context ctx(ContextOptions{.threads = threads});
     struct Shape {
@@ -58,8 +62,13 @@ int main(int argc, char** argv) {
     double flops = 0;
     for (const Shape& s : shapes) flops += 2.0 * static_cast<double>(m * s.k * s.n) * layers;
     auto gemm = [&](std::size_t w, int g) {
-      layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = shapes[g].k, .w = &weights[w], .n = shapes[g].n,
-                                .y = y.data(), .ldy = shapes[g].n});
+      layers::packed_gemm(ctx, {.m = m,
+                                .x = x.data(),
+                                .ldx = shapes[g].k,
+                                .w = &weights[w],
+                                .n = shapes[g].n,
+                                .y = y.data(),
+                                .ldy = shapes[g].n});
     };
     // One warm-up call of fn, then `rounds` rounds of `calls` calls: the sorted times of one call.
     auto sorted_times = [&](auto&& fn, int calls) {
@@ -68,7 +77,9 @@ int main(int argc, char** argv) {
       for (int r = 0; r < rounds; ++r) {
         const auto start = std::chrono::steady_clock::now();
         for (int i = 0; i < calls; ++i) fn();
-        seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / calls);
+        seconds.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+            calls);
       }
       std::sort(seconds.begin(), seconds.end());
       return seconds;
@@ -80,14 +91,18 @@ int main(int argc, char** argv) {
         },
         20);
     const double median = seconds[seconds.size() / 2];
-    std::printf("layers %d, m %ld, %s, %d threads: median %.1f us a pass (q1 %.1f, q3 %.1f), %.1f GFLOP/s\n", layers, m,
-                dtype_name.c_str(), threads, median * 1e6, seconds[seconds.size() / 4] * 1e6,
-                seconds[3 * seconds.size() / 4] * 1e6, flops / median / 1e9);
+    std::printf(
+        "layers %d, m %ld, %s, %d threads: median %.1f us a pass (q1 %.1f, q3 %.1f), %.1f "
+        "GFLOP/s\n",
+        layers, m, dtype_name.c_str(), threads, median * 1e6, seconds[seconds.size() / 4] * 1e6,
+        seconds[3 * seconds.size() / 4] * 1e6, flops / median / 1e9);
     const char* names[4] = {"qkv", "o", "up", "down"};
     for (int g = 0; g < 4; ++g) {
-      const std::vector<double> alone = sorted_times([&] { gemm(static_cast<std::size_t>(g), g); }, 10);
-      std::printf("  %-4s alone (k %ld, n %ld): %.1f GFLOP/s\n", names[g], shapes[g].k, shapes[g].n,
-                  2.0 * static_cast<double>(m * shapes[g].k * shapes[g].n) / alone[alone.size() / 2] / 1e9);
+      const std::vector<double> alone =
+          sorted_times([&] { gemm(static_cast<std::size_t>(g), g); }, 10);
+      std::printf(
+          "  %-4s alone (k %ld, n %ld): %.1f GFLOP/s\n", names[g], shapes[g].k, shapes[g].n,
+          2.0 * static_cast<double>(m * shapes[g].k * shapes[g].n) / alone[alone.size() / 2] / 1e9);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "gemm_stream: %s\n", e.what());

@@ -4,7 +4,8 @@
 // from memory with 1 and 2 threads (256 MiB per thread, well past any L3), and the 512-bit
 // rate of two threads at once.
 // Build and run (not part of the CMake build: it needs AVX-512 and says nothing about headcount):
-//   g++ -O3 -march=x86-64-v4 -pthread bench/machine_limits.cpp -o build/machine_limits && build/machine_limits
+//   g++ -O3 -march=x86-64-v4 -pthread bench/machine_limits.cpp -o build/machine_limits &&
+//   build/machine_limits
 // Whether a 512-bit FMA issues at two per cycle (Intel server cores, Zen 5) or one (Zen 4,
 // which splits it in two halves) shows as the zmm rate being twice the ymm rate, or the same.
 #include <immintrin.h>
@@ -44,7 +45,9 @@ double read_bandwidth(int threads, std::size_t bytes_per_thread) {
   for (float*& b : buffers) {
     b = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
     if (b == nullptr) {
-      std::fprintf(stderr, "machine_limits: cannot allocate %zu MiB per thread for the bandwidth test\n", bytes_per_thread >> 20);
+      std::fprintf(stderr,
+                   "machine_limits: cannot allocate %zu MiB per thread for the bandwidth test\n",
+                   bytes_per_thread >> 20);
       std::exit(1);
     }
     std::fill_n(b, n, 1.0f);
@@ -70,7 +73,8 @@ double read_bandwidth(int threads, std::size_t bytes_per_thread) {
       });
     for (std::thread& th : pool) th.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(threads) * static_cast<double>(n * sizeof(float)) / seconds / 1e9);
+    best = std::max(best, static_cast<double>(threads) * static_cast<double>(n * sizeof(float)) /
+                              seconds / 1e9);
   }
   for (float* b : buffers) std::free(b);
   return best;
@@ -85,9 +89,9 @@ double fma_rate_threads(int threads) {
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&rates, t] {
-      rates[static_cast<std::size_t>(t)] =
-          fma_rate<__m512>(16, [](__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); },
-                           [](float f) { return _mm512_set1_ps(f); });
+      rates[static_cast<std::size_t>(t)] = fma_rate<__m512>(
+          16, [](__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); },
+          [](float f) { return _mm512_set1_ps(f); });
     });
   for (std::thread& th : pool) th.join();
   double total = 0;
@@ -98,13 +102,17 @@ double fma_rate_threads(int threads) {
 }  // namespace
 
 int main() {
-  const double zmm = fma_rate<__m512>(16, [](__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); },
-                                      [](float f) { return _mm512_set1_ps(f); });
-  const double ymm = fma_rate<__m256>(8, [](__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); },
-                                      [](float f) { return _mm256_set1_ps(f); });
-  std::printf("fp32 FMA, one core: 512-bit %.1f GFLOP/s, 256-bit %.1f GFLOP/s (ratio %.2f)\n", zmm, ymm, zmm / ymm);
+  const double zmm = fma_rate<__m512>(
+      16, [](__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); },
+      [](float f) { return _mm512_set1_ps(f); });
+  const double ymm = fma_rate<__m256>(
+      8, [](__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); },
+      [](float f) { return _mm256_set1_ps(f); });
+  std::printf("fp32 FMA, one core: 512-bit %.1f GFLOP/s, 256-bit %.1f GFLOP/s (ratio %.2f)\n", zmm,
+              ymm, zmm / ymm);
   const double two = fma_rate_threads(2);
-  std::printf("fp32 FMA, two threads at once: 512-bit %.1f GFLOP/s in all (%.2fx one thread)\n", two, two / zmm);
+  std::printf("fp32 FMA, two threads at once: 512-bit %.1f GFLOP/s in all (%.2fx one thread)\n",
+              two, two / zmm);
   const std::size_t bytes = std::size_t{256} << 20;
   std::printf("sequential read from memory: 1 thread %.1f GB/s, 2 threads %.1f GB/s (best of 3)\n",
               read_bandwidth(1, bytes), read_bandwidth(2, bytes));

@@ -56,7 +56,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!line(3).empty() && !parse_int(line(3), window_right)) return 0;
 
   std::string_view shape = line(4);
-  auto byte = [&](std::size_t i) { return i < shape.size() ? static_cast<std::uint8_t>(shape[i]) : 0u; };
+  auto byte = [&](std::size_t i) {
+    return i < shape.size() ? static_cast<std::uint8_t>(shape[i]) : 0u;
+  };
   const std::int64_t batch = 1 + byte(0) % 3, q_len = byte(1) % 7, kv_len = byte(2) % 7;
   const std::int64_t kv_heads = 1 + byte(3) % 2, group = 1 + (byte(3) >> 1) % 3;
   const std::int64_t heads = kv_heads * group, head_dim = 1 + byte(4) % 8;
@@ -77,11 +79,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (byte(10 + static_cast<std::size_t>(i) / 8) >> (i % 8) & 1) b[i] = -INFINITY;
   }
 
-  Tensor out_ref(DType::f32, {batch, q_len, heads, head_dim}), out_str(out_ref.dtype(), out_ref.shape());
+  Tensor out_ref(DType::f32, {batch, q_len, heads, head_dim}),
+      out_str(out_ref.dtype(), out_ref.shape());
   Tensor lse_ref(DType::f32, {batch, heads, q_len}), lse_str(lse_ref.dtype(), lse_ref.shape());
-  headcount::AttentionParams params{.q = q.view(), .k = k.view(), .v = v.view(), .out = out_ref.view(),
-                                    .lse = lse_ref.view(), .scale = scale, .causal = causal,
-                                    .window_left = window_left, .window_right = window_right,
+  headcount::AttentionParams params{.q = q.view(),
+                                    .k = k.view(),
+                                    .v = v.view(),
+                                    .out = out_ref.view(),
+                                    .lse = lse_ref.view(),
+                                    .scale = scale,
+                                    .causal = causal,
+                                    .window_left = window_left,
+                                    .window_right = window_right,
                                     .key_lengths = key_lengths};
   if (with_bias) params.bias = bias.view();
   try {

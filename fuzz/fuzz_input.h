@@ -19,12 +19,12 @@
 namespace headcount::fuzz {
 
 // A bug the fuzzer must report: libFuzzer treats abort() as a crash and saves the input.
-#define FUZZ_ASSERT(cond)                                                      \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
+#define FUZZ_ASSERT(cond)                                                                     \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
       std::fprintf(stderr, "fuzz assertion failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                            \
-    }                                                                          \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (0)
 
 class MemoryFile {

@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   const std::size_t nul = rest.find('\0');
   const std::string_view vocab_text = rest.substr(0, nul);
-  const std::string_view text = nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
+  const std::string_view text =
+      nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
 
   headcount::TokenizerOptions options{
       .lowercase = (flags & 1) != 0,

@@ -9,7 +9,14 @@ formatter=$(command -v clang-format-14 || command -v clang-format) || {
   echo "check_format: clang-format not found (scripts/setup.sh installs it)" >&2
   exit 2
 }
-mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | grep -v '^fuzz/corpus/')
+# The tracked files; outside a git checkout (an unpacked archive), the same folders by find.
+if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+  mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | grep -v '^fuzz/corpus/')
+else
+  mapfile -t files < <(find include src tools tests bench fuzz python examples -type f \
+    \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -not -path 'fuzz/corpus/*' \
+    -not -path '*/.venv*' 2> /dev/null | sort)
+fi
 if [[ ${1:-} == --fix ]]; then
   "$formatter" -i "${files[@]}"
   exit 0

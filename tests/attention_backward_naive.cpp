@@ -7,17 +7,21 @@ namespace headcount::testing {
 namespace {
 
 // Forced inline: clang under AddressSanitizer kept it out of line, 28% of a long backward case.
-[[gnu::always_inline]] inline double at(const TensorView& t, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
-  return t.ptr<const float>()[a * t.strides[0] + b * t.strides[1] + c * t.strides[2] + d * t.strides[3]];
+[[gnu::always_inline]] inline double at(const TensorView& t, std::int64_t a, std::int64_t b,
+                                        std::int64_t c, std::int64_t d) {
+  return t.ptr<const float>()[a * t.strides[0] + b * t.strides[1] + c * t.strides[2] +
+                              d * t.strides[3]];
 }
 
 template <typename Real>
 NaiveGrads naive_backward(const AttentionInputs& in, const TensorView& d_out) {
   const AttentionCase& c = in.c;
-  const Real scale = Real(c.scale ? *c.scale : static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
+  const Real scale =
+      Real(c.scale ? *c.scale : static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
   const std::int64_t B = c.batch, H = c.heads, G = c.kv_heads, D = c.head_dim, Dv = c.v_head_dim;
   const std::int64_t Lq = c.q_len, Lk = c.kv_len, group = H / G;
-  std::vector<Real> dq(static_cast<std::size_t>(B * Lq * H * D), 0), dk(static_cast<std::size_t>(B * Lk * G * D), 0),
+  std::vector<Real> dq(static_cast<std::size_t>(B * Lq * H * D), 0),
+      dk(static_cast<std::size_t>(B * Lk * G * D), 0),
       dv(static_cast<std::size_t>(B * Lk * G * Dv), 0), db;
   const bool has_bias = !in.bias.empty();
   const std::int64_t nb = has_bias ? in.bias.shape[0] : 0, nh = has_bias ? in.bias.shape[1] : 0;
@@ -36,7 +40,8 @@ NaiveGrads naive_backward(const AttentionInputs& in, const TensorView& d_out) {
           Real x = -std::numeric_limits<Real>::infinity();
           if (key_visible(in, b, i, j)) {
             Real dot = 0;
-            for (std::int64_t d = 0; d < D; ++d) dot += Real(at(in.q, b, i, h, d)) * Real(at(in.k, b, j, g, d));
+            for (std::int64_t d = 0; d < D; ++d)
+              dot += Real(at(in.q, b, i, h, d)) * Real(at(in.k, b, j, g, d));
             x = scale * dot;
             if (has_bias) x += Real(at(in.bias, nb == 1 ? 0 : b, nh == 1 ? 0 : h, i, j));
           }
@@ -55,7 +60,8 @@ NaiveGrads naive_backward(const AttentionInputs& in, const TensorView& d_out) {
         double abs_delta = 0;
         for (std::int64_t e = 0; e < Dv; ++e) {
           Real acc = 0;
-          for (std::int64_t j = 0; j < Lk; ++j) acc += p[static_cast<std::size_t>(j)] * Real(at(in.v, b, j, g, e));
+          for (std::int64_t j = 0; j < Lk; ++j)
+            acc += p[static_cast<std::size_t>(j)] * Real(at(in.v, b, j, g, e));
           delta += acc * Real(at(d_out, b, i, h, e));
           abs_delta += std::fabs(double(acc) * at(d_out, b, i, h, e));
         }
@@ -82,16 +88,22 @@ NaiveGrads naive_backward(const AttentionInputs& in, const TensorView& d_out) {
             ck[at_k] += double(scale) * abs_ds * std::fabs(at(in.q, b, i, h, d));
           }
           if (has_bias) {
-            const std::size_t at_b =
-                static_cast<std::size_t>((((nb == 1 ? 0 : b) * nh + (nh == 1 ? 0 : h)) * Lq + i) * Lk + j);
+            const std::size_t at_b = static_cast<std::size_t>(
+                (((nb == 1 ? 0 : b) * nh + (nh == 1 ? 0 : h)) * Lq + i) * Lk + j);
             db[at_b] += ds;
             cb[at_b] += abs_ds;
           }
         }
       }
   auto widen = [](const std::vector<Real>& x) { return std::vector<double>(x.begin(), x.end()); };
-  return NaiveGrads{.d_q = widen(dq), .d_k = widen(dk), .d_v = widen(dv), .d_bias = widen(db),
-                    .cond_q = cq, .cond_k = ck, .cond_v = cv, .cond_bias = cb};
+  return NaiveGrads{.d_q = widen(dq),
+                    .d_k = widen(dk),
+                    .d_v = widen(dv),
+                    .d_bias = widen(db),
+                    .cond_q = cq,
+                    .cond_k = ck,
+                    .cond_v = cv,
+                    .cond_bias = cb};
 }
 
 }  // namespace
@@ -111,7 +123,8 @@ double naive_loss_f64(const AttentionInputs& in, const TensorView& d_out) {
     for (std::int64_t i = 0; i < c.q_len; ++i)
       for (std::int64_t h = 0; h < c.heads; ++h)
         for (std::int64_t e = 0; e < c.v_head_dim; ++e)
-          loss += r.out[static_cast<std::size_t>(((b * c.q_len + i) * c.heads + h) * c.v_head_dim + e)] *
+          loss += r.out[static_cast<std::size_t>(((b * c.q_len + i) * c.heads + h) * c.v_head_dim +
+                                                 e)] *
                   at(d_out, b, i, h, e);
   return loss;
 }

@@ -39,14 +39,16 @@ template <typename Real>
 NaiveResult naive(const AttentionInputs& in, std::vector<double>* probs = nullptr) {
   const AttentionCase& c = in.c;
   // The API's scale is an fp32 number: 1/sqrt(head_dim) rounded to fp32 unless given.
-  const Real scale = Real(c.scale ? *c.scale : static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
+  const Real scale =
+      Real(c.scale ? *c.scale : static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
   const Real minus_inf = -std::numeric_limits<Real>::infinity();
   const std::int64_t group = c.heads / c.kv_heads;
   NaiveResult r;
   r.out.assign(static_cast<std::size_t>(c.batch * c.q_len * c.heads * c.v_head_dim), 0.0);
   r.lse.assign(static_cast<std::size_t>(c.batch * c.heads * c.q_len), 0.0);
   std::vector<Real> s(static_cast<std::size_t>(c.kv_len));
-  if (probs != nullptr) probs->assign(static_cast<std::size_t>(c.batch * c.heads * c.q_len * c.kv_len), 0.0);
+  if (probs != nullptr)
+    probs->assign(static_cast<std::size_t>(c.batch * c.heads * c.q_len * c.kv_len), 0.0);
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t h = 0; h < c.heads; ++h)
       for (std::int64_t i = 0; i < c.q_len; ++i) {
@@ -59,10 +61,12 @@ NaiveResult naive(const AttentionInputs& in, std::vector<double>* probs = nullpt
             const float* q_row = row_of(in.q, b, i, h);
             const float* k_row = row_of(in.k, b, j, g);
             const std::int64_t qs = in.q.strides[3], ks = in.k.strides[3];
-            for (std::int64_t d = 0; d < c.head_dim; ++d) dot += Real(q_row[d * qs]) * Real(k_row[d * ks]);
+            for (std::int64_t d = 0; d < c.head_dim; ++d)
+              dot += Real(q_row[d * qs]) * Real(k_row[d * ks]);
             x = scale * dot;
             if (!in.bias.empty())
-              x += Real(at(in.bias, in.bias.shape[0] == 1 ? 0 : b, in.bias.shape[1] == 1 ? 0 : h, i, j));
+              x += Real(
+                  at(in.bias, in.bias.shape[0] == 1 ? 0 : b, in.bias.shape[1] == 1 ? 0 : h, i, j));
           }
           s[static_cast<std::size_t>(j)] = x;
           m = std::max(m, x);
@@ -86,8 +90,10 @@ NaiveResult naive(const AttentionInputs& in, std::vector<double>* probs = nullpt
           Real acc = 0;
           const float* v_col = row_of(in.v, b, 0, g) + e * in.v.strides[3];
           const std::int64_t vs = in.v.strides[1];
-          for (std::int64_t j = 0; j < c.kv_len; ++j) acc += s[static_cast<std::size_t>(j)] * Real(v_col[j * vs]);
-          r.out[static_cast<std::size_t>(((b * c.q_len + i) * c.heads + h) * c.v_head_dim + e)] = double(acc / l);
+          for (std::int64_t j = 0; j < c.kv_len; ++j)
+            acc += s[static_cast<std::size_t>(j)] * Real(v_col[j * vs]);
+          r.out[static_cast<std::size_t>(((b * c.q_len + i) * c.heads + h) * c.v_head_dim + e)] =
+              double(acc / l);
         }
       }
   return r;
@@ -132,8 +138,10 @@ AttentionInputs make_inputs(const AttentionCase& c, std::uint64_t seed) {
       in.v_storage = Tensor(DType::f32, {B, G, Lk, Dv});
       fill_normal(in.k_storage, rng, 1.0f);
       fill_normal(in.v_storage, rng, 1.0f);
-      in.k = TensorView::strided(in.k_storage.data<float>(), DType::f32, {B, Lk, G, D}, {G * Lk * D, D, Lk * D, 1});
-      in.v = TensorView::strided(in.v_storage.data<float>(), DType::f32, {B, Lk, G, Dv}, {G * Lk * Dv, Dv, Lk * Dv, 1});
+      in.k = TensorView::strided(in.k_storage.data<float>(), DType::f32, {B, Lk, G, D},
+                                 {G * Lk * D, D, Lk * D, 1});
+      in.v = TensorView::strided(in.v_storage.data<float>(), DType::f32, {B, Lk, G, Dv},
+                                 {G * Lk * Dv, Dv, Lk * Dv, 1});
       break;
   }
 
@@ -145,13 +153,15 @@ AttentionInputs make_inputs(const AttentionCase& c, std::uint64_t seed) {
   }
 
   if (c.bias != BiasKind::none) {
-    const std::int64_t bb = c.bias == BiasKind::per_head ? B : 1, bh = c.bias == BiasKind::per_head ? H : 1;
+    const std::int64_t bb = c.bias == BiasKind::per_head ? B : 1,
+                       bh = c.bias == BiasKind::per_head ? H : 1;
     in.bias_storage = Tensor(DType::f32, {bb, bh, Lq, Lk});
     fill_normal(in.bias_storage, rng, 1.0f);
     float* data = in.bias_storage.data<float>();
     const float minus_inf = -std::numeric_limits<float>::infinity();
     for (std::int64_t i = 0; i < in.bias_storage.numel(); i += 7) data[i] = minus_inf;
-    for (std::int64_t j = 0; j < Lk; ++j) data[j] = minus_inf;  // row 0 of the first head: all masked
+    for (std::int64_t j = 0; j < Lk; ++j)
+      data[j] = minus_inf;  // row 0 of the first head: all masked
     in.bias = in.bias_storage.view();
   }
   return in;

@@ -34,15 +34,43 @@ namespace {
 // Mask and layout variants, cycled through so each head layout meets each of them.
 void apply_variant(AttentionCase& c, int variant) {
   switch (variant % 9) {
-    case 0: break;
-    case 1: c.causal = true; break;
-    case 2: c.key_padding = true; c.kv_layout = KvLayout::fused; break;
-    case 3: c.window_left = 3; c.window_right = 2; break;
-    case 4: c.bias = BiasKind::per_head; c.kv_layout = KvLayout::head_major; break;
-    case 5: c.causal = true; c.key_padding = true; c.bias = BiasKind::broadcast; break;
-    case 6: c.window_left = 0; c.window_right = -1; c.q_inner_stride = true; break;
-    case 7: c.scale = 0.37f; c.v_head_dim = c.head_dim / 2 + 3; break;
-    case 8: c.causal = true; c.window_left = 5; c.window_right = 0; c.kv_layout = KvLayout::fused; break;
+    case 0:
+      break;
+    case 1:
+      c.causal = true;
+      break;
+    case 2:
+      c.key_padding = true;
+      c.kv_layout = KvLayout::fused;
+      break;
+    case 3:
+      c.window_left = 3;
+      c.window_right = 2;
+      break;
+    case 4:
+      c.bias = BiasKind::per_head;
+      c.kv_layout = KvLayout::head_major;
+      break;
+    case 5:
+      c.causal = true;
+      c.key_padding = true;
+      c.bias = BiasKind::broadcast;
+      break;
+    case 6:
+      c.window_left = 0;
+      c.window_right = -1;
+      c.q_inner_stride = true;
+      break;
+    case 7:
+      c.scale = 0.37f;
+      c.v_head_dim = c.head_dim / 2 + 3;
+      break;
+    case 8:
+      c.causal = true;
+      c.window_left = 5;
+      c.window_right = 0;
+      c.kv_layout = KvLayout::fused;
+      break;
   }
 }
 
@@ -60,7 +88,8 @@ std::vector<AttentionCase> kernel_cases() {
     for (std::int64_t kv_heads = 1; kv_heads <= heads; ++kv_heads) {
       if (heads % kv_heads != 0) continue;
       for (std::int64_t head_dim : head_dims) {
-        AttentionCase c{.heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .v_head_dim = head_dim};
+        AttentionCase c{
+            .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .v_head_dim = head_dim};
         c.q_len = small_lengths[n % small_lengths.size()].first;
         c.kv_len = small_lengths[n % small_lengths.size()].second;
         apply_variant(c, n);
@@ -95,14 +124,37 @@ std::vector<AttentionCase> kernel_cases() {
   }
 
   // 3. Heavy cases at the sizes of a real layer, with everything switched on at once.
-  cases.push_back({.batch = 1, .heads = 16, .kv_heads = 4, .head_dim = 128, .v_head_dim = 128,
-                   .q_len = 1000, .kv_len = 1025, .causal = true, .key_padding = true,
-                   .bias = BiasKind::broadcast, .kv_layout = KvLayout::fused});
-  cases.push_back({.batch = 1, .heads = 12, .kv_heads = 12, .head_dim = 111, .v_head_dim = 111,
-                   .q_len = 1025, .kv_len = 1000, .window_left = 100, .window_right = 30,
-                   .bias = BiasKind::per_head, .kv_layout = KvLayout::head_major});
-  cases.push_back({.batch = 3, .heads = 8, .kv_heads = 1, .head_dim = 64, .v_head_dim = 64,
-                   .q_len = 97, .kv_len = 1025, .causal = true, .key_padding = true,
+  cases.push_back({.batch = 1,
+                   .heads = 16,
+                   .kv_heads = 4,
+                   .head_dim = 128,
+                   .v_head_dim = 128,
+                   .q_len = 1000,
+                   .kv_len = 1025,
+                   .causal = true,
+                   .key_padding = true,
+                   .bias = BiasKind::broadcast,
+                   .kv_layout = KvLayout::fused});
+  cases.push_back({.batch = 1,
+                   .heads = 12,
+                   .kv_heads = 12,
+                   .head_dim = 111,
+                   .v_head_dim = 111,
+                   .q_len = 1025,
+                   .kv_len = 1000,
+                   .window_left = 100,
+                   .window_right = 30,
+                   .bias = BiasKind::per_head,
+                   .kv_layout = KvLayout::head_major});
+  cases.push_back({.batch = 3,
+                   .heads = 8,
+                   .kv_heads = 1,
+                   .head_dim = 64,
+                   .v_head_dim = 64,
+                   .q_len = 97,
+                   .kv_len = 1025,
+                   .causal = true,
+                   .key_padding = true,
                    .q_inner_stride = true});
 
   // 4. Keys enough that the fp32 kernel copies K and V head by head in several chunks
@@ -110,26 +162,68 @@ std::vector<AttentionCase> kernel_cases() {
   //    heads a chunk; 45000 x (59 + 32) are 16.4 MB (15.6 MiB): one head a chunk), with
   //    padding, a window and a padded V width; and 70000 x (64 + 64), 36 MB a head, above the
   //    budget: read in place.
-  cases.push_back({.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 64, .v_head_dim = 64,
-                   .q_len = 5, .kv_len = 12000, .key_padding = true});
-  cases.push_back({.batch = 1, .heads = 3, .kv_heads = 3, .head_dim = 59, .v_head_dim = 19,
-                   .q_len = 9, .kv_len = 45000, .window_left = 30000, .window_right = 0,
+  cases.push_back({.batch = 2,
+                   .heads = 4,
+                   .kv_heads = 2,
+                   .head_dim = 64,
+                   .v_head_dim = 64,
+                   .q_len = 5,
+                   .kv_len = 12000,
+                   .key_padding = true});
+  cases.push_back({.batch = 1,
+                   .heads = 3,
+                   .kv_heads = 3,
+                   .head_dim = 59,
+                   .v_head_dim = 19,
+                   .q_len = 9,
+                   .kv_len = 45000,
+                   .window_left = 30000,
+                   .window_right = 0,
                    .kv_layout = KvLayout::fused});
-  cases.push_back({.batch = 1, .heads = 2, .kv_heads = 1, .head_dim = 64, .v_head_dim = 64,
-                   .q_len = 3, .kv_len = 70000, .causal = true});
+  cases.push_back({.batch = 1,
+                   .heads = 2,
+                   .kv_heads = 1,
+                   .head_dim = 64,
+                   .v_head_dim = 64,
+                   .q_len = 3,
+                   .kv_len = 70000,
+                   .causal = true});
 
   // 5. V rows wider than the weighted sum's 64-float column block, which fp32 copies lay out
   //    an odd number of cache lines apart (streaming.cpp, Plan::v_ld): per tile from a width
   //    the vector does not divide (250 → 256, rows 272 apart), per tile from contiguous rows
   //    that are no longer read in place (256), and as packed heads (600 keys).
-  cases.push_back({.batch = 1, .heads = 2, .kv_heads = 1, .head_dim = 32, .v_head_dim = 250,
-                   .q_len = 70, .kv_len = 300, .key_padding = true});
-  cases.push_back({.batch = 2, .heads = 1, .kv_heads = 1, .head_dim = 256, .v_head_dim = 256,
-                   .q_len = 33, .kv_len = 300});
-  cases.push_back({.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = 64, .v_head_dim = 512,
-                   .q_len = 20, .kv_len = 600, .causal = true});
-  cases.push_back({.batch = 1, .heads = 2, .kv_heads = 2, .head_dim = 128, .v_head_dim = 128,
-                   .q_len = 40, .kv_len = 600, .kv_layout = KvLayout::fused});
+  cases.push_back({.batch = 1,
+                   .heads = 2,
+                   .kv_heads = 1,
+                   .head_dim = 32,
+                   .v_head_dim = 250,
+                   .q_len = 70,
+                   .kv_len = 300,
+                   .key_padding = true});
+  cases.push_back({.batch = 2,
+                   .heads = 1,
+                   .kv_heads = 1,
+                   .head_dim = 256,
+                   .v_head_dim = 256,
+                   .q_len = 33,
+                   .kv_len = 300});
+  cases.push_back({.batch = 1,
+                   .heads = 1,
+                   .kv_heads = 1,
+                   .head_dim = 64,
+                   .v_head_dim = 512,
+                   .q_len = 20,
+                   .kv_len = 600,
+                   .causal = true});
+  cases.push_back({.batch = 1,
+                   .heads = 2,
+                   .kv_heads = 2,
+                   .head_dim = 128,
+                   .v_head_dim = 128,
+                   .q_len = 40,
+                   .kv_len = 600,
+                   .kv_layout = KvLayout::fused});
   return cases;
 }
 

@@ -11,8 +11,8 @@
 
 namespace headcount::testing {
 
-enum class BiasKind { none, per_head, broadcast };           // [B, H, n, m] or [1, 1, n, m]
-enum class KvLayout { contiguous, fused, head_major };       // see make_inputs()
+enum class BiasKind { none, per_head, broadcast };      // [B, H, n, m] or [1, 1, n, m]
+enum class KvLayout { contiguous, fused, head_major };  // see make_inputs()
 
 struct AttentionCase {
   std::int64_t batch = 2;

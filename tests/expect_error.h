@@ -16,7 +16,8 @@ void expect_error(F&& f, std::initializer_list<const char*> parts) {
     f();
     ADD_FAILURE() << "no Error thrown";
   } catch (const Error& e) {
-    for (const char* part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    for (const char* part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
 

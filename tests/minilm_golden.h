@@ -48,11 +48,11 @@ inline std::vector<GoldenCase> load_golden_cases() {
 inline bool minilm_present() {
   return std::filesystem::exists(std::filesystem::path(default_model_dir()) / "model.safetensors");
 }
-#define HEADCOUNT_REQUIRE_MINILM()                                                             \
-  do {                                                                                         \
-    if (!::headcount::testing::minilm_present())                                               \
-      GTEST_SKIP() << "all-MiniLM-L6-v2 not found in " << ::headcount::default_model_dir()     \
-                   << " (run scripts/setup.sh)";                                               \
+#define HEADCOUNT_REQUIRE_MINILM()                                                         \
+  do {                                                                                     \
+    if (!::headcount::testing::minilm_present())                                           \
+      GTEST_SKIP() << "all-MiniLM-L6-v2 not found in " << ::headcount::default_model_dir() \
+                   << " (run scripts/setup.sh)";                                           \
   } while (0)
 
 }  // namespace headcount::testing

@@ -32,17 +32,26 @@ inline std::vector<float> uniform(std::size_t count, std::uint64_t seed, float b
   return v;
 }
 
-inline std::vector<float> run(Context& ctx, const std::vector<float>& x, std::int64_t m, std::int64_t k,
-                              const Tensor& packed, std::int64_t n, const float* bias,
-                              GemmEpilogue epilogue = GemmEpilogue::none) {
+inline std::vector<float> run(Context& ctx, const std::vector<float>& x, std::int64_t m,
+                              std::int64_t k, const Tensor& packed, std::int64_t n,
+                              const float* bias, GemmEpilogue epilogue = GemmEpilogue::none) {
   std::vector<float> y(static_cast<std::size_t>(m * n), -7.0f);
-  layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = k, .w = &packed, .n = n, .bias = bias, .y = y.data(),
-                            .ldy = n, .epilogue = epilogue});
+  layers::packed_gemm(ctx, {.m = m,
+                            .x = x.data(),
+                            .ldx = k,
+                            .w = &packed,
+                            .n = n,
+                            .bias = bias,
+                            .y = y.data(),
+                            .ldy = n,
+                            .epilogue = epilogue});
   return y;
 }
 
 constexpr double kU = 0x1p-24;  // unit roundoff of fp32
-inline double gamma(std::int64_t j) { return static_cast<double>(j) * kU / (1.0 - static_cast<double>(j) * kU); }
+inline double gamma(std::int64_t j) {
+  return static_cast<double>(j) * kU / (1.0 - static_cast<double>(j) * kU);
+}
 
 // Max |gelu'(v)| = Φ(√2) + √2·φ(√2) = 1.1289: how far GELU moves an error in its input.
 constexpr double kGeluLipschitz = 1.129;
@@ -56,7 +65,8 @@ inline double gelu64(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(
 // blocks), at the end and in the middle of the matrix, on 1 and 2 threads, with and without the
 // GELU epilogue: bitwise equal. Every m exercises a different register tile for the last rows,
 // so every tile shape of every ISA is compared with the single-row one.
-inline void expect_row_invariance(const Tensor& packed, std::int64_t k, std::int64_t n, std::int64_t max_m) {
+inline void expect_row_invariance(const Tensor& packed, std::int64_t k, std::int64_t n,
+                                  std::int64_t max_m) {
   const std::vector<float> bias = uniform(static_cast<std::size_t>(n), 2);
   const std::vector<float> probe = uniform(static_cast<std::size_t>(k), 3);
   for (Isa isa : isas()) {
@@ -74,8 +84,10 @@ inline void expect_row_invariance(const Tensor& packed, std::int64_t k, std::int
           for (Context* ctx : {&one, &two}) {
             const std::vector<float> y = run(*ctx, x, m, k, packed, n, bias.data(), e);
             for (std::int64_t c = 0; c < n; ++c)
-              ASSERT_EQ(y[static_cast<std::size_t>(pos * n + c)], alone[static_cast<std::size_t>(c)])
-                  << isa_name(isa) << " m " << m << " row " << pos << " column " << c << " threads " << ctx->threads();
+              ASSERT_EQ(y[static_cast<std::size_t>(pos * n + c)],
+                        alone[static_cast<std::size_t>(c)])
+                  << isa_name(isa) << " m " << m << " row " << pos << " column " << c << " threads "
+                  << ctx->threads();
           }
         }
       }

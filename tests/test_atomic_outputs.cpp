@@ -34,14 +34,16 @@ std::uintmax_t partial_bytes(const fs::path& dir, const std::string& stem) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() > stem.size() && name.starts_with(stem)) most = std::max(most, entry.file_size(ec));
+    if (name.size() > stem.size() && name.starts_with(stem))
+      most = std::max(most, entry.file_size(ec));
   }
   return most;
 }
 
 // Waits until a temporary of `stem` holds at least `bytes`, then SIGKILLs `child`. Returns false
 // if the child finished first (the write was too fast to catch) or 60 s passed.
-bool kill_mid_write(pid_t child, const fs::path& dir, const std::string& stem, std::uintmax_t bytes) {
+bool kill_mid_write(pid_t child, const fs::path& dir, const std::string& stem,
+                    std::uintmax_t bytes) {
   // Only a safety net: under ASan on a loaded 2-core host the CLI's reference kernel alone took
   // more than 60 s before its first byte of probs.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
@@ -87,7 +89,8 @@ TEST(AtomicOutputs, NpyKilledMidWriteLeavesThePreviousFile) {
     write_npy(path.string(), big);
     ::_exit(0);
   }
-  ASSERT_TRUE(kill_mid_write(child, dir, "x.npy", 4u << 20)) << "the write finished (or had not begun after 600 s) before the kill";
+  ASSERT_TRUE(kill_mid_write(child, dir, "x.npy", 4u << 20))
+      << "the write finished (or had not begun after 600 s) before the kill";
   EXPECT_EQ(slurp(path), before) << "the previous file changed";
   const Tensor read = read_npy(path.string());
   EXPECT_EQ(read.shape(), previous.shape());
@@ -103,7 +106,8 @@ TEST(AtomicOutputs, CliKilledMidWriteLeavesThePreviousOutputs) {
   const fs::path dir = fresh_dir("headcount_kill_cli");
   // q, k, v [1, 8192, 1, 4]: the reference kernel's probs [1, 1, 8192, 8192] are 256 MiB.
   Tensor x(DType::f32, {1, 8192, 1, 4});
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 7) * 0.1f;
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = static_cast<float>(i % 7) * 0.1f;
   for (const char* name : {"q.npy", "k.npy", "v.npy"}) write_npy((dir / name).string(), x.view());
   Tensor small(DType::f32, {2});
   write_npy((dir / "out.npy").string(), small.view());
@@ -116,11 +120,13 @@ TEST(AtomicOutputs, CliKilledMidWriteLeavesThePreviousOutputs) {
     const std::string q = (dir / "q.npy").string(), k = (dir / "k.npy").string(),
                       v = (dir / "v.npy").string(), out = (dir / "out.npy").string(),
                       probs = (dir / "probs.npy").string();
-    ::execl(HEADCOUNT_CLI_PATH, HEADCOUNT_CLI_PATH, "attention", "--q", q.c_str(), "--k", k.c_str(), "--v",
-            v.c_str(), "--out", out.c_str(), "--probs", probs.c_str(), static_cast<char*>(nullptr));
+    ::execl(HEADCOUNT_CLI_PATH, HEADCOUNT_CLI_PATH, "attention", "--q", q.c_str(), "--k", k.c_str(),
+            "--v", v.c_str(), "--out", out.c_str(), "--probs", probs.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  ASSERT_TRUE(kill_mid_write(child, dir, "probs.npy", 4u << 20)) << "the CLI finished (or had written nothing after 600 s) before the kill";
+  ASSERT_TRUE(kill_mid_write(child, dir, "probs.npy", 4u << 20))
+      << "the CLI finished (or had written nothing after 600 s) before the kill";
   EXPECT_EQ(slurp(dir / "out.npy"), out_before);
   EXPECT_EQ(slurp(dir / "probs.npy"), probs_before);
   fs::remove_all(dir);

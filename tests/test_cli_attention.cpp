@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -148,8 +148,8 @@ TEST_F(CliAttentionTest, UnwritableSecondOutputLeavesNoFirstOutput) {
 
 // The gradient flags for a run: G from `g`, the gradients into dq/dk/dv.npy.
 std::string grad_flags(const CliAttentionTest& t, const std::string& g = "g.npy") {
-  return "--grad-out '" + t.path(g) + "' --grad-q '" + t.path("dq.npy") + "' --grad-k '" + t.path("dk.npy") +
-         "' --grad-v '" + t.path("dv.npy") + "'";
+  return "--grad-out '" + t.path(g) + "' --grad-q '" + t.path("dq.npy") + "' --grad-k '" +
+         t.path("dk.npy") + "' --grad-v '" + t.path("dv.npy") + "'";
 }
 
 TEST_F(CliAttentionTest, GradientsMatchTheLibrary) {
@@ -157,26 +157,40 @@ TEST_F(CliAttentionTest, GradientsMatchTheLibrary) {
   save("bias.npy", {1, 4, 3, 4});
   for (const char* kernel : {"reference", "streaming"}) {
     CliResult r = run_cli(args("q.npy", "k.npy", "v.npy",
-                               grad_flags(*this) + " --bias '" + path("bias.npy") + "' --grad-bias '" +
-                                   path("db.npy") + "' --causal --key-lengths 3 --threads 2 --kernel " + kernel));
+                               grad_flags(*this) + " --bias '" + path("bias.npy") +
+                                   "' --grad-bias '" + path("db.npy") +
+                                   "' --causal --key-lengths 3 --threads 2 --kernel " + kernel));
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const Tensor q = read_npy(path("q.npy")), k = read_npy(path("k.npy")), v = read_npy(path("v.npy"));
+    const Tensor q = read_npy(path("q.npy")), k = read_npy(path("k.npy")),
+                 v = read_npy(path("v.npy"));
     const Tensor g = read_npy(path("g.npy")), bias = read_npy(path("bias.npy"));
     Tensor out(DType::f32, {1, 3, 4, 8}), lse(DType::f32, {1, 4, 3});
-    Tensor dq(DType::f32, q.shape()), dk(DType::f32, k.shape()), dv(DType::f32, v.shape()), db(DType::f32, bias.shape());
+    Tensor dq(DType::f32, q.shape()), dk(DType::f32, k.shape()), dv(DType::f32, v.shape()),
+        db(DType::f32, bias.shape());
     const std::vector<std::int64_t> lengths{3};
-    AttentionParams p{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view(), .lse = lse.view(),
-                      .causal = true, .key_lengths = lengths, .bias = bias.view()};
+    AttentionParams p{.q = q.view(),
+                      .k = k.view(),
+                      .v = v.view(),
+                      .out = out.view(),
+                      .lse = lse.view(),
+                      .causal = true,
+                      .key_lengths = lengths,
+                      .bias = bias.view()};
     Context ctx({.threads = 2});
     const Kernel which = parse_kernel(kernel);
     attention(ctx, which, p);
     attention_backward(ctx, which, p,
-                       {.d_out = g.view(), .d_q = dq.view(), .d_k = dk.view(), .d_v = dv.view(), .d_bias = db.view()});
-    for (const auto& [file, want] : {std::pair{"dq.npy", &dq}, std::pair{"dk.npy", &dk}, std::pair{"dv.npy", &dv},
-                                     std::pair{"db.npy", &db}}) {
+                       {.d_out = g.view(),
+                        .d_q = dq.view(),
+                        .d_k = dk.view(),
+                        .d_v = dv.view(),
+                        .d_bias = db.view()});
+    for (const auto& [file, want] : {std::pair{"dq.npy", &dq}, std::pair{"dk.npy", &dk},
+                                     std::pair{"dv.npy", &dv}, std::pair{"db.npy", &db}}) {
       const Tensor got = read_npy(path(file));
       ASSERT_EQ(got.shape(), want->shape()) << file;
-      EXPECT_EQ(std::memcmp(got.data<float>(), want->data<float>(), want->bytes()), 0) << kernel << " " << file;
+      EXPECT_EQ(std::memcmp(got.data<float>(), want->data<float>(), want->bytes()), 0)
+          << kernel << " " << file;
     }
     // Keys 3 (padding) see no query: their gradients are exactly 0.
     EXPECT_EQ(read_npy(path("dk.npy")).data<float>()[3 * 2 * 8], 0.0f);
@@ -184,15 +198,17 @@ TEST_F(CliAttentionTest, GradientsMatchTheLibrary) {
 }
 
 TEST_F(CliAttentionTest, GradQWithoutGradOut) {
-  std::string err = expect_failure(args("q.npy", "k.npy", "v.npy", "--grad-q '" + path("dq.npy") + "'"));
+  std::string err =
+      expect_failure(args("q.npy", "k.npy", "v.npy", "--grad-q '" + path("dq.npy") + "'"));
   EXPECT_NE(err.find("--grad-q: expected --grad-out too"), std::string::npos) << err;
 }
 
 TEST_F(CliAttentionTest, GradOutWithoutGradK) {
   save("g.npy", {1, 3, 4, 8});
-  std::string err = expect_failure(args("q.npy", "k.npy", "v.npy",
-                                        "--grad-out '" + path("g.npy") + "' --grad-q '" + path("dq.npy") +
-                                            "' --grad-v '" + path("dv.npy") + "'"));
+  std::string err =
+      expect_failure(args("q.npy", "k.npy", "v.npy",
+                          "--grad-out '" + path("g.npy") + "' --grad-q '" + path("dq.npy") +
+                              "' --grad-v '" + path("dv.npy") + "'"));
   EXPECT_NE(err.find("--grad-k: expected a path"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(path("dq.npy")));
 }
@@ -211,17 +227,17 @@ TEST_F(CliAttentionTest, GradOutNan) {
 
 TEST_F(CliAttentionTest, GradBiasWithoutBias) {
   save("g.npy", {1, 3, 4, 8});
-  std::string err =
-      expect_failure(args("q.npy", "k.npy", "v.npy", grad_flags(*this) + " --grad-bias '" + path("db.npy") + "'"));
+  std::string err = expect_failure(
+      args("q.npy", "k.npy", "v.npy", grad_flags(*this) + " --grad-bias '" + path("db.npy") + "'"));
   EXPECT_NE(err.find("--grad-bias: expected --bias too"), std::string::npos) << err;
 }
 
 TEST_F(CliAttentionTest, GradientPathTwice) {
   save("g.npy", {1, 3, 4, 8});
   std::string err = expect_failure(
-      "attention --q '" + path("q.npy") + "' --k '" + path("k.npy") + "' --v '" + path("v.npy") + "' --out '" +
-      path("out.npy") + "' --grad-out '" + path("g.npy") + "' --grad-q '" + path("dq.npy") + "' --grad-k '" +
-      path("dq.npy") + "' --grad-v '" + path("dv.npy") + "'");
+      "attention --q '" + path("q.npy") + "' --k '" + path("k.npy") + "' --v '" + path("v.npy") +
+      "' --out '" + path("out.npy") + "' --grad-out '" + path("g.npy") + "' --grad-q '" +
+      path("dq.npy") + "' --grad-k '" + path("dq.npy") + "' --grad-v '" + path("dv.npy") + "'");
   EXPECT_NE(err.find("outputs: expected distinct paths"), std::string::npos) << err;
 }
 
@@ -229,9 +245,9 @@ TEST_F(CliAttentionTest, UnwritableGradientLeavesNoOutputAtAll) {
   // out, lse, dq and dk could be written, but dv's directory does not exist: none may appear.
   save("g.npy", {1, 3, 4, 8});
   std::string err = expect_failure(args("q.npy", "k.npy", "v.npy",
-                                        "--grad-out '" + path("g.npy") + "' --grad-q '" + path("dq.npy") +
-                                            "' --grad-k '" + path("dk.npy") + "' --grad-v '" +
-                                            path("missing/dv.npy") + "'"));
+                                        "--grad-out '" + path("g.npy") + "' --grad-q '" +
+                                            path("dq.npy") + "' --grad-k '" + path("dk.npy") +
+                                            "' --grad-v '" + path("missing/dv.npy") + "'"));
   EXPECT_NE(err.find("missing/dv.npy"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(path("dq.npy")));
   EXPECT_FALSE(fs::exists(path("dk.npy")));

@@ -37,9 +37,9 @@ TEST(CliBench, QuickSeqSuiteJsonHasEveryFieldAndConsistentRates) {
   ASSERT_FALSE(rows.empty());
   int ok_rows = 0, bf16_rows = 0;
   for (const json& row : rows) {
-    for (const char* key : {"suite", "kernel", "dtype", "batch", "heads", "kv_heads", "head_dim",
-                            "q_len", "kv_len", "causal", "threads", "seconds", "gflops",
-                            "pct_of_sgemm", "peak_bytes", "status"})
+    for (const char* key :
+         {"suite", "kernel", "dtype", "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len",
+          "causal", "threads", "seconds", "gflops", "pct_of_sgemm", "peak_bytes", "status"})
       EXPECT_TRUE(row.contains(key)) << "missing " << key << " in " << row.dump();
     EXPECT_EQ(row.at("suite"), "seq");
     EXPECT_EQ(row.at("threads"), 2);

@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 class EncoderCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("headcount_encoder_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("headcount_encoder_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -48,10 +49,13 @@ TEST_F(EncoderCli, Bf16WithoutAvx512Bf16SaysItIsNoFaster) {
   ::setenv("HEADCOUNT_ISA", "avx2", 1);
   const CliResult bf16 = run_cli("embed --dtype bf16 " + input);
   const CliResult fp32 = run_cli("embed " + input);
-  if (cap == nullptr) ::unsetenv("HEADCOUNT_ISA");
-  else ::setenv("HEADCOUNT_ISA", previous.c_str(), 1);
+  if (cap == nullptr)
+    ::unsetenv("HEADCOUNT_ISA");
+  else
+    ::setenv("HEADCOUNT_ISA", previous.c_str(), 1);
   ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
-  EXPECT_NE(bf16.err.find("no AVX512_BF16, so --dtype bf16 widens its weights to fp32 and runs no faster than fp32"),
+  EXPECT_NE(bf16.err.find("no AVX512_BF16, so --dtype bf16 widens its weights to fp32 and runs no "
+                          "faster than fp32"),
             std::string::npos)
       << bf16.err;
   ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
@@ -60,8 +64,9 @@ TEST_F(EncoderCli, Bf16WithoutAvx512Bf16SaysItIsNoFaster) {
 
 TEST_F(EncoderCli, EmbedJsonlInInputOrder) {
   HEADCOUNT_REQUIRE_MINILM();
-  const std::vector<std::string> lines = {"A much longer sentence, with several words in it, comes first.", "",
-                                          "Short one.", "caf\xc3\xa9 \"quoted"};
+  const std::vector<std::string> lines = {
+      "A much longer sentence, with several words in it, comes first.", "", "Short one.",
+      "caf\xc3\xa9 \"quoted"};
   std::string text;
   for (const auto& l : lines) text += l + "\n";
   const CliResult r = run_cli("embed --batch 2 " + file("in.txt", text));
@@ -85,7 +90,8 @@ TEST_F(EncoderCli, EmbedNpyAndTsvAgree) {
   // One thread for the npy run, two for the tsv run: the projections run on the packed GEMM,
   // whose rows do not depend on the thread count (on OpenBLAS's row bands they did, in the 8th
   // digit, with OPENBLAS_CORETYPE=Haswell as AMD hosts set), so the two formats must agree.
-  ASSERT_EQ(run_cli("embed --format npy --threads 1 --out '" + path("e.npy") + "' " + in).exit_code, 0);
+  ASSERT_EQ(run_cli("embed --format npy --threads 1 --out '" + path("e.npy") + "' " + in).exit_code,
+            0);
   const Tensor e = read_npy_f32(path("e.npy"));
   EXPECT_EQ(e.shape(), (std::vector<std::int64_t>{3, 384}));
   const CliResult tsv = run_cli("embed --format tsv --threads 2 " + in);
@@ -100,7 +106,8 @@ TEST_F(EncoderCli, EmbedNpyAndTsvAgree) {
 TEST_F(EncoderCli, EmbedStdin) {
   HEADCOUNT_REQUIRE_MINILM();
   // run_cli feeds /dev/null to stdin, so pipe by hand here.
-  const std::string command = "printf 'hello world\\nbye\\n' | '" HEADCOUNT_CLI_PATH "' embed - >'" + path("out") + "'";
+  const std::string command =
+      "printf 'hello world\\nbye\\n' | '" HEADCOUNT_CLI_PATH "' embed - >'" + path("out") + "'";
   ASSERT_EQ(std::system(command.c_str()), 0);
   std::ifstream out(path("out"));
   std::string first, second, third;
@@ -112,22 +119,29 @@ TEST_F(EncoderCli, EmbedStdin) {
 }
 
 TEST_F(EncoderCli, EmbedBadInput) {
-  expect_one_line_error(run_cli("embed " + file("empty.txt", "")), "expected at least one line of text, got an empty input");
-  expect_one_line_error(run_cli("embed --format npy " + file("x.txt", "a\n")), "--out: expected a file path for --format npy");
-  expect_one_line_error(run_cli("embed --format xml " + file("x.txt", "a\n")), "--format: expected jsonl, npy or tsv, got xml");
-  expect_one_line_error(run_cli("embed '" + path("missing.txt") + "'"), "cannot open the input file");
+  expect_one_line_error(run_cli("embed " + file("empty.txt", "")),
+                        "expected at least one line of text, got an empty input");
+  expect_one_line_error(run_cli("embed --format npy " + file("x.txt", "a\n")),
+                        "--out: expected a file path for --format npy");
+  expect_one_line_error(run_cli("embed --format xml " + file("x.txt", "a\n")),
+                        "--format: expected jsonl, npy or tsv, got xml");
+  expect_one_line_error(run_cli("embed '" + path("missing.txt") + "'"),
+                        "cannot open the input file");
 }
 
 TEST_F(EncoderCli, MissingModelSaysWhereItLooked) {
   const CliResult r = run_cli("similarity --model '" + path("nope") + "' a b");
-  expect_one_line_error(r, "model: expected a directory with model.safetensors, config.json, vocab.txt, got " + path("nope"));
+  expect_one_line_error(
+      r, "model: expected a directory with model.safetensors, config.json, vocab.txt, got " +
+             path("nope"));
   EXPECT_NE(r.err.find("from --model"), std::string::npos) << r.err;
   const CliResult from_env = run_cli("similarity a b");  // default model: fine if set up
   if (!minilm_present()) expect_one_line_error(from_env, "run scripts/setup.sh");
 }
 
 TEST_F(EncoderCli, ModelFromEnvironment) {
-  const std::string cli = std::string("HEADCOUNT_MODEL='") + path("nowhere") + "' '" HEADCOUNT_CLI_PATH "'";
+  const std::string cli =
+      std::string("HEADCOUNT_MODEL='") + path("nowhere") + "' '" HEADCOUNT_CLI_PATH "'";
   const int status = std::system((cli + " similarity a b 2>'" + path("err") + "'").c_str());
   EXPECT_EQ(WEXITSTATUS(status), 2);
   std::ifstream err(path("err"));
@@ -140,7 +154,8 @@ TEST_F(EncoderCli, Similarity) {
   const CliResult same = run_cli("similarity 'A cat sits.' 'A cat sits.'");
   ASSERT_EQ(same.exit_code, 0) << same.err;
   EXPECT_NEAR(std::stod(same.out), 1.0, 1e-6);
-  const CliResult r = run_cli("similarity --json 'A girl is styling her hair.' 'A girl is brushing her hair.'");
+  const CliResult r =
+      run_cli("similarity --json 'A girl is styling her hair.' 'A girl is brushing her hair.'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NEAR(nlohmann::json::parse(r.out).at("cosine").get<double>(), 0.805222, 1e-5);
 }
@@ -149,9 +164,12 @@ TEST_F(EncoderCli, StsJson) {
   HEADCOUNT_REQUIRE_MINILM();
   // Extra trailing fields are ignored; a lone quote is text.
   const std::string sts =
-      "main-captions\tMSRvid\t2012test\t0001\t5.000\tA man is playing a flute.\tA man is playing a flute.\textra\tfields\n"
-      "main-captions\tMSRvid\t2012test\t0002\t0.000\tA woman is slicing an onion.\tThe stock market fell \"sharply.\n"
-      "main-captions\tMSRvid\t2012test\t0003\t3.2\tA dog runs in a field.\tA dog is running on grass.\n";
+      "main-captions\tMSRvid\t2012test\t0001\t5.000\tA man is playing a flute.\tA man is playing a "
+      "flute.\textra\tfields\n"
+      "main-captions\tMSRvid\t2012test\t0002\t0.000\tA woman is slicing an onion.\tThe stock "
+      "market fell \"sharply.\n"
+      "main-captions\tMSRvid\t2012test\t0003\t3.2\tA dog runs in a field.\tA dog is running on "
+      "grass.\n";
   const CliResult r = run_cli("sts --json " + file("sts.tsv", sts));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -161,7 +179,8 @@ TEST_F(EncoderCli, StsJson) {
 }
 
 TEST_F(EncoderCli, StsBadInput) {
-  expect_one_line_error(run_cli("sts " + file("empty.tsv", "")), "expected at least one sentence pair, got an empty file");
+  expect_one_line_error(run_cli("sts " + file("empty.tsv", "")),
+                        "expected at least one sentence pair, got an empty file");
   expect_one_line_error(run_cli("sts " + file("short.tsv", "a\tb\tc\td\t1.0\tonly one sentence\n")),
                         "short.tsv:1: expected 7 TAB-separated fields");
   expect_one_line_error(run_cli("sts " + file("score.tsv", "g\tf\ty\ti\tfive\ts1\ts2\n")),
@@ -170,8 +189,10 @@ TEST_F(EncoderCli, StsBadInput) {
 
 TEST_F(EncoderCli, HeadsJsonAndReport) {
   HEADCOUNT_REQUIRE_MINILM();
-  const std::string corpus = file("corpus.txt", "The cat sat on the mat.\nIt rained all day, so we stayed in.\nShe reads.\n");
-  const CliResult r = run_cli("heads --corpus " + corpus + " --text 'A dog barks.' --json --out '" + path("r.html") + "'");
+  const std::string corpus = file(
+      "corpus.txt", "The cat sat on the mat.\nIt rained all day, so we stayed in.\nShe reads.\n");
+  const CliResult r = run_cli("heads --corpus " + corpus + " --text 'A dog barks.' --json --out '" +
+                              path("r.html") + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("sentences"), 3);
@@ -187,7 +208,8 @@ TEST_F(EncoderCli, HeadsJsonAndReport) {
   std::ifstream in(path("r.html"));
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::size_t heatmaps = 0;
-  for (std::size_t at = html.find("class=\"heatmap\""); at != std::string::npos; at = html.find("class=\"heatmap\"", at + 1))
+  for (std::size_t at = html.find("class=\"heatmap\""); at != std::string::npos;
+       at = html.find("class=\"heatmap\"", at + 1))
     ++heatmaps;
   EXPECT_EQ(heatmaps, 72u);
   EXPECT_NE(html.find("id=\"role-grid\""), std::string::npos);
@@ -199,17 +221,22 @@ TEST_F(EncoderCli, HeadsJsonAndReport) {
 
 TEST_F(EncoderCli, HeadsBadInput) {
   const std::string corpus = file("c.txt", "One sentence.\n");
-  expect_one_line_error(run_cli("heads --corpus " + corpus), "--out: expected a file for the HTML report (or --json");
+  expect_one_line_error(run_cli("heads --corpus " + corpus),
+                        "--out: expected a file for the HTML report (or --json");
   expect_one_line_error(run_cli("heads --json --stats-kernel fast --corpus " + corpus),
                         "--stats-kernel: expected streaming or reference, got fast");
-  expect_one_line_error(run_cli("heads --corpus " + corpus + " --out '" + path("no/such/dir/r.html") + "'"),
-                        "cannot create");
-  expect_one_line_error(run_cli("heads --json --corpus '" + path("missing.txt") + "'"), "cannot open the input file");
-  expect_one_line_error(run_cli("heads --json --max-pairs -1 --corpus " + corpus), "--max-pairs: expected >= 0");
+  expect_one_line_error(
+      run_cli("heads --corpus " + corpus + " --out '" + path("no/such/dir/r.html") + "'"),
+      "cannot create");
+  expect_one_line_error(run_cli("heads --json --corpus '" + path("missing.txt") + "'"),
+                        "cannot open the input file");
+  expect_one_line_error(run_cli("heads --json --max-pairs -1 --corpus " + corpus),
+                        "--max-pairs: expected >= 0");
   if (minilm_present()) {
     std::string words;
     for (int i = 0; i < 70; ++i) words += "word ";
-    expect_one_line_error(run_cli("heads --corpus " + corpus + " --text '" + words + "' --out '" + path("r.html") + "'"),
+    expect_one_line_error(run_cli("heads --corpus " + corpus + " --text '" + words + "' --out '" +
+                                  path("r.html") + "'"),
                           "--text: expected at most 64 tokens with [CLS] and [SEP]");
     EXPECT_FALSE(fs::exists(path("r.html"))) << "no report after an error";
     for (const auto& entry : fs::directory_iterator(dir_))

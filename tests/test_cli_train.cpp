@@ -20,14 +20,13 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("headcount_cli_train_" + std::to_string(::getpid()) + "_" + name);
+  const fs::path dir = fs::temp_directory_path() /
+                       ("headcount_cli_train_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(dir);
   return dir;
 }
 
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void write_file(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
 void expect_one_line_error(const std::string& args, const std::string& part) {
   const CliResult r = run_cli("train " + args);
@@ -48,7 +47,8 @@ TEST(CliTrain, BadInputIsOneLineAndExitTwo) {
   expect_one_line_error("--config '" + (dir / "broken.json").string() + "'", "syntax error");
   write_file(dir / "unknown.json", R"({"task": {"name": "copy"}, "model": {"layer": 2}})");
   expect_one_line_error("--config '" + (dir / "unknown.json").string() + "'", "\"layer\"");
-  write_file(dir / "heads.json", R"({"task": {"name": "copy"}, "model": {"d_model": 32, "heads": 3}})");
+  write_file(dir / "heads.json",
+             R"({"task": {"name": "copy"}, "model": {"d_model": 32, "heads": 3}})");
   expect_one_line_error("--config '" + (dir / "heads.json").string() + "'", "model.heads");
   write_file(dir / "task.json", R"({"task": {"name": "copy", "seq_len": 15}})");
   expect_one_line_error("--config '" + (dir / "task.json").string() + "'", "seq_len");
@@ -58,10 +58,12 @@ TEST(CliTrain, BadInputIsOneLineAndExitTwo) {
   expect_one_line_error("--preset copy --seed -1", "--seed");
   expect_one_line_error("--resume '" + (dir / "nothing").string() + "'", "checkpoint");
   expect_one_line_error("--resume '" + dir.string() + "' --seed 3", "--seed");
-  expect_one_line_error("--preset copy --steps 0 --dump-batches '" + (dir / "b").string() + "'", "--dump-batches");
+  expect_one_line_error("--preset copy --steps 0 --dump-batches '" + (dir / "b").string() + "'",
+                        "--dump-batches");
   // --out under a regular file: the run cannot write; no checkpoint appears anywhere.
   write_file(dir / "file", "x");
-  expect_one_line_error("--preset copy --steps 1 --quiet --out '" + (dir / "file" / "ckpt").string() + "'", "file");
+  expect_one_line_error(
+      "--preset copy --steps 1 --quiet --out '" + (dir / "file" / "ckpt").string() + "'", "file");
   EXPECT_FALSE(fs::exists(dir / "b"));
   fs::remove_all(dir);
 }
@@ -69,7 +71,8 @@ TEST(CliTrain, BadInputIsOneLineAndExitTwo) {
 TEST(CliTrain, RunResumeInitialCheckpointAndBatches) {
   const fs::path dir = fresh_dir("run");
   const std::string out = (dir / "ckpt").string();
-  CliResult r = run_cli("train --preset copy --steps 20 --threads 2 --json --quiet --out '" + out + "'");
+  CliResult r =
+      run_cli("train --preset copy --steps 20 --threads 2 --json --quiet --out '" + out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["final"]["step"], 20);
@@ -94,7 +97,8 @@ TEST(CliTrain, RunResumeInitialCheckpointAndBatches) {
   r = run_cli("train --preset copy --steps 0 --quiet --out '" + (dir / "init").string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / "init" / "checkpoint.safetensors"));
-  r = run_cli("train --preset copy --steps 3 --quiet --dump-batches '" + (dir / "batches").string() + "'");
+  r = run_cli("train --preset copy --steps 3 --quiet --dump-batches '" +
+              (dir / "batches").string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Tensor tokens = read_npy((dir / "batches" / "tokens.npy").string());
   const Tensor targets = read_npy((dir / "batches" / "targets.npy").string());
@@ -102,7 +106,8 @@ TEST(CliTrain, RunResumeInitialCheckpointAndBatches) {
   EXPECT_EQ(targets.shape(), tokens.shape());
   EXPECT_EQ(tokens.dtype(), DType::f32);
   const float* t = targets.data<const float>();
-  EXPECT_TRUE(std::any_of(t, t + targets.numel(), [](float v) { return v == -1.0f; }));  // prompt positions
+  EXPECT_TRUE(
+      std::any_of(t, t + targets.numel(), [](float v) { return v == -1.0f; }));  // prompt positions
   EXPECT_TRUE(std::any_of(t, t + targets.numel(), [](float v) { return v >= 0.0f; }));
   fs::remove_all(dir);
 }
@@ -110,7 +115,8 @@ TEST(CliTrain, RunResumeInitialCheckpointAndBatches) {
 TEST(CliTrain, HelpListsPresetsAndConfigFields) {
   const CliResult r = run_cli("train --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* part : {"nanogpt-cpu", "copy", "assoc-recall", "multi-relation", "warmup_steps", "attention_only"})
+  for (const char* part :
+       {"nanogpt-cpu", "copy", "assoc-recall", "multi-relation", "warmup_steps", "attention_only"})
     EXPECT_NE(r.out.find(part), std::string::npos) << part;
 }
 
@@ -123,7 +129,8 @@ TEST(CliTrain, BenchTrainSuiteReportsTheStep) {
   EXPECT_GT(j["tokens_per_second"].get<double>(), 0);
   EXPECT_GT(j["median_forward_seconds"].get<double>(), 0);
   EXPECT_GT(j["median_optimizer_seconds"].get<double>(), 0);
-  EXPECT_NEAR(j["tokens_per_second"].get<double>() * j["median_step_seconds"].get<double>(), 768.0, 1e-6 * 768);
+  EXPECT_NEAR(j["tokens_per_second"].get<double>() * j["median_step_seconds"].get<double>(), 768.0,
+              1e-6 * 768);
 }
 
 }  // namespace

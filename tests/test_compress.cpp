@@ -32,22 +32,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kTinyTolerance = 1.4e-4;   // 2E for the tiny models (derivation above)
-constexpr double kMiniLMTolerance = 4e-6;   // 2E for all-MiniLM-L6-v2
+constexpr double kTinyTolerance = 1.4e-4;  // 2E for the tiny models (derivation above)
+constexpr double kMiniLMTolerance = 4e-6;  // 2E for all-MiniLM-L6-v2
 
 double max_abs_difference(const Tensor& a, const Tensor& b) {
   double m = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
   return m;
 }
 
-const std::vector<std::string> kTinyTexts = {"the cats sat on the mat.", "a cat", "the mat", "on a mat the cat sat .", ""};
+const std::vector<std::string> kTinyTexts = {"the cats sat on the mat.", "a cat", "the mat",
+                                             "on a mat the cat sat .", ""};
 
 class Compress : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("headcount_compress_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = fs::temp_directory_path() /
+            ("headcount_compress_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_ / "tiny");
     write_tiny_model(root_ / "tiny");
@@ -56,14 +59,23 @@ class Compress : public ::testing::Test {
 
   // d 16, 4 heads of 4, 2 layers, d_ff 32, 12-token vocabulary, random weights.
   static void write_tiny_model(const fs::path& dir, const std::string& extra_config = "") {
-    std::ofstream(dir / "config.json") << R"({"model_type":"bert","hidden_size":16,"num_hidden_layers":2,"num_attention_heads":4,
+    std::ofstream(dir / "config.json")
+        << R"({"model_type":"bert","hidden_size":16,"num_hidden_layers":2,"num_attention_heads":4,
       "intermediate_size":32,"vocab_size":12,"max_position_embeddings":16,"type_vocab_size":2,
-      "layer_norm_eps":1e-12,"hidden_act":"gelu","position_embedding_type":"absolute")" << extra_config << "}";
-    std::ofstream(dir / "vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\nsat\n##s\non\nmat\n.\na\n";
-    std::ofstream(dir / "sentence_bert_config.json") << R"({"max_seq_length": 12, "do_lower_case": false})";
+      "layer_norm_eps":1e-12,"hidden_act":"gelu","position_embedding_type":"absolute")"
+        << extra_config << "}";
+    std::ofstream(dir / "vocab.txt")
+        << "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\nsat\n##s\non\nmat\n.\na\n";
+    std::ofstream(dir / "sentence_bert_config.json")
+        << R"({"max_seq_length": 12, "do_lower_case": false})";
     EncoderConfig c;
-    c.hidden_size = 16; c.layers = 2; c.heads = 4; c.intermediate_size = 32; c.vocab_size = 12;
-    c.max_position_embeddings = 16; c.type_vocab_size = 2;
+    c.hidden_size = 16;
+    c.layers = 2;
+    c.heads = 4;
+    c.intermediate_size = 32;
+    c.vocab_size = 12;
+    c.max_position_embeddings = 16;
+    c.type_vocab_size = 2;
     std::vector<F32Tensor> tensors;
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 0.3f);
@@ -94,8 +106,10 @@ TEST_F(Compress, ConfigReadsPrunedHeadsAndKvHeads) {
   EXPECT_EQ(pruned.config.head_offset(1), 2);
   EXPECT_EQ(pruned.config.original_head(0, 1), 2);  // layer 0 keeps heads 0 and 2
   EXPECT_EQ(pruned.config.original_head(1, 0), 1);
-  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.self.query.weight").shape(), (std::vector<std::int64_t>{8, 16}));
-  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.output.dense.weight").shape(), (std::vector<std::int64_t>{16, 8}));
+  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.self.query.weight").shape(),
+            (std::vector<std::int64_t>{8, 16}));
+  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.output.dense.weight").shape(),
+            (std::vector<std::int64_t>{16, 8}));
   write_encoder_dir(pruned, (root_ / "pruned").string());
   std::ifstream in(root_ / "pruned" / "config.json");
   const nlohmann::json config = nlohmann::json::parse(in);
@@ -107,16 +121,21 @@ TEST_F(Compress, ConfigReadsPrunedHeadsAndKvHeads) {
   EXPECT_EQ(back.pruned_heads, pruned.config.pruned_heads);
 
   // Pruning a pruned model: original indices, only heads still there.
-  const EncoderWeights again = prune_heads(read_encoder_weights((root_ / "pruned").string()), {{2}, {}});
+  const EncoderWeights again =
+      prune_heads(read_encoder_weights((root_ / "pruned").string()), {{2}, {}});
   EXPECT_EQ(again.config.pruned_heads[0], (std::vector<std::int64_t>{1, 2, 3}));
-  expect_error([&] { prune_heads(read_encoder_weights((root_ / "pruned").string()), {{1}, {}}); },
-               {"layer 0 head 1", "one pruned before"});
+  expect_error(
+      [&] {
+        prune_heads(read_encoder_weights((root_ / "pruned").string()), {{1}, {}});
+      },
+      {"layer 0 head 1", "one pruned before"});
 
   const EncoderWeights gqa = convert_kv_heads(w, 2, KvConvertMethod::mean);
   write_encoder_dir(gqa, (root_ / "gqa").string());
   const EncoderConfig g = read_encoder_config((root_ / "gqa").string());
   EXPECT_EQ(g.kv_heads, (std::vector<std::int64_t>{2, 2}));
-  EXPECT_EQ(kv_cache_bytes_per_token(g), 2 * 2 * 2 * 4 * 4);  // layers x (K, V) x kv heads x head_dim x f32
+  EXPECT_EQ(kv_cache_bytes_per_token(g),
+            2 * 2 * 2 * 4 * 4);  // layers x (K, V) x kv heads x head_dim x f32
 }
 
 TEST_F(Compress, BadHeadLayoutsAreErrors) {
@@ -127,21 +146,29 @@ TEST_F(Compress, BadHeadLayoutsAreErrors) {
     write_tiny_model(dir, extra);
     return read_encoder_config(dir.string());
   };
-  expect_error([&] { load_with(R"(,"pruned_heads":{"0":[4]})"); }, {"pruned_heads[0]", "head indices in [0, 4)", "4"});
+  expect_error([&] { load_with(R"(,"pruned_heads":{"0":[4]})"); },
+               {"pruned_heads[0]", "head indices in [0, 4)", "4"});
   expect_error([&] { load_with(R"(,"pruned_heads":{"2":[0]})"); }, {"pruned_heads key", "\"2\""});
   expect_error([&] { load_with(R"(,"pruned_heads":{"x":[0]})"); }, {"pruned_heads key"});
-  expect_error([&] { load_with(R"(,"pruned_heads":{"1":[0,1,2,3]})"); }, {"pruned_heads[1]", "one must stay"});
+  expect_error([&] { load_with(R"(,"pruned_heads":{"1":[0,1,2,3]})"); },
+               {"pruned_heads[1]", "one must stay"});
   expect_error([&] { load_with(R"(,"pruned_heads":[1])"); }, {"pruned_heads", "an object"});
   expect_error([&] { load_with(R"(,"headcount_kv_heads":3)"); }, {"kv_heads[0]", "a divisor"});
-  expect_error([&] { load_with(R"(,"headcount_kv_heads":[2])"); }, {"headcount_kv_heads", "2 entries"});
+  expect_error([&] { load_with(R"(,"headcount_kv_heads":[2])"); },
+               {"headcount_kv_heads", "2 entries"});
   // Heads sorted and deduplicated as Hugging Face's set does; the weights then must match.
-  EXPECT_EQ(load_with(R"(,"pruned_heads":{"1":[2,0,2]})").pruned_heads[1], (std::vector<std::int64_t>{0, 2}));
-  expect_error([&] { BertEncoder::load(dir.string()); }, {"encoder.layer.1.attention.self.query.weight"});
+  EXPECT_EQ(load_with(R"(,"pruned_heads":{"1":[2,0,2]})").pruned_heads[1],
+            (std::vector<std::int64_t>{0, 2}));
+  expect_error([&] { BertEncoder::load(dir.string()); },
+               {"encoder.layer.1.attention.self.query.weight"});
 
   const EncoderWeights w = read_encoder_weights((root_ / "tiny").string());
   expect_error([&] { prune_heads(w, {{0, 1, 2, 3}, {}}); }, {"layer 0", "at least one head left"});
-  expect_error([&] { prune_heads(convert_kv_heads(w, 2, KvConvertMethod::mean), {{0}, {}}); },
-               {"layer 0 K/V group 0", "whole group", "1 of them"});
+  expect_error(
+      [&] {
+        prune_heads(convert_kv_heads(w, 2, KvConvertMethod::mean), {{0}, {}});
+      },
+      {"layer 0 K/V group 0", "whole group", "1 of them"});
   expect_error([&] { parse_head_list("0:1,x", w.config); }, {"--heads", "\"x\""});
   expect_error([&] { parse_head_list("2:0", w.config); }, {"--heads", "\"2:0\""});
   expect_error([&] { parse_head_list("0:4", w.config); }, {"--heads"});
@@ -149,10 +176,12 @@ TEST_F(Compress, BadHeadLayoutsAreErrors) {
   // The output directory: refused when it holds something, and nothing left behind on failure.
   fs::create_directories(root_ / "full");
   std::ofstream(root_ / "full" / "x") << "x";
-  expect_error([&] { write_encoder_dir(w, (root_ / "full").string()); }, {"--out", "does not exist yet"});
+  expect_error([&] { write_encoder_dir(w, (root_ / "full").string()); },
+               {"--out", "does not exist yet"});
   EncoderWeights broken = prune_heads(w, {{0}, {}});
   broken.tensors.erase("encoder.layer.1.output.dense.bias");
-  expect_error([&] { write_encoder_dir(broken, (root_ / "broken").string()); }, {"encoder.layer.1.output.dense.bias"});
+  expect_error([&] { write_encoder_dir(broken, (root_ / "broken").string()); },
+               {"encoder.layer.1.output.dense.bias"});
   EXPECT_FALSE(fs::exists(root_ / "broken"));
 }
 
@@ -169,10 +198,12 @@ TEST_F(Compress, PrunedModelEqualsMaskedModel) {
 // A grouped model loses a K/V head only with its whole group: pruning heads 0 and 1 of layer 0
 // (group 0 of 2) removes K/V head 0 and equals masking those two heads.
 TEST_F(Compress, PruningAWholeGroupRemovesItsKvHead) {
-  const EncoderWeights gqa = convert_kv_heads(read_encoder_weights((root_ / "tiny").string()), 2, KvConvertMethod::mean);
+  const EncoderWeights gqa =
+      convert_kv_heads(read_encoder_weights((root_ / "tiny").string()), 2, KvConvertMethod::mean);
   const EncoderWeights pruned = prune_heads(gqa, {{0, 1}, {}});
   EXPECT_EQ(pruned.config.kv_heads, (std::vector<std::int64_t>{1, 2}));
-  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.self.key.weight").shape(), (std::vector<std::int64_t>{4, 16}));
+  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.self.key.weight").shape(),
+            (std::vector<std::int64_t>{4, 16}));
   const BertEncoder grouped = encoder_from_weights(gqa);
   const std::vector<float> mask = {0, 0, 1, 1, 1, 1, 1, 1};
   const Tensor ours = embed(encoder_from_weights(pruned));
@@ -187,11 +218,13 @@ TEST_F(Compress, GqaModelEqualsItsRepeatedExport) {
     const BertEncoder grouped = encoder_from_weights(gqa);
     const BertEncoder repeated = encoder_from_weights(repeat_kv_heads(gqa));
     EXPECT_FALSE(repeated.config().is_grouped());
-    EXPECT_LE(max_abs_difference(embed(grouped), embed(repeated)), kTinyTolerance) << g << " K/V heads";
+    EXPECT_LE(max_abs_difference(embed(grouped), embed(repeated)), kTinyTolerance)
+        << g << " K/V heads";
   }
   // kv_heads = heads changes no weight: the same model bit for bit.
   const BertEncoder same = encoder_from_weights(convert_kv_heads(w, 4, KvConvertMethod::aligned));
-  EXPECT_EQ(max_abs_difference(embed(same), embed(BertEncoder::load((root_ / "tiny").string()))), 0.0);
+  EXPECT_EQ(max_abs_difference(embed(same), embed(BertEncoder::load((root_ / "tiny").string()))),
+            0.0);
 }
 
 // Weights where heads 1 and 3 compute exactly what heads 0 and 2 compute, but in rotated
@@ -221,36 +254,44 @@ TEST_F(Compress, AlignedPoolingUndoesRotations) {
     const std::string p = "encoder.layer." + std::to_string(l) + ".attention.";
     for (std::int64_t src : {0, 2}) {
       const std::vector<double> r = random_orthogonal(), s = random_orthogonal();
-      auto rotate_rows = [&](const std::string& weight, const std::string& bias, const std::vector<double>& rot) {
+      auto rotate_rows = [&](const std::string& weight, const std::string& bias,
+                             const std::vector<double>& rot) {
         Tensor& W = w.tensors.at(p + weight);
         Tensor& b = w.tensors.at(p + bias);
-        for (std::int64_t i = 0; i < hd; ++i) {  // row (src+1)*hd + i = sum_k rot[k][i] row src*hd + k
+        for (std::int64_t i = 0; i < hd;
+             ++i) {  // row (src+1)*hd + i = sum_k rot[k][i] row src*hd + k
           for (std::int64_t c = 0; c < d; ++c) {
             double acc = 0;
-            for (std::int64_t k = 0; k < hd; ++k) acc += rot[k * hd + i] * W.data<float>()[(src * hd + k) * d + c];
+            for (std::int64_t k = 0; k < hd; ++k)
+              acc += rot[k * hd + i] * W.data<float>()[(src * hd + k) * d + c];
             W.data<float>()[((src + 1) * hd + i) * d + c] = static_cast<float>(acc);
           }
           double acc = 0;
-          for (std::int64_t k = 0; k < hd; ++k) acc += rot[k * hd + i] * b.data<float>()[src * hd + k];
+          for (std::int64_t k = 0; k < hd; ++k)
+            acc += rot[k * hd + i] * b.data<float>()[src * hd + k];
           b.data<float>()[(src + 1) * hd + i] = static_cast<float>(acc);
         }
       };
       rotate_rows("self.query.weight", "self.query.bias", r);
       rotate_rows("self.key.weight", "self.key.bias", r);
       rotate_rows("self.value.weight", "self.value.bias", s);
-      Tensor& wo = w.tensors.at(p + "output.dense.weight");  // [d, heads*hd]: columns of head src+1 = W_o_src S
+      Tensor& wo = w.tensors.at(
+          p + "output.dense.weight");  // [d, heads*hd]: columns of head src+1 = W_o_src S
       for (std::int64_t row = 0; row < d; ++row)
         for (std::int64_t j = 0; j < hd; ++j) {
           double acc = 0;
-          for (std::int64_t k = 0; k < hd; ++k) acc += static_cast<double>(wo.data<float>()[row * 16 + src * hd + k]) * s[k * hd + j];
+          for (std::int64_t k = 0; k < hd; ++k)
+            acc += static_cast<double>(wo.data<float>()[row * 16 + src * hd + k]) * s[k * hd + j];
           wo.data<float>()[row * 16 + (src + 1) * hd + j] = static_cast<float>(acc);
         }
     }
   }
   const BertEncoder original = encoder_from_weights(w);
   const Tensor reference = embed(original);
-  const double aligned = max_abs_difference(embed(encoder_from_weights(convert_kv_heads(w, 2, KvConvertMethod::aligned))), reference);
-  const double mean = max_abs_difference(embed(encoder_from_weights(convert_kv_heads(w, 2, KvConvertMethod::mean))), reference);
+  const double aligned = max_abs_difference(
+      embed(encoder_from_weights(convert_kv_heads(w, 2, KvConvertMethod::aligned))), reference);
+  const double mean = max_abs_difference(
+      embed(encoder_from_weights(convert_kv_heads(w, 2, KvConvertMethod::mean))), reference);
   EXPECT_LE(aligned, kTinyTolerance);
   EXPECT_GT(mean, 100 * kTinyTolerance);
 }
@@ -272,8 +313,10 @@ TEST_F(Compress, ClusteredPoolingGroupsSimilarHeads) {
     }
   }
   const Tensor reference = embed(encoder_from_weights(w));
-  const double clustered = max_abs_difference(embed(encoder_from_weights(convert_kv_heads(w, 2, KvConvertMethod::clustered))), reference);
-  const double mean = max_abs_difference(embed(encoder_from_weights(convert_kv_heads(w, 2, KvConvertMethod::mean))), reference);
+  const double clustered = max_abs_difference(
+      embed(encoder_from_weights(convert_kv_heads(w, 2, KvConvertMethod::clustered))), reference);
+  const double mean = max_abs_difference(
+      embed(encoder_from_weights(convert_kv_heads(w, 2, KvConvertMethod::mean))), reference);
   EXPECT_LE(clustered, kTinyTolerance);
   EXPECT_GT(mean, 100 * kTinyTolerance);
 }
@@ -290,19 +333,23 @@ TEST_F(Compress, RemovalMaskKeepsOneHeadPerLayer) {
 
 TEST_F(Compress, PruneCommandWritesALoadableModel) {
   const std::string tiny = (root_ / "tiny").string(), out = (root_ / "cli").string();
-  const CliResult r = run_cli("prune --model '" + tiny + "' --heads 0:1,1:2,1:3 --out '" + out + "'");
+  const CliResult r =
+      run_cli("prune --model '" + tiny + "' --heads 0:1,1:2,1:3 --out '" + out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(BertEncoder::load(out).config().total_heads(), 5);
   const CliResult again = run_cli("prune --model '" + tiny + "' --heads 0:1 --out '" + out + "'");
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("does not exist yet"), std::string::npos) << again.err;
-  const CliResult both = run_cli("prune --model '" + tiny + "' --heads 0:1 --keep 3 --out '" + out + "2'");
+  const CliResult both =
+      run_cli("prune --model '" + tiny + "' --heads 0:1 --keep 3 --out '" + out + "2'");
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("exactly one of them"), std::string::npos) << both.err;
-  const CliResult gqa = run_cli("convert --model '" + tiny + "' --kv-heads 2 --method aligned --out '" + out + "3'");
+  const CliResult gqa =
+      run_cli("convert --model '" + tiny + "' --kv-heads 2 --method aligned --out '" + out + "3'");
   ASSERT_EQ(gqa.exit_code, 0) << gqa.err;
   EXPECT_TRUE(BertEncoder::load(out + "3").config().is_grouped());
-  const CliResult bad = run_cli("convert --model '" + tiny + "' --kv-heads 2 --method median --out '" + out + "4'");
+  const CliResult bad =
+      run_cli("convert --model '" + tiny + "' --kv-heads 2 --method median --out '" + out + "4'");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("mean, aligned or clustered"), std::string::npos) << bad.err;
 }
@@ -334,8 +381,9 @@ TEST(CompressMiniLM, PrunedEqualsMaskedAndGqaEqualsRepeated) {
   EXPECT_GT(max_abs_difference(pruned, full.embed(ctx, texts)), 100 * kMiniLMTolerance);
 
   const EncoderWeights gqa = convert_kv_heads(w, 4, KvConvertMethod::mean);
-  const double gqa_diff = max_abs_difference(encoder_from_weights(gqa).embed(ctx, texts),
-                                             encoder_from_weights(repeat_kv_heads(gqa)).embed(ctx, texts));
+  const double gqa_diff =
+      max_abs_difference(encoder_from_weights(gqa).embed(ctx, texts),
+                         encoder_from_weights(repeat_kv_heads(gqa)).embed(ctx, texts));
   std::printf("[ compress ] GQA vs repeated max |diff| %.3g\n", gqa_diff);
   EXPECT_LE(gqa_diff, kMiniLMTolerance);
 }
@@ -352,13 +400,18 @@ TEST_F(Compress, CurveAndSpeedCommandsRunOnATinyModel) {
   const fs::path sts = root_ / "sts.tsv";
   {
     std::ofstream out(sts);
-    const char* s[] = {"the cat sat", "a cat sat on the mat", "the mat", "a mat", "the cats sat on a mat .", "on the cat"};
+    const char* s[] = {"the cat sat", "a cat sat on the mat",    "the mat",
+                       "a mat",       "the cats sat on a mat .", "on the cat"};
     for (int i = 0; i < 6; ++i)
-      for (int j = i + 1; j < 6; ++j) out << "g\tf\ty\t" << i << j << '\t' << (i * 7 + j * 3) % 6 << '\t' << s[i] << '\t' << s[j] << '\n';
+      for (int j = i + 1; j < 6; ++j)
+        out << "g\tf\ty\t" << i << j << '\t' << (i * 7 + j * 3) % 6 << '\t' << s[i] << '\t' << s[j]
+            << '\n';
   }
   const std::string tiny = (root_ / "tiny").string(), json_path = (root_ / "curve.json").string();
-  const CliResult r = run_cli("prune-curve --model '" + tiny + "' --dev '" + sts.string() + "' --test '" + sts.string() +
-                              "' --random-orders 2 --threads 1 --json-out '" + json_path + "' --out '" + (root_ / "c.html").string() + "'");
+  const CliResult r =
+      run_cli("prune-curve --model '" + tiny + "' --dev '" + sts.string() + "' --test '" +
+              sts.string() + "' --random-orders 2 --threads 1 --json-out '" + json_path +
+              "' --out '" + (root_ / "c.html").string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(json_path);
   const nlohmann::json curve = nlohmann::json::parse(in);
@@ -367,47 +420,57 @@ TEST_F(Compress, CurveAndSpeedCommandsRunOnATinyModel) {
   ASSERT_EQ(points.size(), 9u);
   EXPECT_EQ(points[8].at("heads_removed"), 6);
   for (const char* key : {"iterative", "physical", "random_mean"})
-    EXPECT_DOUBLE_EQ(points[0].at(key).get<double>(), points[0].at("ablation").get<double>()) << key;
-  // The physically pruned models score what the masked ones do (Spearman of rank-identical cosines).
-  for (const auto& p : points) EXPECT_NEAR(p.at("physical").get<double>(), p.at("ablation").get<double>(), 1e-6);
+    EXPECT_DOUBLE_EQ(points[0].at(key).get<double>(), points[0].at("ablation").get<double>())
+        << key;
+  // The physically pruned models score what the masked ones do (Spearman of rank-identical
+  // cosines).
+  for (const auto& p : points)
+    EXPECT_NEAR(p.at("physical").get<double>(), p.at("ablation").get<double>(), 1e-6);
   EXPECT_EQ(curve.at("ablation_order").size(), 8u);
   // Ranked and scored on the same pairs, the first re-ranking step is the plain ablation's.
   EXPECT_DOUBLE_EQ(points[1].at("iterative").get<double>(), points[1].at("ablation").get<double>());
 
   // The conversion table, and both results drawn into the heads report.
-  const std::string sweep_path = (root_ / "sweep.json").string(), report = (root_ / "heads.html").string();
-  const CliResult sweep = run_cli("convert-sweep --model '" + tiny + "' --test '" + sts.string() + "' --kv-heads 4,2,1 --threads 1 --json-out '" +
-                                  sweep_path + "'");
+  const std::string sweep_path = (root_ / "sweep.json").string(),
+                    report = (root_ / "heads.html").string();
+  const CliResult sweep = run_cli("convert-sweep --model '" + tiny + "' --test '" + sts.string() +
+                                  "' --kv-heads 4,2,1 --threads 1 --json-out '" + sweep_path + "'");
   ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
   std::ifstream sweep_in(sweep_path);
   const nlohmann::json sweep_rows = nlohmann::json::parse(sweep_in).at("rows");
   ASSERT_EQ(sweep_rows.size(), 9u);
   EXPECT_EQ(sweep_rows[0].at("kv_cache_bytes_per_token"), 2 * 2 * 4 * 4 * 4);
   EXPECT_EQ(sweep_rows[8].at("kv_cache_bytes_per_token"), 2 * 2 * 1 * 4 * 4);
-  const CliResult heads = run_cli("heads --model '" + tiny + "' --corpus '" + sts.string() + "' --text 'the cat sat' --threads 1 --prune-curve '" +
-                                  json_path + "' --convert-sweep '" + sweep_path + "' --out '" + report + "'");
+  const CliResult heads = run_cli("heads --model '" + tiny + "' --corpus '" + sts.string() +
+                                  "' --text 'the cat sat' --threads 1 --prune-curve '" + json_path +
+                                  "' --convert-sweep '" + sweep_path + "' --out '" + report + "'");
   ASSERT_EQ(heads.exit_code, 0) << heads.err;
   std::ifstream html_in(report);
-  const std::string html((std::istreambuf_iterator<char>(html_in)), std::istreambuf_iterator<char>());
+  const std::string html((std::istreambuf_iterator<char>(html_in)),
+                         std::istreambuf_iterator<char>());
   EXPECT_NE(html.find("id=\"prune-curve\""), std::string::npos);
   EXPECT_NE(html.find("id=\"convert-sweep\""), std::string::npos);
   EXPECT_NE(html.find("Michel et al. 2019"), std::string::npos);
 
-  const CliResult pruned = run_cli("prune --model '" + tiny + "' --fraction 0.5 --order-from '" + json_path + "' --out '" +
-                                   (root_ / "half").string() + "'");
+  const CliResult pruned = run_cli("prune --model '" + tiny + "' --fraction 0.5 --order-from '" +
+                                   json_path + "' --out '" + (root_ / "half").string() + "'");
   ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
   EXPECT_EQ(BertEncoder::load((root_ / "half").string()).config().total_heads(), 4);
 
-  const CliResult speed = run_cli("prune-speed --model '" + tiny + "' --fractions 0,0.5 --batches 1,3 --repeats 1 --sentences '" +
-                                  (root_ / "tiny" / "vocab.txt").string() + "' --json-out '" + (root_ / "speed.json").string() + "'");
+  const CliResult speed = run_cli("prune-speed --model '" + tiny +
+                                  "' --fractions 0,0.5 --batches 1,3 --repeats 1 --sentences '" +
+                                  (root_ / "tiny" / "vocab.txt").string() + "' --json-out '" +
+                                  (root_ / "speed.json").string() + "'");
   ASSERT_EQ(speed.exit_code, 0) << speed.err;
   std::ifstream speed_in(root_ / "speed.json");
   const nlohmann::json rows = nlohmann::json::parse(speed_in).at("rows");
   ASSERT_EQ(rows.size(), 4u);
-  EXPECT_LT(rows[1].at("macs_per_pass").get<std::int64_t>(), rows[0].at("macs_per_pass").get<std::int64_t>());
+  EXPECT_LT(rows[1].at("macs_per_pass").get<std::int64_t>(),
+            rows[0].at("macs_per_pass").get<std::int64_t>());
   // An STS-B file: both sentences of each of its 15 pairs.
-  const CliResult from_sts = run_cli("prune-speed --model '" + tiny + "' --fractions 0 --batches 4 --repeats 1 --sentences '" +
-                                     sts.string() + "' --json-out '" + (root_ / "speed-sts.json").string() + "'");
+  const CliResult from_sts = run_cli(
+      "prune-speed --model '" + tiny + "' --fractions 0 --batches 4 --repeats 1 --sentences '" +
+      sts.string() + "' --json-out '" + (root_ / "speed-sts.json").string() + "'");
   ASSERT_EQ(from_sts.exit_code, 0) << from_sts.err;
   std::ifstream sts_in(root_ / "speed-sts.json");
   EXPECT_EQ(nlohmann::json::parse(sts_in).at("sentences"), 30);

@@ -264,7 +264,8 @@ TEST(CostCli, JsonFigures) {
   EXPECT_EQ(find_stage(doc, "scores")["macs"], 512'000'000);
   EXPECT_EQ(find_stage(doc, "weighted sum")["macs"], 512'000'000);
   EXPECT_EQ(find_stage(doc, "scores")["reference_score_entries"], 8'000'000);
-  EXPECT_EQ(find_stage(doc, "scores")["streaming_score_entries"], tuning::streaming_tile_entries(1, 1000));
+  EXPECT_EQ(find_stage(doc, "scores")["streaming_score_entries"],
+            tuning::streaming_tile_entries(1, 1000));
   EXPECT_EQ(doc["kv_cache_bytes_per_token"], 4096);
   EXPECT_EQ(doc["total_parameters"], 3'145'728);
 }

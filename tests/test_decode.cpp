@@ -22,8 +22,8 @@
 #include <limits>
 #include <random>
 
-#include "headcount/decode.h"
 #include "expect_error.h"
+#include "headcount/decode.h"
 #include "headcount/error.h"
 #include "headcount/kv_cache.h"
 #include "headcount/multi_head_attention.h"
@@ -52,8 +52,9 @@ struct DecodeCase {
   i64 batch = 1, heads = 1, kv_heads = 1, head_dim = 16, v_head_dim = 16, q_len = 1;
   std::vector<i64> lengths;  // cache rows per sequence, the q_len new ones included
   std::string name() const {
-    std::string s = "b" + std::to_string(batch) + "_h" + std::to_string(heads) + "_kv" + std::to_string(kv_heads) + "_d" +
-                    std::to_string(head_dim) + "_dv" + std::to_string(v_head_dim) + "_q" + std::to_string(q_len) + "_len";
+    std::string s = "b" + std::to_string(batch) + "_h" + std::to_string(heads) + "_kv" +
+                    std::to_string(kv_heads) + "_d" + std::to_string(head_dim) + "_dv" +
+                    std::to_string(v_head_dim) + "_q" + std::to_string(q_len) + "_len";
     for (i64 l : lengths) s += "_" + std::to_string(l);
     return s;
   }
@@ -78,13 +79,19 @@ Data make_data(const DecodeCase& c, std::uint64_t seed) {
 
 KvCache fill_cache(const Data& d, CacheDType dtype) {
   const DecodeCase& c = d.c;
-  KvCache cache({.batch = c.batch, .kv_heads = c.kv_heads, .head_dim = c.head_dim, .v_head_dim = c.v_head_dim,
-                 .capacity = d.capacity, .dtype = dtype});
+  KvCache cache({.batch = c.batch,
+                 .kv_heads = c.kv_heads,
+                 .head_dim = c.head_dim,
+                 .v_head_dim = c.v_head_dim,
+                 .capacity = d.capacity,
+                 .dtype = dtype});
   cache.append(0, d.k.view(), d.v.view(), c.lengths);
   return cache;
 }
 
-float at(const Tensor& t, i64 a, i64 b, i64 c, i64 e) { return t.data<float>()[t.view().offset({a, b, c, e})]; }
+float at(const Tensor& t, i64 a, i64 b, i64 c, i64 e) {
+  return t.data<float>()[t.view().offset({a, b, c, e})];
+}
 
 struct Result {
   std::vector<double> out;  // [B, q_len, H, Dv]
@@ -99,7 +106,8 @@ Result naive_decode(const Data& d) {
   const Real scale = Real(static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
   Result r;
   r.out.assign(static_cast<std::size_t>(c.batch * c.q_len * c.heads * c.v_head_dim), 0.0);
-  r.lse.assign(static_cast<std::size_t>(c.batch * c.heads * c.q_len), -std::numeric_limits<double>::infinity());
+  r.lse.assign(static_cast<std::size_t>(c.batch * c.heads * c.q_len),
+               -std::numeric_limits<double>::infinity());
   for (i64 b = 0; b < c.batch; ++b)
     for (i64 t = 0; t < c.q_len; ++t)
       for (i64 h = 0; h < c.heads; ++h) {
@@ -109,7 +117,8 @@ Result naive_decode(const Data& d) {
         Real m = -std::numeric_limits<Real>::infinity();
         for (i64 j = 0; j < visible; ++j) {
           Real dot = 0;
-          for (i64 e = 0; e < c.head_dim; ++e) dot += Real(at(d.q, b, t, h, e)) * Real(at(d.k, b, j, h / group, e));
+          for (i64 e = 0; e < c.head_dim; ++e)
+            dot += Real(at(d.q, b, t, h, e)) * Real(at(d.k, b, j, h / group, e));
           s[j] = scale * dot;
           m = std::max(m, s[j]);
         }
@@ -119,7 +128,8 @@ Result naive_decode(const Data& d) {
         for (i64 e = 0; e < c.v_head_dim; ++e) {
           Real acc = 0;
           for (i64 j = 0; j < visible; ++j) acc += s[j] * Real(at(d.v, b, j, h / group, e));
-          r.out[static_cast<std::size_t>(((b * c.q_len + t) * c.heads + h) * c.v_head_dim + e)] = double(acc / l);
+          r.out[static_cast<std::size_t>(((b * c.q_len + t) * c.heads + h) * c.v_head_dim + e)] =
+              double(acc / l);
         }
       }
   return r;
@@ -131,11 +141,13 @@ struct Outputs {
 
 Outputs run_decode(const Data& d, const KvCache& cache, int threads, Isa isa = Isa::best) {
   const DecodeCase& c = d.c;
-  Outputs o{Tensor(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}), Tensor(DType::f32, {c.batch, c.heads, c.q_len})};
+  Outputs o{Tensor(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}),
+            Tensor(DType::f32, {c.batch, c.heads, c.q_len})};
   std::fill_n(o.out.data<float>(), o.out.numel(), std::numeric_limits<float>::quiet_NaN());
   std::fill_n(o.lse.data<float>(), o.lse.numel(), std::numeric_limits<float>::quiet_NaN());
   Context ctx({.threads = threads, .isa = isa});
-  attention_decode(ctx, {.q = d.q.view(), .kv = cache.view(0), .out = o.out.view(), .lse = o.lse.view()});
+  attention_decode(
+      ctx, {.q = d.q.view(), .kv = cache.view(0), .out = o.out.view(), .lse = o.lse.view()});
   return o;
 }
 
@@ -145,7 +157,8 @@ Result reference_over_cache(const Data& d, const KvCache& cache) {
   const DecodeCase& c = d.c;
   Result r;
   r.out.assign(static_cast<std::size_t>(c.batch * c.q_len * c.heads * c.v_head_dim), 0.0);
-  r.lse.assign(static_cast<std::size_t>(c.batch * c.heads * c.q_len), -std::numeric_limits<double>::infinity());
+  r.lse.assign(static_cast<std::size_t>(c.batch * c.heads * c.q_len),
+               -std::numeric_limits<double>::infinity());
   Context ctx({.threads = 2});
   for (i64 b = 0; b < c.batch; ++b) {
     const i64 len = c.lengths[b];
@@ -156,11 +169,18 @@ Result reference_over_cache(const Data& d, const KvCache& cache) {
       t.shape[1] = rows;
       return t;
     };
-    Tensor out(DType::f32, {1, c.q_len, c.heads, c.v_head_dim}), lse(DType::f32, {1, c.heads, c.q_len});
-    attention_reference(ctx, {.q = slice(d.q.view(), c.q_len), .k = slice(cache.k_tensor(0), len),
-                              .v = slice(cache.v_tensor(0), len), .out = out.view(), .lse = lse.view(), .causal = true});
-    for (i64 i = 0; i < out.numel(); ++i) r.out[static_cast<std::size_t>(b * out.numel() + i)] = out.data<float>()[i];
-    for (i64 i = 0; i < lse.numel(); ++i) r.lse[static_cast<std::size_t>(b * lse.numel() + i)] = lse.data<float>()[i];
+    Tensor out(DType::f32, {1, c.q_len, c.heads, c.v_head_dim}),
+        lse(DType::f32, {1, c.heads, c.q_len});
+    attention_reference(ctx, {.q = slice(d.q.view(), c.q_len),
+                              .k = slice(cache.k_tensor(0), len),
+                              .v = slice(cache.v_tensor(0), len),
+                              .out = out.view(),
+                              .lse = lse.view(),
+                              .causal = true});
+    for (i64 i = 0; i < out.numel(); ++i)
+      r.out[static_cast<std::size_t>(b * out.numel() + i)] = out.data<float>()[i];
+    for (i64 i = 0; i < lse.numel(); ++i)
+      r.lse[static_cast<std::size_t>(b * lse.numel() + i)] = lse.data<float>()[i];
   }
   return r;
 }
@@ -179,24 +199,28 @@ double max_err(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // Compares outputs with `want`; -inf lse rows must be -inf with exact zero outputs.
-void expect_close(const Outputs& got, const Result& want, const DecodeCase& c, double out_tol, double lse_tol) {
+void expect_close(const Outputs& got, const Result& want, const DecodeCase& c, double out_tol,
+                  double lse_tol) {
   for (i64 b = 0; b < c.batch; ++b)
     for (i64 t = 0; t < c.q_len; ++t)
       for (i64 h = 0; h < c.heads; ++h) {
         const std::size_t li = static_cast<std::size_t>((b * c.heads + h) * c.q_len + t);
         const float g = got.lse.data<float>()[li];
         if (std::isinf(want.lse[li])) {
-          ASSERT_TRUE(std::isinf(g) && g < 0) << "lse b" << b << " t" << t << " h" << h << " = " << g;
+          ASSERT_TRUE(std::isinf(g) && g < 0)
+              << "lse b" << b << " t" << t << " h" << h << " = " << g;
         } else {
           ASSERT_NEAR(g, want.lse[li], lse_tol) << "lse b" << b << " t" << t << " h" << h;
         }
         for (i64 e = 0; e < c.v_head_dim; ++e) {
-          const std::size_t oi = static_cast<std::size_t>(((b * c.q_len + t) * c.heads + h) * c.v_head_dim + e);
+          const std::size_t oi =
+              static_cast<std::size_t>(((b * c.q_len + t) * c.heads + h) * c.v_head_dim + e);
           const float o = got.out.data<float>()[oi];
           if (std::isinf(want.lse[li])) {
             ASSERT_EQ(o, 0.0f) << "fully masked row b" << b << " t" << t << " h" << h;
           } else {
-            ASSERT_NEAR(o, want.out[oi], out_tol) << "out b" << b << " t" << t << " h" << h << " e" << e;
+            ASSERT_NEAR(o, want.out[oi], out_tol)
+                << "out b" << b << " t" << t << " h" << h << " e" << e;
           }
         }
       }
@@ -205,15 +229,45 @@ void expect_close(const Outputs& got, const Result& want, const DecodeCase& c, d
 std::vector<DecodeCase> decode_cases() {
   return {
       // multi-head, several chunks (512 keys each) and a short sequence
-      {.batch = 2, .heads = 4, .kv_heads = 4, .head_dim = 64, .v_head_dim = 64, .q_len = 1, .lengths = {1100, 37}},
+      {.batch = 2,
+       .heads = 4,
+       .kv_heads = 4,
+       .head_dim = 64,
+       .v_head_dim = 64,
+       .q_len = 1,
+       .lengths = {1100, 37}},
       // grouped-query, odd head_dim, v_head_dim != head_dim, lengths around a chunk boundary
-      {.batch = 2, .heads = 8, .kv_heads = 2, .head_dim = 59, .v_head_dim = 40, .q_len = 3, .lengths = {600, 513}},
+      {.batch = 2,
+       .heads = 8,
+       .kv_heads = 2,
+       .head_dim = 59,
+       .v_head_dim = 40,
+       .q_len = 3,
+       .lengths = {600, 513}},
       // multi-query, 16 new tokens
-      {.batch = 2, .heads = 6, .kv_heads = 1, .head_dim = 32, .v_head_dim = 32, .q_len = 16, .lengths = {20, 1025}},
+      {.batch = 2,
+       .heads = 6,
+       .kv_heads = 1,
+       .head_dim = 32,
+       .v_head_dim = 32,
+       .q_len = 16,
+       .lengths = {20, 1025}},
       // an empty sequence, and one shorter than the new tokens: fully masked rows
-      {.batch = 3, .heads = 2, .kv_heads = 1, .head_dim = 16, .v_head_dim = 24, .q_len = 4, .lengths = {0, 2, 9}},
+      {.batch = 3,
+       .heads = 2,
+       .kv_heads = 1,
+       .head_dim = 16,
+       .v_head_dim = 24,
+       .q_len = 4,
+       .lengths = {0, 2, 9}},
       // head_dim 128 as in the benchmarks, group 4
-      {.batch = 1, .heads = 8, .kv_heads = 2, .head_dim = 128, .v_head_dim = 128, .q_len = 2, .lengths = {700}},
+      {.batch = 1,
+       .heads = 8,
+       .kv_heads = 2,
+       .head_dim = 128,
+       .v_head_dim = 128,
+       .q_len = 2,
+       .lengths = {700}},
   };
 }
 
@@ -238,8 +292,10 @@ TEST_P(DecodeKernel, Fp32CacheMatchesTheReferenceKernelOnEveryIsa) {
     // The split does not depend on the thread count: bitwise the same for 1, 2 and 3.
     for (int threads : {2, 3}) {
       const Outputs many = run_decode(d, cache, threads, isa);
-      ASSERT_EQ(std::memcmp(one.out.data<float>(), many.out.data<float>(), one.out.bytes()), 0) << threads << " threads";
-      ASSERT_EQ(std::memcmp(one.lse.data<float>(), many.lse.data<float>(), one.lse.bytes()), 0) << threads << " threads";
+      ASSERT_EQ(std::memcmp(one.out.data<float>(), many.out.data<float>(), one.out.bytes()), 0)
+          << threads << " threads";
+      ASSERT_EQ(std::memcmp(one.lse.data<float>(), many.lse.data<float>(), one.lse.bytes()), 0)
+          << threads << " threads";
     }
   }
 }
@@ -269,12 +325,14 @@ TEST_P(DecodeKernel, QuantisedCachesWithinTheDerivedBound) {
     for (i64 b = 0; b < c.batch; ++b)
       for (i64 j = 0; j < c.lengths[b]; ++j)
         for (i64 g = 0; g < c.kv_heads; ++g) {
-          for (i64 e = 0; e < c.v_head_dim; ++e) dv_max = std::max(dv_max, element_bound(d.v, b, j, g, e, c.v_head_dim));
+          for (i64 e = 0; e < c.v_head_dim; ++e)
+            dv_max = std::max(dv_max, element_bound(d.v, b, j, g, e, c.v_head_dim));
           for (i64 t = 0; t < c.q_len; ++t)
             for (i64 hg = 0; hg < group; ++hg) {
               double s = 0;
               for (i64 e = 0; e < c.head_dim; ++e)
-                s += std::fabs(double(at(d.q, b, t, g * group + hg, e))) * element_bound(d.k, b, j, g, e, c.head_dim);
+                s += std::fabs(double(at(d.q, b, t, g * group + hg, e))) *
+                     element_bound(d.k, b, j, g, e, c.head_dim);
               delta = std::max(delta, scale * s);
             }
         }
@@ -294,13 +352,18 @@ INSTANTIATE_TEST_SUITE_P(Cases, DecodeKernel, ::testing::ValuesIn(decode_cases()
 // head is repeated for its group: the rows of a group never interact.
 TEST(DecodeKernel, GroupedQueryEqualsMultiHeadWithRepeatedKvHeads) {
   for (i64 kv_heads : {2, 1}) {
-    const DecodeCase gqa{.batch = 2, .heads = 8, .kv_heads = kv_heads, .head_dim = 64, .v_head_dim = 64, .q_len = 3,
+    const DecodeCase gqa{.batch = 2,
+                         .heads = 8,
+                         .kv_heads = kv_heads,
+                         .head_dim = 64,
+                         .v_head_dim = 64,
+                         .q_len = 3,
                          .lengths = {700, 45}};
     const Data d = make_data(gqa, 13);
     DecodeCase mha = gqa;
     mha.kv_heads = 8;
-    Data m{mha, d.capacity, Tensor(DType::f32, {2, 3, 8, 64}), Tensor(DType::f32, {2, d.capacity, 8, 64}),
-           Tensor(DType::f32, {2, d.capacity, 8, 64})};
+    Data m{mha, d.capacity, Tensor(DType::f32, {2, 3, 8, 64}),
+           Tensor(DType::f32, {2, d.capacity, 8, 64}), Tensor(DType::f32, {2, d.capacity, 8, 64})};
     std::memcpy(m.q.data<float>(), d.q.data<float>(), d.q.bytes());
     const i64 group = 8 / kv_heads;
     for (i64 b = 0; b < 2; ++b)
@@ -312,7 +375,8 @@ TEST(DecodeKernel, GroupedQueryEqualsMultiHeadWithRepeatedKvHeads) {
           }
     for (CacheDType dtype : {CacheDType::f32, CacheDType::bf16, CacheDType::int8})
       for (Isa isa : supported_isas()) {
-        SCOPED_TRACE(std::string(cache_dtype_name(dtype)) + " " + isa_name(isa) + " kv_heads " + std::to_string(kv_heads));
+        SCOPED_TRACE(std::string(cache_dtype_name(dtype)) + " " + isa_name(isa) + " kv_heads " +
+                     std::to_string(kv_heads));
         const Outputs a = run_decode(d, fill_cache(d, dtype), 2, isa);
         const Outputs b = run_decode(m, fill_cache(m, dtype), 2, isa);
         ASSERT_EQ(std::memcmp(a.out.data<float>(), b.out.data<float>(), a.out.bytes()), 0);
@@ -322,7 +386,13 @@ TEST(DecodeKernel, GroupedQueryEqualsMultiHeadWithRepeatedKvHeads) {
 }
 
 TEST(DecodeKernel, NothingAllocatesOnceWarm) {
-  const DecodeCase c{.batch = 2, .heads = 8, .kv_heads = 2, .head_dim = 64, .v_head_dim = 64, .q_len = 2, .lengths = {900, 300}};
+  const DecodeCase c{.batch = 2,
+                     .heads = 8,
+                     .kv_heads = 2,
+                     .head_dim = 64,
+                     .v_head_dim = 64,
+                     .q_len = 2,
+                     .lengths = {900, 300}};
   const Data d = make_data(c, 14);
   const KvCache cache = fill_cache(d, CacheDType::int8);
   Tensor out(DType::f32, {2, 2, 8, 64});
@@ -338,37 +408,50 @@ TEST(DecodeKernel, BadInputsSayWhatWasExpected) {
   Context ctx;
   KvCache cache({.batch = 1, .kv_heads = 2, .head_dim = 16, .capacity = 8});
   Tensor q(DType::f32, {1, 1, 4, 16}), out(DType::f32, {1, 1, 4, 16});
-  expect_error([&] {
-    Tensor q32(DType::f32, {1, 1, 4, 32}), o32(DType::f32, {1, 1, 4, 16});
-    attention_decode(ctx, {.q = q32.view(), .kv = cache.view(0), .out = o32.view()});
-  }, {"kv cache head_dim", "expected 32 (the head_dim of q)", "got 16"});
-  expect_error([&] {
-    Tensor qb(DType::bf16, {1, 1, 4, 16});
-    attention_decode(ctx, {.q = qb.view(), .kv = cache.view(0), .out = out.view()});
-  }, {"q dtype", "expected f32", "got bf16"});
-  expect_error([&] {
-    Tensor q6(DType::f32, {1, 1, 3, 16}), o6(DType::f32, {1, 1, 3, 16});
-    attention_decode(ctx, {.q = q6.view(), .kv = cache.view(0), .out = o6.view()});
-  }, {"kv cache kv_heads", "expected a divisor of heads = 3", "got 2"});
-  expect_error([&] {
-    Tensor q17(DType::f32, {1, 17, 4, 16}), o17(DType::f32, {1, 17, 4, 16});
-    attention_decode(ctx, {.q = q17.view(), .kv = cache.view(0), .out = o17.view()});
-  }, {"q_len", "expected 1 to 16 new tokens per call", "got 17"});
-  expect_error([&] {
-    KvCache two({.batch = 2, .kv_heads = 2, .head_dim = 16, .capacity = 8});
-    attention_decode(ctx, {.q = q.view(), .kv = two.view(0), .out = out.view()});
-  }, {"kv cache batch", "expected 1 (the batch of q)", "got 2"});
-  expect_error([&] {
-    Tensor wrong(DType::f32, {1, 1, 4, 8});
-    attention_decode(ctx, {.q = q.view(), .kv = cache.view(0), .out = wrong.view()});
-  }, {"out shape", "expected [1, 1, 4, 16]", "got [1, 1, 4, 8]"});
+  expect_error(
+      [&] {
+        Tensor q32(DType::f32, {1, 1, 4, 32}), o32(DType::f32, {1, 1, 4, 16});
+        attention_decode(ctx, {.q = q32.view(), .kv = cache.view(0), .out = o32.view()});
+      },
+      {"kv cache head_dim", "expected 32 (the head_dim of q)", "got 16"});
+  expect_error(
+      [&] {
+        Tensor qb(DType::bf16, {1, 1, 4, 16});
+        attention_decode(ctx, {.q = qb.view(), .kv = cache.view(0), .out = out.view()});
+      },
+      {"q dtype", "expected f32", "got bf16"});
+  expect_error(
+      [&] {
+        Tensor q6(DType::f32, {1, 1, 3, 16}), o6(DType::f32, {1, 1, 3, 16});
+        attention_decode(ctx, {.q = q6.view(), .kv = cache.view(0), .out = o6.view()});
+      },
+      {"kv cache kv_heads", "expected a divisor of heads = 3", "got 2"});
+  expect_error(
+      [&] {
+        Tensor q17(DType::f32, {1, 17, 4, 16}), o17(DType::f32, {1, 17, 4, 16});
+        attention_decode(ctx, {.q = q17.view(), .kv = cache.view(0), .out = o17.view()});
+      },
+      {"q_len", "expected 1 to 16 new tokens per call", "got 17"});
+  expect_error(
+      [&] {
+        KvCache two({.batch = 2, .kv_heads = 2, .head_dim = 16, .capacity = 8});
+        attention_decode(ctx, {.q = q.view(), .kv = two.view(0), .out = out.view()});
+      },
+      {"kv cache batch", "expected 1 (the batch of q)", "got 2"});
+  expect_error(
+      [&] {
+        Tensor wrong(DType::f32, {1, 1, 4, 8});
+        attention_decode(ctx, {.q = q.view(), .kv = cache.view(0), .out = wrong.view()});
+      },
+      {"out shape", "expected [1, 1, 4, 16]", "got [1, 1, 4, 8]"});
 }
 
 // ---- the layer: prefill + decode_step == the full causal forward ---------------------------
 
 // The causal self-attention layer over one sequence x [n, d_model], every operation in Real.
 template <typename Real>
-std::vector<double> naive_layer(const MultiHeadAttention& layer, const std::vector<float>& x, i64 n) {
+std::vector<double> naive_layer(const MultiHeadAttention& layer, const std::vector<float>& x,
+                                i64 n) {
   const MultiHeadAttentionConfig& c = layer.config();
   const MultiHeadAttentionWeights& w = layer.weights();
   auto project = [&](const Tensor& wt, const Tensor& bias, i64 width) {
@@ -376,7 +459,8 @@ std::vector<double> naive_layer(const MultiHeadAttention& layer, const std::vect
     for (i64 i = 0; i < n; ++i)
       for (i64 o = 0; o < width; ++o) {
         Real acc = bias.empty() ? Real(0) : Real(bias.data<float>()[o]);
-        for (i64 k = 0; k < c.d_model; ++k) acc += Real(x[i * c.d_model + k]) * Real(wt.data<float>()[k * width + o]);
+        for (i64 k = 0; k < c.d_model; ++k)
+          acc += Real(x[i * c.d_model + k]) * Real(wt.data<float>()[k * width + o]);
         y[i * width + o] = acc;
       }
     return y;
@@ -395,14 +479,16 @@ std::vector<double> naive_layer(const MultiHeadAttention& layer, const std::vect
       for (i64 j = 0; j <= i; ++j) {
         Real dot = 0;
         for (i64 e = 0; e < c.head_dim; ++e)
-          dot += q[i * c.heads * c.head_dim + h * c.head_dim + e] * k[j * c.kv_heads * c.head_dim + g * c.head_dim + e];
+          dot += q[i * c.heads * c.head_dim + h * c.head_dim + e] *
+                 k[j * c.kv_heads * c.head_dim + g * c.head_dim + e];
         m = std::max(m, s[j] = scale * dot);
       }
       Real l = 0;
       for (Real& p : s) l += (p = std::exp(p - m));
       for (i64 e = 0; e < c.v_head_dim; ++e) {
         Real acc = 0;
-        for (i64 j = 0; j <= i; ++j) acc += s[j] * v[j * c.kv_heads * c.v_head_dim + g * c.v_head_dim + e];
+        for (i64 j = 0; j <= i; ++j)
+          acc += s[j] * v[j * c.kv_heads * c.v_head_dim + g * c.v_head_dim + e];
         cat[i * cw + h * c.v_head_dim + e] = acc / l;
       }
     }
@@ -410,7 +496,8 @@ std::vector<double> naive_layer(const MultiHeadAttention& layer, const std::vect
   for (i64 i = 0; i < n; ++i)
     for (i64 o = 0; o < c.d_model; ++o) {
       Real acc = w.b_o.empty() ? Real(0) : Real(w.b_o.data<float>()[o]);
-      for (i64 k2 = 0; k2 < cw; ++k2) acc += cat[i * cw + k2] * Real(w.w_o.data<float>()[k2 * c.d_model + o]);
+      for (i64 k2 = 0; k2 < cw; ++k2)
+        acc += cat[i * cw + k2] * Real(w.w_o.data<float>()[k2 * c.d_model + o]);
       out[i * c.d_model + o] = double(acc);
     }
   return out;
@@ -431,7 +518,8 @@ TEST(LayerDecode, PrefillThenDecodeStepsEqualTheFullCausalForward) {
 
     for (int threads : {1, 2}) {
       Context ctx({.threads = threads});
-      KvCache cache({.layers = 2, .batch = batch, .kv_heads = kv_heads, .head_dim = 8, .capacity = 20});
+      KvCache cache(
+          {.layers = 2, .batch = batch, .kv_heads = kv_heads, .head_dim = 8, .capacity = 20});
       // Outputs of every real token of every sequence, in order, and the tokens themselves.
       std::vector<std::vector<float>> got(batch), tokens(batch);
       Tensor out(DType::f32, {batch, prompt, d});
@@ -479,7 +567,8 @@ TEST(LayerDecode, PrefillThenDecodeStepsEqualTheFullCausalForward) {
 TEST(LayerDecode, DecodeStepAllocatesNothingOnceWarm) {
   const MultiHeadAttentionConfig config{.d_model = 64, .heads = 8, .kv_heads = 2};
   const MultiHeadAttention layer(config, MultiHeadAttentionWeights::random(config, 23));
-  KvCache cache({.batch = 2, .kv_heads = 2, .head_dim = 8, .capacity = 64, .dtype = CacheDType::bf16});
+  KvCache cache(
+      {.batch = 2, .kv_heads = 2, .head_dim = 8, .capacity = 64, .dtype = CacheDType::bf16});
   Tensor x(DType::f32, {2, 1, 64}), out(DType::f32, {2, 1, 64});
   Context ctx({.threads = 2});
   layer.decode_step(ctx, x.view(), cache, 0, out.view());
@@ -494,26 +583,35 @@ TEST(LayerDecode, BadCachesSayWhatWasExpected) {
   const MultiHeadAttention layer(config, MultiHeadAttentionWeights::random(config, 24));
   Context ctx;
   Tensor x(DType::f32, {1, 3, 32}), out(DType::f32, {1, 3, 32});
-  expect_error([&] {
-    KvCache wrong({.kv_heads = 4, .head_dim = 8, .capacity = 8});
-    layer.decode_step(ctx, x.view(), wrong, 0, out.view());
-  }, {"kv cache kv_heads", "expected 2 (the layer's kv_heads)", "got 4"});
-  expect_error([&] {
-    KvCache wrong({.kv_heads = 2, .head_dim = 16, .capacity = 8});
-    layer.decode_step(ctx, x.view(), wrong, 0, out.view());
-  }, {"kv cache head_dim", "expected 8 (the layer's head_dim)", "got 16"});
-  expect_error([&] {
-    KvCache small({.kv_heads = 2, .head_dim = 8, .capacity = 4});
-    layer.prefill(ctx, x.view(), small, 0, out.view());
-    layer.decode_step(ctx, x.view(), small, 0, out.view());
-  }, {"kv cache append (layer 0, sequence 0)", "capacity = 4", "got 3 + 3 = 6"});
-  expect_error([&] {
-    KvCache cache({.kv_heads = 2, .head_dim = 8, .capacity = 8});
-    layer.prefill(ctx, x.view(), cache, 0, out.view());
-    layer.prefill(ctx, x.view(), cache, 0, out.view());
-  }, {"kv cache length (layer 0, sequence 0)", "expected 0 before prefill", "got 3"});
-  expect_error([] { (void)resolve(MultiHeadAttentionConfig{.d_model = 32, .heads = 4, .kv_heads = 3}); },
-               {"kv_heads", "expected a divisor of heads = 4", "got 3"});
+  expect_error(
+      [&] {
+        KvCache wrong({.kv_heads = 4, .head_dim = 8, .capacity = 8});
+        layer.decode_step(ctx, x.view(), wrong, 0, out.view());
+      },
+      {"kv cache kv_heads", "expected 2 (the layer's kv_heads)", "got 4"});
+  expect_error(
+      [&] {
+        KvCache wrong({.kv_heads = 2, .head_dim = 16, .capacity = 8});
+        layer.decode_step(ctx, x.view(), wrong, 0, out.view());
+      },
+      {"kv cache head_dim", "expected 8 (the layer's head_dim)", "got 16"});
+  expect_error(
+      [&] {
+        KvCache small({.kv_heads = 2, .head_dim = 8, .capacity = 4});
+        layer.prefill(ctx, x.view(), small, 0, out.view());
+        layer.decode_step(ctx, x.view(), small, 0, out.view());
+      },
+      {"kv cache append (layer 0, sequence 0)", "capacity = 4", "got 3 + 3 = 6"});
+  expect_error(
+      [&] {
+        KvCache cache({.kv_heads = 2, .head_dim = 8, .capacity = 8});
+        layer.prefill(ctx, x.view(), cache, 0, out.view());
+        layer.prefill(ctx, x.view(), cache, 0, out.view());
+      },
+      {"kv cache length (layer 0, sequence 0)", "expected 0 before prefill", "got 3"});
+  expect_error(
+      [] { (void)resolve(MultiHeadAttentionConfig{.d_model = 32, .heads = 4, .kv_heads = 3}); },
+      {"kv_heads", "expected a divisor of heads = 4", "got 3"});
 }
 
 }  // namespace

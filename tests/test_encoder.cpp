@@ -82,13 +82,15 @@ TEST_F(MiniLM, EmbeddingsMatchSentenceTransformers) {
   const Tensor ours = encoder_->embed(ctx, texts_, {.batch_size = 16});
   const Agreement a = compare(ours, reference, reference.size(0));
   const Agreement torch = compare(torch_f32, reference, reference.size(0));
-  std::printf("[ minilm   ] %lld sentences vs float64: headcount min cosine %.12f, max |err| %.3g; "
-              "PyTorch fp32 min cosine %.12f, max |err| %.3g\n",
-              static_cast<long long>(reference.size(0)), a.min_cosine, a.max_abs_error, torch.min_cosine,
-              torch.max_abs_error);
+  std::printf(
+      "[ minilm   ] %lld sentences vs float64: headcount min cosine %.12f, max |err| %.3g; "
+      "PyTorch fp32 min cosine %.12f, max |err| %.3g\n",
+      static_cast<long long>(reference.size(0)), a.min_cosine, a.max_abs_error, torch.min_cosine,
+      torch.max_abs_error);
   EXPECT_GE(a.min_cosine, 0.99999);
   EXPECT_LE(a.max_abs_error, 1e-4);
-  EXPECT_LE(a.max_abs_error, 10 * std::max(torch.max_abs_error, 1e-7)) << "precision lost somewhere";
+  EXPECT_LE(a.max_abs_error, 10 * std::max(torch.max_abs_error, 1e-7))
+      << "precision lost somewhere";
 }
 
 TEST_F(MiniLM, BatchSizeKernelAndThreadsDoNotChangeResults) {
@@ -97,7 +99,8 @@ TEST_F(MiniLM, BatchSizeKernelAndThreadsDoNotChangeResults) {
   Context one({.threads = 1}), two({.threads = 2});
   const Tensor batched = encoder_->embed(two, some, {.batch_size = 8});
   const Tensor single = encoder_->embed(one, some, {.batch_size = 1});
-  const Tensor reference_kernel = encoder_->embed(one, some, {.batch_size = 5, .kernel = Kernel::reference});
+  const Tensor reference_kernel =
+      encoder_->embed(one, some, {.batch_size = 5, .kernel = Kernel::reference});
   EXPECT_LE(compare(single, batched, 24).max_abs_error, 1e-6);
   EXPECT_LE(compare(reference_kernel, batched, 24).max_abs_error, 1e-6);
 }
@@ -124,15 +127,18 @@ TEST_F(MiniLM, NoNormalizeIsThePlainMean) {
   const Tensor unit = encoder_->embed(ctx, s);
   const Tensor raw = encoder_->embed(ctx, s, {.normalize = false});
   double norm = 0;
-  for (std::int64_t k = 0; k < raw.numel(); ++k) norm += static_cast<double>(raw.data<float>()[k]) * raw.data<float>()[k];
+  for (std::int64_t k = 0; k < raw.numel(); ++k)
+    norm += static_cast<double>(raw.data<float>()[k]) * raw.data<float>()[k];
   norm = std::sqrt(norm);
   EXPECT_GT(std::fabs(norm - 1.0), 0.01);
-  for (std::int64_t k = 0; k < raw.numel(); ++k) EXPECT_NEAR(raw.data<float>()[k] / norm, unit.data<float>()[k], 1e-6);
+  for (std::int64_t k = 0; k < raw.numel(); ++k)
+    EXPECT_NEAR(raw.data<float>()[k] / norm, unit.data<float>()[k], 1e-6);
 }
 
 TEST_F(MiniLM, StsOnAFewDevPairs) {
   HEADCOUNT_REQUIRE_MINILM();
-  const std::string dev = std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/stsb/sts-dev.tsv";
+  const std::string dev =
+      std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/stsb/sts-dev.tsv";
   if (!fs::exists(dev)) GTEST_SKIP() << dev << " not present";
   std::vector<StsPair> pairs = read_sts(dev);
   pairs.resize(100);
@@ -153,8 +159,9 @@ TEST(Correlation, SpearmanAveragesTies) {
 class ModelDir : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("headcount_model_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("headcount_model_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -165,15 +172,24 @@ class ModelDir : public ::testing::Test {
 
   // A complete tiny BERT: d=8, 2 heads, 2 layers, ffn 16, 12-token vocabulary. `skip` drops one
   // tensor; `reshape` gives one tensor the wrong shape.
-  void write_tiny_model(const std::string& skip = "", const std::string& reshape = "", int ffn = 16) const {
-    write("config.json", R"({"model_type":"bert","hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,
-      "intermediate_size":)" + std::to_string(ffn) + R"(,"vocab_size":12,"max_position_embeddings":16,"type_vocab_size":2,
+  void write_tiny_model(const std::string& skip = "", const std::string& reshape = "",
+                        int ffn = 16) const {
+    write("config.json",
+          R"({"model_type":"bert","hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,
+      "intermediate_size":)" +
+              std::to_string(ffn) +
+              R"(,"vocab_size":12,"max_position_embeddings":16,"type_vocab_size":2,
       "layer_norm_eps":1e-12,"hidden_act":"gelu","position_embedding_type":"absolute"})");
     write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\nsat\n##s\non\nmat\n.\na\n");
     write("sentence_bert_config.json", R"({"max_seq_length": 12, "do_lower_case": false})");
     EncoderConfig c;
-    c.hidden_size = 8; c.layers = 2; c.heads = 2; c.intermediate_size = ffn; c.vocab_size = 12;
-    c.max_position_embeddings = 16; c.type_vocab_size = 2;
+    c.hidden_size = 8;
+    c.layers = 2;
+    c.heads = 2;
+    c.intermediate_size = ffn;
+    c.vocab_size = 12;
+    c.max_position_embeddings = 16;
+    c.type_vocab_size = 2;
     std::vector<F32Tensor> tensors;
     std::mt19937 rng(3);
     std::normal_distribution<float> normal(0.0f, 0.3f);
@@ -206,7 +222,8 @@ TEST_F(ModelDir, TinyModelLoadsAndEmbeds) {
   const BertEncoder encoder = BertEncoder::load(dir_.string());
   EXPECT_EQ(encoder.config().tokenizer.max_length, 12);
   Context ctx;
-  const Tensor e = encoder.embed(ctx, {"the cats sat on the mat.", "a cat", "", "the the the the the the the the the the the the the"});
+  const Tensor e = encoder.embed(ctx, {"the cats sat on the mat.", "a cat", "",
+                                       "the the the the the the the the the the the the the"});
   for (std::int64_t r = 0; r < 4; ++r) {
     double norm = 0;
     for (std::int64_t k = 0; k < 8; ++k) norm += std::pow(e.data<float>()[r * 8 + k], 2);
@@ -225,7 +242,8 @@ TEST_F(ModelDir, Int8NamesTheWidthThatIsNotAMultipleOf4) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
-                 "dtype int8: expected intermediate_size a multiple of 4 (the int8 kernel takes 4 input features at "
+                 "dtype int8: expected intermediate_size a multiple of 4 (the int8 kernel takes 4 "
+                 "input features at "
                  "a time), got 18 (config.json intermediate_size)");
   }
 }
@@ -235,8 +253,11 @@ TEST_F(ModelDir, MissingDirectory) {
     BertEncoder::load((dir_ / "nope").string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model: expected a directory with model.safetensors, config.json, vocab.txt, got "),
-              std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "model: expected a directory with model.safetensors, config.json, vocab.txt, got "),
+        std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("no such directory"), std::string::npos) << e.what();
   }
 }
@@ -253,7 +274,8 @@ TEST_F(ModelDir, MalformedConfig) {
   expect_load_error("config.json: malformed JSON");
   write("config.json", R"({"vocab_size":"twelve"})");
   expect_load_error("config.json: vocab_size: expected a positive integer, got \"twelve\"");
-  write("config.json", R"({"model_type":"bert","hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,
+  write("config.json",
+        R"({"model_type":"bert","hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,
       "intermediate_size":16,"vocab_size":12,"max_position_embeddings":16,"type_vocab_size":2,
       "layer_norm_eps":1e-12,"hidden_act":"relu"})");
   expect_load_error("hidden_act: expected \"gelu\"");
@@ -263,7 +285,9 @@ TEST_F(ModelDir, MalformedConfig) {
 // Normalize module among well-formed ones still turns normalisation on.
 TEST_F(ModelDir, ModulesJsonTypeMustBeAString) {
   write_tiny_model();
-  write("modules.json", R"([{"idx": 0, "type": "sentence_transformers.models.Transformer"}, {"idx": 1, "type": 0}])");
+  write(
+      "modules.json",
+      R"([{"idx": 0, "type": "sentence_transformers.models.Transformer"}, {"idx": 1, "type": 0}])");
   expect_load_error("modules.json: module 1 \"type\": expected a string, got number");
   write("modules.json", R"([{"idx": 0}, "x", {"type": "sentence_transformers.models.Normalize"}])");
   EXPECT_TRUE(BertEncoder::load(dir_.string()).config().normalize);
@@ -273,12 +297,14 @@ TEST_F(ModelDir, ModulesJsonTypeMustBeAString) {
 
 TEST_F(ModelDir, MissingTensorNamesItself) {
   write_tiny_model("encoder.layer.1.output.dense.weight");
-  expect_load_error("tensor 'encoder.layer.1.output.dense.weight': missing (expected shape [8, 16])");
+  expect_load_error(
+      "tensor 'encoder.layer.1.output.dense.weight': missing (expected shape [8, 16])");
 }
 
 TEST_F(ModelDir, MisshapenTensorNamesItself) {
   write_tiny_model("", "encoder.layer.0.attention.self.key.weight");
-  expect_load_error("tensor 'encoder.layer.0.attention.self.key.weight' shape: expected [8, 8], got [8, 9]");
+  expect_load_error(
+      "tensor 'encoder.layer.0.attention.self.key.weight' shape: expected [8, 8], got [8, 9]");
 }
 
 TEST_F(ModelDir, VocabularyDisagreesWithConfig) {

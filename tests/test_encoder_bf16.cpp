@@ -28,7 +28,8 @@ namespace fs = std::filesystem;
 
 std::vector<std::string> sentences() {
   std::vector<std::string> out;
-  const std::string sts = std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/stsb/sts-test.tsv";
+  const std::string sts =
+      std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/stsb/sts-test.tsv";
   if (fs::exists(sts)) {
     for (const StsPair& p : read_sts(sts)) {
       out.push_back(p.sentence1);
@@ -52,7 +53,8 @@ std::int64_t differing_rows(const Tensor& a, const Tensor& b) {
   std::int64_t count = 0;
   const std::int64_t d = a.size(1);
   for (std::int64_t r = 0; r < a.size(0); ++r)
-    count += std::memcmp(a.data<const float>() + r * d, b.data<const float>() + r * d, d * sizeof(float)) != 0;
+    count += std::memcmp(a.data<const float>() + r * d, b.data<const float>() + r * d,
+                         d * sizeof(float)) != 0;
   return count;
 }
 
@@ -63,7 +65,8 @@ void expect_invariant(DType dtype) {
   const std::int64_t count = static_cast<std::int64_t>(texts.size()), d = encoder.dim();
   Context one({.threads = 1}), two({.threads = 2});
   const Tensor alone = encoder.embed(one, texts, {.batch_size = 1});
-  const Tensor sorted = encoder.embed(two, texts, {.batch_size = 32});  // dynamic batching by length
+  const Tensor sorted =
+      encoder.embed(two, texts, {.batch_size = 32});  // dynamic batching by length
   EXPECT_EQ(differing_rows(alone, sorted), 0) << "batches of 32 sorted by length, 2 threads";
   // Unsorted batches of 32, padded to their longest plus 7 more pad tokens, on 2 threads.
   Tensor padded(DType::f32, {count, d});
@@ -78,7 +81,9 @@ void expect_invariant(DType dtype) {
     wider.ids.assign(static_cast<std::size_t>(batch.batch * n), pad);
     for (std::int64_t r = 0; r < batch.batch; ++r)
       std::copy_n(batch.ids.begin() + r * batch.seq_len, batch.seq_len, wider.ids.begin() + r * n);
-    encoder.embed_batch(two, wider, TensorView::contiguous(padded.data<float>() + b0 * d, DType::f32, {wider.batch, d}));
+    encoder.embed_batch(
+        two, wider,
+        TensorView::contiguous(padded.data<float>() + b0 * d, DType::f32, {wider.batch, d}));
   }
   EXPECT_EQ(differing_rows(alone, padded), 0) << "unsorted padded batches of 32, 2 threads";
 }
@@ -106,18 +111,20 @@ double lowest_cosine_to_fp32(DType dtype) {
   double lowest = 1;
   for (std::int64_t r = 0; r < a.size(0); ++r) {
     double dot = 0;
-    for (std::int64_t c = 0; c < d; ++c) dot += static_cast<double>(a.data<const float>()[r * d + c]) * b.data<const float>()[r * d + c];
+    for (std::int64_t c = 0; c < d; ++c)
+      dot +=
+          static_cast<double>(a.data<const float>()[r * d + c]) * b.data<const float>()[r * d + c];
     lowest = std::min(lowest, dot);
   }
-  std::printf("[ %-8s ] lowest cosine(fp32, %s) over %zu sentences: %.6f\n", dtype_name(dtype), dtype_name(dtype),
-              texts.size(), lowest);
+  std::printf("[ %-8s ] lowest cosine(fp32, %s) over %zu sentences: %.6f\n", dtype_name(dtype),
+              dtype_name(dtype), texts.size(), lowest);
   return lowest;
 }
 
 // A guard against gross errors (a wrong pair layout or a lost depth block leaves cosines near
 // 0), not an accuracy claim: the accuracy is the STS-B Spearman, measured by `headcount sts
-// --dtype bf16` and stated in docs/performance.md. Each embedding is a unit vector; bf16 rounds every
-// GEMM input to 8 significant bits (relative error <= 2^-9) and six layers compound it: the
+// --dtype bf16` and stated in docs/performance.md. Each embedding is a unit vector; bf16 rounds
+// every GEMM input to 8 significant bits (relative error <= 2^-9) and six layers compound it: the
 // lowest cosine measured here was 0.999981 (avx512_bf16, 256 STS-B test sentences), so 0.99
 // leaves room for other ISAs' different but equally accurate sums.
 TEST(EncoderBf16, EmbeddingsCloseToFp32) {
@@ -125,8 +132,8 @@ TEST(EncoderBf16, EmbeddingsCloseToFp32) {
   EXPECT_GE(lowest_cosine_to_fp32(DType::bf16), 0.99);
 }
 
-// The same guard for int8 (the accuracy is again the STS-B Spearman in docs/performance.md): a row's
-// quantisation step is max|x|/127, relative errors of about 2^-8 on the largest entries and
+// The same guard for int8 (the accuracy is again the STS-B Spearman in docs/performance.md): a
+// row's quantisation step is max|x|/127, relative errors of about 2^-8 on the largest entries and
 // more on small ones, compounded over six layers; the lowest cosine measured was 0.995080
 // (avx512_bf16, vpdpbusd); every ISA gets the same integer sums, so 0.95 is a gross-error line.
 TEST(EncoderInt8, EmbeddingsCloseToFp32) {
@@ -138,12 +145,16 @@ TEST(EncoderBf16, DtypeNamesOtherThanFp32Bf16AndInt8AreErrors) {
   EXPECT_EQ(parse_encoder_dtype("fp32"), DType::f32);
   EXPECT_EQ(parse_encoder_dtype("bf16"), DType::bf16);
   EXPECT_EQ(parse_encoder_dtype("int8"), DType::i8);
-  expect_error([] { parse_encoder_dtype("fp16"); }, {"dtype", "expected fp32, bf16 or int8", "'fp16'"});
-  expect_error([] { parse_encoder_dtype("f32"); }, {"dtype", "expected fp32, bf16 or int8", "'f32'"});
-  for (const std::string command : {"embed --dtype int4 -", "sts --dtype fp16 missing.tsv", "heads --json --dtype BF16"}) {
+  expect_error([] { parse_encoder_dtype("fp16"); },
+               {"dtype", "expected fp32, bf16 or int8", "'fp16'"});
+  expect_error([] { parse_encoder_dtype("f32"); },
+               {"dtype", "expected fp32, bf16 or int8", "'f32'"});
+  for (const std::string command :
+       {"embed --dtype int4 -", "sts --dtype fp16 missing.tsv", "heads --json --dtype BF16"}) {
     const CliResult r = run_cli(command);
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
-    EXPECT_NE(r.err.find("--dtype: expected fp32, bf16 or int8, got "), std::string::npos) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("--dtype: expected fp32, bf16 or int8, got "), std::string::npos)
+        << command << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << ": " << r.err;
   }
 }

@@ -31,7 +31,8 @@ namespace fs = std::filesystem;
 
 std::vector<std::string> invariance_sentences() {
   std::vector<std::string> out;
-  const std::string sts = std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/stsb/sts-test.tsv";
+  const std::string sts =
+      std::string(HEADCOUNT_TESTDATA_DIR) + "/../../../shared/data/stsb/sts-test.tsv";
   if (fs::exists(sts)) {
     for (const StsPair& p : read_sts(sts)) {
       out.push_back(p.sentence1);
@@ -67,21 +68,22 @@ class EncoderInvariance : public ::testing::Test {
 };
 
 // Rows of `got` that differ in any bit from `alone`, as "index: text" lines (at most 5).
-std::string differing_rows(const Tensor& alone, const Tensor& got, const std::vector<std::string>& texts,
-                           std::int64_t* count) {
+std::string differing_rows(const Tensor& alone, const Tensor& got,
+                           const std::vector<std::string>& texts, std::int64_t* count) {
   std::string report;
   *count = 0;
   const std::int64_t d = alone.size(1);
   for (std::int64_t r = 0; r < alone.size(0); ++r)
-    if (std::memcmp(alone.data<const float>() + r * d, got.data<const float>() + r * d, d * sizeof(float)) != 0 &&
+    if (std::memcmp(alone.data<const float>() + r * d, got.data<const float>() + r * d,
+                    d * sizeof(float)) != 0 &&
         ++*count <= 5)
       report += std::to_string(r) + ": " + texts[static_cast<std::size_t>(r)] + "\n";
   return report;
 }
 
 // The batches of 32 in input order, padded to the longest of each plus `extra` pad tokens.
-Tensor embed_unsorted(Context& ctx, const BertEncoder& encoder, const std::vector<std::string>& texts,
-                      std::int64_t extra) {
+Tensor embed_unsorted(Context& ctx, const BertEncoder& encoder,
+                      const std::vector<std::string>& texts, std::int64_t extra) {
   const std::int64_t d = encoder.dim(), count = static_cast<std::int64_t>(texts.size());
   const std::int32_t pad = encoder.tokenizer().pad_id();
   Tensor out(DType::f32, {count, d});
@@ -91,14 +93,18 @@ Tensor embed_unsorted(Context& ctx, const BertEncoder& encoder, const std::vecto
       ids.push_back(encoder.tokenizer().encode(texts[static_cast<std::size_t>(i)]));
     TokenBatch batch = pad_batch(ids, pad);
     if (extra > 0) {
-      const std::int64_t n = std::min(batch.seq_len + extra, encoder.config().max_position_embeddings);
+      const std::int64_t n =
+          std::min(batch.seq_len + extra, encoder.config().max_position_embeddings);
       TokenBatch wider{.batch = batch.batch, .seq_len = n, .ids = {}, .lengths = batch.lengths};
       wider.ids.assign(static_cast<std::size_t>(batch.batch * n), pad);
       for (std::int64_t r = 0; r < batch.batch; ++r)
-        std::copy_n(batch.ids.begin() + r * batch.seq_len, batch.seq_len, wider.ids.begin() + r * n);
+        std::copy_n(batch.ids.begin() + r * batch.seq_len, batch.seq_len,
+                    wider.ids.begin() + r * n);
       batch = std::move(wider);
     }
-    encoder.embed_batch(ctx, batch, TensorView::contiguous(out.data<float>() + b0 * d, DType::f32, {batch.batch, d}));
+    encoder.embed_batch(
+        ctx, batch,
+        TensorView::contiguous(out.data<float>() + b0 * d, DType::f32, {batch.batch, d}));
   }
   return out;
 }
@@ -114,13 +120,17 @@ TEST_F(EncoderInvariance, EmbeddingsAloneEqualEveryBatchingBitwise) {
   Variant variants[] = {
       {"sorted batches of 32, 2 threads", encoder_->embed(two, texts_, {.batch_size = 32})},
       {"unsorted batches of 32, 1 thread", embed_unsorted(one, *encoder_, texts_, 0)},
-      {"unsorted batches of 32 padded 9 more, 2 threads", embed_unsorted(two, *encoder_, texts_, 9)},
+      {"unsorted batches of 32 padded 9 more, 2 threads",
+       embed_unsorted(two, *encoder_, texts_, 9)},
   };
-  std::printf("[ invariant] %zu sentences alone vs %zu batchings\n", texts_.size(), std::size(variants));
+  std::printf("[ invariant] %zu sentences alone vs %zu batchings\n", texts_.size(),
+              std::size(variants));
   for (const Variant& v : variants) {
     std::int64_t count = 0;
     const std::string rows = differing_rows(alone, v.got, texts_, &count);
-    EXPECT_EQ(count, 0) << v.name << ": " << count << " embeddings differ from the sentence's alone, e.g.\n" << rows;
+    EXPECT_EQ(count, 0) << v.name << ": " << count
+                        << " embeddings differ from the sentence's alone, e.g.\n"
+                        << rows;
   }
 }
 
@@ -128,14 +138,17 @@ TEST_F(EncoderInvariance, EmbeddingsAloneEqualEveryBatchingBitwise) {
 // a batch padded 40 tokens past its longest sentence, with the reference kernel as well.
 TEST_F(EncoderInvariance, ValidTokensHiddenStatesIgnorePadding) {
   HEADCOUNT_REQUIRE_MINILM();
-  const std::vector<std::string> some(texts_.begin(), texts_.begin() + std::min<std::size_t>(8, texts_.size()));
+  const std::vector<std::string> some(texts_.begin(),
+                                      texts_.begin() + std::min<std::size_t>(8, texts_.size()));
   const std::int32_t pad = encoder_->tokenizer().pad_id();
   const std::int64_t d = encoder_->dim();
   std::vector<std::vector<std::int32_t>> ids;
   for (const std::string& s : some) ids.push_back(encoder_->tokenizer().encode(s));
   TokenBatch batch = pad_batch(ids, pad);
   const std::int64_t n = batch.seq_len + 40;
-  TokenBatch wide{.batch = batch.batch, .seq_len = n, .ids = std::vector<std::int32_t>(static_cast<std::size_t>(batch.batch * n), pad),
+  TokenBatch wide{.batch = batch.batch,
+                  .seq_len = n,
+                  .ids = std::vector<std::int32_t>(static_cast<std::size_t>(batch.batch * n), pad),
                   .lengths = batch.lengths};
   for (std::int64_t r = 0; r < batch.batch; ++r)
     std::copy_n(batch.ids.begin() + r * batch.seq_len, batch.seq_len, wide.ids.begin() + r * n);
@@ -148,8 +161,11 @@ TEST_F(EncoderInvariance, ValidTokensHiddenStatesIgnorePadding) {
       const TokenBatch single = pad_batch({ids[static_cast<std::size_t>(r)]}, pad);
       Tensor h(DType::f32, {1, len, d});
       encoder_->forward(one, single, h.view(), kernel);
-      EXPECT_EQ(std::memcmp(h.data<const float>(), hidden.data<const float>() + r * n * d, len * d * sizeof(float)), 0)
-          << "sentence " << r << " kernel " << (kernel == Kernel::streaming ? "streaming" : "reference");
+      EXPECT_EQ(std::memcmp(h.data<const float>(), hidden.data<const float>() + r * n * d,
+                            len * d * sizeof(float)),
+                0)
+          << "sentence " << r << " kernel "
+          << (kernel == Kernel::streaming ? "streaming" : "reference");
     }
   }
 }

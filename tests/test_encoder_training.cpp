@@ -55,7 +55,8 @@ Fd finite_differences(const std::function<double()>& f, Vec& v) {
       v[i] = x;
       return y;
     };
-    const double g1 = (at(kStep) - at(-kStep)) / (2 * kStep), g2 = (at(2 * kStep) - at(-2 * kStep)) / (4 * kStep);
+    const double g1 = (at(kStep) - at(-kStep)) / (2 * kStep),
+                 g2 = (at(2 * kStep) - at(-2 * kStep)) / (4 * kStep);
     out.grad[i] = g1;
     out.truncation[i] = std::abs(g1 - g2);
   }
@@ -63,7 +64,8 @@ Fd finite_differences(const std::function<double()>& f, Vec& v) {
 }
 
 template <typename T>
-void expect_gradient(const T* got, const Fd& fd, double fp32_bound_per_scale, const std::string& what) {
+void expect_gradient(const T* got, const Fd& fd, double fp32_bound_per_scale,
+                     const std::string& what) {
   double scale = 0;
   for (double g : fd.grad) scale = std::max(scale, std::abs(g));
   for (std::size_t i = 0; i < fd.grad.size(); ++i) {
@@ -74,43 +76,55 @@ void expect_gradient(const T* got, const Fd& fd, double fp32_bound_per_scale, co
 }
 
 // LayerNorm in double with an explicit eps (ref::layer_norm has PyTorch's 1e-5).
-Vec layer_norm(const Vec& x, std::int64_t rows, std::int64_t width, const Vec& gamma, const Vec& beta, double eps) {
+Vec layer_norm(const Vec& x, std::int64_t rows, std::int64_t width, const Vec& gamma,
+               const Vec& beta, double eps) {
   Vec y(x.size());
   for (std::int64_t r = 0; r < rows; ++r) {
     double mean = 0, var = 0;
     for (std::int64_t c = 0; c < width; ++c) mean += x[static_cast<std::size_t>(r * width + c)];
     mean /= static_cast<double>(width);
-    for (std::int64_t c = 0; c < width; ++c) var += std::pow(x[static_cast<std::size_t>(r * width + c)] - mean, 2);
+    for (std::int64_t c = 0; c < width; ++c)
+      var += std::pow(x[static_cast<std::size_t>(r * width + c)] - mean, 2);
     const double inv = 1.0 / std::sqrt(var / static_cast<double>(width) + eps);
     for (std::int64_t c = 0; c < width; ++c) {
       const auto i = static_cast<std::size_t>(r * width + c);
-      y[i] = (x[i] - mean) * inv * gamma[static_cast<std::size_t>(c)] + beta[static_cast<std::size_t>(c)];
+      y[i] = (x[i] - mean) * inv * gamma[static_cast<std::size_t>(c)] +
+             beta[static_cast<std::size_t>(c)];
     }
   }
   return y;
 }
 
 // The post-LN blocks of model.h in double, from x_in [B, T, d]: BERT's layer stack.
-Vec hidden_reference(const train::ModelConfig& c, const ref::Params& p, const Vec& x_in, std::int64_t B, std::int64_t T,
-                     const std::vector<Vec>& gates) {
-  const std::int64_t N = B * T, D = c.d_model, hd = c.head_dim, W = (c.heads + 2 * c.kv_heads) * hd, C = c.heads * hd;
+Vec hidden_reference(const train::ModelConfig& c, const ref::Params& p, const Vec& x_in,
+                     std::int64_t B, std::int64_t T, const std::vector<Vec>& gates) {
+  const std::int64_t N = B * T, D = c.d_model, hd = c.head_dim, W = (c.heads + 2 * c.kv_heads) * hd,
+                     C = c.heads * hd;
   auto P = [&](const std::string& name) -> const Vec& { return p.at(name); };
-  const ref::AttentionShape shape{.batch = B, .seq_len = T, .heads = c.heads, .kv_heads = c.kv_heads, .head_dim = hd,
-                                  .scale = static_cast<double>(*c.scale), .causal = false};
+  const ref::AttentionShape shape{.batch = B,
+                                  .seq_len = T,
+                                  .heads = c.heads,
+                                  .kv_heads = c.kv_heads,
+                                  .head_dim = hd,
+                                  .scale = static_cast<double>(*c.scale),
+                                  .causal = false};
   Vec x = x_in;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string b = "blocks." + std::to_string(l) + ".";
-    Vec concat = ref::attention(ref::linear(x, N, D, P(b + "attn.w_qkv"), P(b + "attn.b_qkv"), W), shape);
+    Vec concat =
+        ref::attention(ref::linear(x, N, D, P(b + "attn.w_qkv"), P(b + "attn.b_qkv"), W), shape);
     for (std::int64_t r = 0; r < N; ++r)
       for (std::int64_t h = 0; h < c.heads; ++h)
         for (std::int64_t e = 0; e < hd; ++e)
-          concat[static_cast<std::size_t>(r * C + h * hd + e)] *= gates[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
-    x = layer_norm(ref::add(x, ref::linear(concat, N, C, P(b + "attn.w_o"), P(b + "attn.b_o"), D)), N, D,
-                   P(b + "ln1.weight"), P(b + "ln1.bias"), c.ln_eps);
+          concat[static_cast<std::size_t>(r * C + h * hd + e)] *=
+              gates[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
+    x = layer_norm(ref::add(x, ref::linear(concat, N, C, P(b + "attn.w_o"), P(b + "attn.b_o"), D)),
+                   N, D, P(b + "ln1.weight"), P(b + "ln1.bias"), c.ln_eps);
     Vec u = ref::linear(x, N, D, P(b + "ffn.w_up"), P(b + "ffn.b_up"), c.d_ff);
     for (double& v : u) v = ref::gelu(v);
-    x = layer_norm(ref::add(x, ref::linear(u, N, c.d_ff, P(b + "ffn.w_down"), P(b + "ffn.b_down"), D)), N, D,
-                   P(b + "ln2.weight"), P(b + "ln2.bias"), c.ln_eps);
+    x = layer_norm(
+        ref::add(x, ref::linear(u, N, c.d_ff, P(b + "ffn.w_down"), P(b + "ffn.b_down"), D)), N, D,
+        P(b + "ln2.weight"), P(b + "ln2.bias"), c.ln_eps);
   }
   return x;
 }
@@ -132,45 +146,61 @@ TEST(EncoderTraining, CosineMseGradientMatchesFiniteDifferences) {
   for (int i = 0; i < 7; ++i) uv += u[i] * v[i], uu += u[i] * u[i], vv += v[i] * v[i];
   EXPECT_NEAR(loss, std::pow(uv / std::sqrt(uu * vv) - gold / 5, 2), 1e-15);
   auto f = [&] { return cosine_mse_loss(u.data(), v.data(), 7, gold, nullptr, nullptr); };
-  expect_gradient(du.data(), finite_differences(f, u), 0.0, "du");  // double throughout: no fp32 term
+  expect_gradient(du.data(), finite_differences(f, u), 0.0,
+                  "du");  // double throughout: no fp32 term
   expect_gradient(dv.data(), finite_differences(f, v), 0.0, "dv");
   const Vec zero(7, 0.0);
-  expect_error([&] { cosine_mse_loss(zero.data(), v.data(), 7, gold, nullptr, nullptr); }, {"two non-zero vectors"});
+  expect_error([&] { cosine_mse_loss(zero.data(), v.data(), 7, gold, nullptr, nullptr); },
+               {"two non-zero vectors"});
 }
 
 // forward_hidden against the double blocks, and backward_hidden's dL/dx_in, dL/dgates and every
 // block gradient against finite differences of L = Σ r·hidden (so d_hidden = r).
 TEST(EncoderTraining, HiddenBackwardMatchesFiniteDifferences) {
-  const train::ModelConfig config{.vocab = 1, .context = 5, .layers = 2, .d_model = 6, .heads = 4, .kv_heads = 2,
-                                  .head_dim = 3, .d_ff = 10, .norm = train::NormPlacement::post, .causal = false,
+  const train::ModelConfig config{.vocab = 1,
+                                  .context = 5,
+                                  .layers = 2,
+                                  .d_model = 6,
+                                  .heads = 4,
+                                  .kv_heads = 2,
+                                  .head_dim = 3,
+                                  .d_ff = 10,
+                                  .norm = train::NormPlacement::post,
+                                  .causal = false,
                                   .ln_eps = 1e-12f};
   Context ctx({.threads = 2});
   train::Model model(config, 5);
   const train::ModelConfig& c = model.config();
   std::mt19937_64 rng(7);
   for (train::Parameter& p : model.parameters()) {
-    const bool ln_weight = p.value.rank() == 1 && p.name.find("ln") != std::string::npos && p.name.ends_with("weight");
-    const Vec v = random_vec(static_cast<std::size_t>(p.value.numel()), rng, p.value.rank() >= 2 ? 0.5 : 0.2, ln_weight ? 1.0 : 0.0);
+    const bool ln_weight =
+        p.value.rank() == 1 && p.name.find("ln") != std::string::npos && p.name.ends_with("weight");
+    const Vec v = random_vec(static_cast<std::size_t>(p.value.numel()), rng,
+                             p.value.rank() >= 2 ? 0.5 : 0.2, ln_weight ? 1.0 : 0.0);
     std::copy(v.begin(), v.end(), p.value.data<float>());
   }
   const std::int64_t B = 2, T = 4, n = B * T * c.d_model;
-  Vec x = random_vec(static_cast<std::size_t>(n), rng, 1.0), r = random_vec(static_cast<std::size_t>(n), rng, 1.0);
+  Vec x = random_vec(static_cast<std::size_t>(n), rng, 1.0),
+      r = random_vec(static_cast<std::size_t>(n), rng, 1.0);
   std::vector<Vec> gates = {random_vec(4, rng, 0.4, 1.0), random_vec(4, rng, 0.4, 1.0)};
-  train::ForwardOptions options{.head_gates = {std::vector<float>(gates[0].begin(), gates[0].end()),
-                                               std::vector<float>(gates[1].begin(), gates[1].end())}};
+  train::ForwardOptions options{
+      .head_gates = {std::vector<float>(gates[0].begin(), gates[0].end()),
+                     std::vector<float>(gates[1].begin(), gates[1].end())}};
   const std::vector<float> xf(x.begin(), x.end()), rf(r.begin(), r.end());
   std::vector<float> hidden(static_cast<std::size_t>(n)), dx(static_cast<std::size_t>(n));
   model.forward_hidden(ctx, B, T, xf.data(), hidden.data(), options);
   const std::vector<std::vector<double>> dgates = model.backward_hidden(ctx, rf.data(), dx.data());
 
   ref::Params p = ref::params_of(model);
-  // n: the longest sum (W = 18 columns of qkv, d_ff 10, T keys); depth: ~8 rounded stages per block.
+  // n: the longest sum (W = 18 columns of qkv, d_ff 10, T keys); depth: ~8 rounded stages per
+  // block.
   const double len = 18, depth = 8.0 * 2;
   const double fp32 = 4 * depth * len * kU;
   const Vec want = hidden_reference(c, p, x, B, T, gates);
   double scale = 0;
   for (double h : want) scale = std::max(scale, std::abs(h));
-  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(hidden[i], want[i], fp32 * scale) << "hidden[" << i << "]";
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(hidden[i], want[i], fp32 * scale) << "hidden[" << i << "]";
 
   auto loss = [&] {
     const Vec h = hidden_reference(c, p, x, B, T, gates);
@@ -179,34 +209,48 @@ TEST(EncoderTraining, HiddenBackwardMatchesFiniteDifferences) {
     return s;
   };
   expect_gradient(dx.data(), finite_differences(loss, x), fp32, "d_x_in");
-  for (std::size_t l = 0; l < 2; ++l) expect_gradient(dgates[l].data(), finite_differences(loss, gates[l]), fp32, "gates");
+  for (std::size_t l = 0; l < 2; ++l)
+    expect_gradient(dgates[l].data(), finite_differences(loss, gates[l]), fp32, "gates");
   for (train::Parameter& param : model.parameters()) {
     if (!param.name.starts_with("blocks.")) {  // took no part: zero gradients
-      for (std::int64_t i = 0; i < param.grad.numel(); ++i) ASSERT_EQ(param.grad.data<float>()[i], 0.0f) << param.name;
+      for (std::int64_t i = 0; i < param.grad.numel(); ++i)
+        ASSERT_EQ(param.grad.data<float>()[i], 0.0f) << param.name;
       continue;
     }
-    expect_gradient(param.grad.data<const float>(), finite_differences(loss, p.at(param.name)), fp32, param.name);
+    expect_gradient(param.grad.data<const float>(), finite_differences(loss, p.at(param.name)),
+                    fp32, param.name);
   }
   // backward_hidden needs its own forward_hidden just before it.
-  expect_error([&] { model.backward_hidden(ctx, rf.data()); }, {"backward_hidden", "forward_hidden"});
+  expect_error([&] { model.backward_hidden(ctx, rf.data()); },
+               {"backward_hidden", "forward_hidden"});
 }
 
 class EncoderTrainingTiny : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("headcount_enc_training_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = fs::temp_directory_path() /
+            ("headcount_enc_training_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_ / "tiny");
-    // d 16, 4 heads of 4, 2 layers, d_ff 32, 12-token vocabulary, random weights (as test_compress.cpp).
-    std::ofstream(root_ / "tiny" / "config.json") << R"({"model_type":"bert","hidden_size":16,"num_hidden_layers":2,
+    // d 16, 4 heads of 4, 2 layers, d_ff 32, 12-token vocabulary, random weights (as
+    // test_compress.cpp).
+    std::ofstream(root_ / "tiny" / "config.json")
+        << R"({"model_type":"bert","hidden_size":16,"num_hidden_layers":2,
       "num_attention_heads":4,"intermediate_size":32,"vocab_size":12,"max_position_embeddings":16,"type_vocab_size":2,
       "layer_norm_eps":1e-12,"hidden_act":"gelu","position_embedding_type":"absolute"})";
-    std::ofstream(root_ / "tiny" / "vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\nsat\n##s\non\nmat\n.\na\n";
-    std::ofstream(root_ / "tiny" / "sentence_bert_config.json") << R"({"max_seq_length": 12, "do_lower_case": false})";
+    std::ofstream(root_ / "tiny" / "vocab.txt")
+        << "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\nsat\n##s\non\nmat\n.\na\n";
+    std::ofstream(root_ / "tiny" / "sentence_bert_config.json")
+        << R"({"max_seq_length": 12, "do_lower_case": false})";
     EncoderConfig c;
-    c.hidden_size = 16; c.layers = 2; c.heads = 4; c.intermediate_size = 32; c.vocab_size = 12;
-    c.max_position_embeddings = 16; c.type_vocab_size = 2;
+    c.hidden_size = 16;
+    c.layers = 2;
+    c.heads = 4;
+    c.intermediate_size = 32;
+    c.vocab_size = 12;
+    c.max_position_embeddings = 16;
+    c.type_vocab_size = 2;
     std::vector<F32Tensor> tensors;
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 0.3f);
@@ -220,9 +264,12 @@ class EncoderTrainingTiny : public ::testing::Test {
     write_f32_safetensors((root_ / "tiny" / "model.safetensors").string(), tensors);
     sts_ = root_ / "sts.tsv";
     std::ofstream out(sts_);
-    const char* s[] = {"the cat sat", "a cat sat on the mat", "the mat", "a mat", "the cats sat on a mat .", "on the cat"};
+    const char* s[] = {"the cat sat", "a cat sat on the mat",    "the mat",
+                       "a mat",       "the cats sat on a mat .", "on the cat"};
     for (int i = 0; i < 6; ++i)
-      for (int j = i + 1; j < 6; ++j) out << "g\tf\ty\t" << i << j << '\t' << (i * 7 + j * 3) % 6 << '\t' << s[i] << '\t' << s[j] << '\n';
+      for (int j = i + 1; j < 6; ++j)
+        out << "g\tf\ty\t" << i << j << '\t' << (i * 7 + j * 3) % 6 << '\t' << s[i] << '\t' << s[j]
+            << '\n';
   }
   void TearDown() override { fs::remove_all(root_); }
   std::string tiny() const { return (root_ / "tiny").string(); }
@@ -230,35 +277,43 @@ class EncoderTrainingTiny : public ::testing::Test {
   fs::path root_, sts_;
 };
 
-// Mean-pooled, L2-normalised embeddings of `texts` through the bridged model, one sentence at a time.
-Tensor bridged_embeddings(Context& ctx, const BertEncoder& encoder, train::Model& model, const std::vector<std::string>& texts) {
+// Mean-pooled, L2-normalised embeddings of `texts` through the bridged model, one sentence at a
+// time.
+Tensor bridged_embeddings(Context& ctx, const BertEncoder& encoder, train::Model& model,
+                          const std::vector<std::string>& texts) {
   const std::int64_t d = encoder.dim();
   Tensor out(DType::f32, {static_cast<std::int64_t>(texts.size()), d});
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const std::vector<std::int32_t> ids = encoder.tokenizer().encode(texts[i]);
     const auto T = static_cast<std::int64_t>(ids.size());
-    const Tensor x = encoder_layer_input(ctx, encoder, {.batch = 1, .seq_len = T, .ids = ids, .lengths = {T}});
+    const Tensor x =
+        encoder_layer_input(ctx, encoder, {.batch = 1, .seq_len = T, .ids = ids, .lengths = {T}});
     std::vector<float> h(static_cast<std::size_t>(T * d));
     model.forward_hidden(ctx, 1, T, x.data<const float>(), h.data());
     std::vector<double> mean(static_cast<std::size_t>(d));
     double norm = 0;
     for (std::int64_t k = 0; k < d; ++k) {
-      for (std::int64_t t = 0; t < T; ++t) mean[static_cast<std::size_t>(k)] += h[static_cast<std::size_t>(t * d + k)] / static_cast<double>(T);
+      for (std::int64_t t = 0; t < T; ++t)
+        mean[static_cast<std::size_t>(k)] +=
+            h[static_cast<std::size_t>(t * d + k)] / static_cast<double>(T);
       norm += mean[static_cast<std::size_t>(k)] * mean[static_cast<std::size_t>(k)];
     }
     for (std::int64_t k = 0; k < d; ++k)
-      out.data<float>()[static_cast<std::int64_t>(i) * d + k] = static_cast<float>(mean[static_cast<std::size_t>(k)] / std::sqrt(norm));
+      out.data<float>()[static_cast<std::int64_t>(i) * d + k] =
+          static_cast<float>(mean[static_cast<std::size_t>(k)] / std::sqrt(norm));
   }
   return out;
 }
 
 double max_abs_difference(const Tensor& a, const Tensor& b) {
   double m = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
   return m;
 }
 
-const std::vector<std::string> kTexts = {"the cats sat on the mat.", "a cat", "the mat", "on a mat the cat sat .", ""};
+const std::vector<std::string> kTexts = {"the cats sat on the mat.", "a cat", "the mat",
+                                         "on a mat the cat sat .", ""};
 
 TEST_F(EncoderTrainingTiny, BridgeEqualsTheEncoderAndRoundTrips) {
   Context ctx({.threads = 2});
@@ -277,7 +332,8 @@ TEST_F(EncoderTrainingTiny, BridgeEqualsTheEncoderAndRoundTrips) {
     }
     EXPECT_EQ(model.config().uniform_heads(), variant != 2);
     EXPECT_FLOAT_EQ(model.config().ln_eps, 1e-12f);
-    const Tensor ours = bridged_embeddings(ctx, encoder, model, kTexts), want = encoder.embed(ctx, kTexts);
+    const Tensor ours = bridged_embeddings(ctx, encoder, model, kTexts),
+                 want = encoder.embed(ctx, kTexts);
     EXPECT_LE(max_abs_difference(ours, want), kTinyTolerance) << "variant " << variant;
     // Back to encoder weights: every tensor bit for bit.
     const EncoderWeights back = model_to_encoder(model, weights);
@@ -310,32 +366,42 @@ TEST_F(EncoderTrainingTiny, KeyPaddingGivesEachSentenceAloneBitwise) {
   for (Kernel kernel : {Kernel::streaming, Kernel::reference}) {
     SCOPED_TRACE(kernel_name(kernel));
     std::vector<float> hidden(x.size()), dx(x.size(), 7.0f);
-    model.forward_hidden(ctx, 2, T, x.data(), hidden.data(), {.kernel = kernel, .key_lengths = {5, 3}});
+    model.forward_hidden(ctx, 2, T, x.data(), hidden.data(),
+                         {.kernel = kernel, .key_lengths = {5, 3}});
     const std::vector<std::vector<double>> gates = model.backward_hidden(ctx, dh.data(), dx.data());
     std::vector<std::vector<double>> gate_sum;
     for (std::int64_t b = 0; b < 2; ++b) {
       const std::int64_t n = lengths[b] * d;
       std::vector<float> alone(static_cast<std::size_t>(n)), dx_alone(static_cast<std::size_t>(n));
-      model.forward_hidden(ctx, 1, lengths[b], x.data() + b * T * d, alone.data(), {.kernel = kernel});
+      model.forward_hidden(ctx, 1, lengths[b], x.data() + b * T * d, alone.data(),
+                           {.kernel = kernel});
       const auto g = model.backward_hidden(ctx, dh.data() + b * T * d, dx_alone.data());
-      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), hidden.begin() + b * T * d)) << "hidden, sentence " << b;
-      EXPECT_TRUE(std::equal(dx_alone.begin(), dx_alone.end(), dx.begin() + b * T * d)) << "dx, sentence " << b;
-      if (gate_sum.empty()) gate_sum = g;
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), hidden.begin() + b * T * d))
+          << "hidden, sentence " << b;
+      EXPECT_TRUE(std::equal(dx_alone.begin(), dx_alone.end(), dx.begin() + b * T * d))
+          << "dx, sentence " << b;
+      if (gate_sum.empty())
+        gate_sum = g;
       else
         for (std::size_t l = 0; l < g.size(); ++l)
           for (std::size_t h = 0; h < g[l].size(); ++h) gate_sum[l][h] += g[l][h];
     }
-    for (std::int64_t i = (T + lengths[1]) * d; i < 2 * T * d; ++i) EXPECT_EQ(dx[static_cast<std::size_t>(i)], 0.0f) << i;
+    for (std::int64_t i = (T + lengths[1]) * d; i < 2 * T * d; ++i)
+      EXPECT_EQ(dx[static_cast<std::size_t>(i)], 0.0f) << i;
     // The gate gradients sum (in double) over the batch's rows: the two sentences' sums added
     // give the same value up to double rounding.
     for (std::size_t l = 0; l < gates.size(); ++l)
       for (std::size_t h = 0; h < gates[l].size(); ++h)
         EXPECT_NEAR(gates[l][h], gate_sum[l][h], 1e-12 * (1 + std::fabs(gate_sum[l][h])));
   }
-  expect_error([&] { model.forward_hidden(ctx, 2, T, x.data(), x.data(), {.key_lengths = {5}}); }, {"key_lengths", "2 entries"});
+  expect_error([&] { model.forward_hidden(ctx, 2, T, x.data(), x.data(), {.key_lengths = {5}}); },
+               {"key_lengths", "2 entries"});
   std::vector<float> out(x.size());
-  expect_error([&] { model.forward_hidden(ctx, 2, T, x.data(), out.data(), {.key_lengths = {5, 6}}); },
-               {"key_lengths[1]", "seq_len = 5"});
+  expect_error(
+      [&] {
+        model.forward_hidden(ctx, 2, T, x.data(), out.data(), {.key_lengths = {5, 6}});
+      },
+      {"key_lengths[1]", "seq_len = 5"});
 }
 
 // One pair's importance is |dL/dξ| of the cosine-MSE loss of the two sentences: against finite
@@ -354,7 +420,8 @@ TEST_F(EncoderTrainingTiny, GradientImportanceMatchesFiniteDifferences) {
   auto input = [&](const std::string& text) {
     const std::vector<std::int32_t> ids = encoder.tokenizer().encode(text);
     const auto T = static_cast<std::int64_t>(ids.size());
-    const Tensor x = encoder_layer_input(ctx, encoder, {.batch = 1, .seq_len = T, .ids = ids, .lengths = {T}});
+    const Tensor x =
+        encoder_layer_input(ctx, encoder, {.batch = 1, .seq_len = T, .ids = ids, .lengths = {T}});
     return std::pair{Vec(x.data<const float>(), x.data<const float>() + x.numel()), T};
   };
   // Plain variables, not structured bindings: clang 14 (the sanitizer build) cannot capture those.
@@ -367,7 +434,8 @@ TEST_F(EncoderTrainingTiny, GradientImportanceMatchesFiniteDifferences) {
     const Vec h = hidden_reference(c, p, x, 1, T, gates);
     Vec m(16, 0.0);
     for (std::int64_t t = 0; t < T; ++t)
-      for (std::size_t k = 0; k < 16; ++k) m[k] += h[static_cast<std::size_t>(t) * 16 + k] / static_cast<double>(T);
+      for (std::size_t k = 0; k < 16; ++k)
+        m[k] += h[static_cast<std::size_t>(t) * 16 + k] / static_cast<double>(T);
     return m;
   };
   auto loss = [&] {
@@ -377,7 +445,8 @@ TEST_F(EncoderTrainingTiny, GradientImportanceMatchesFiniteDifferences) {
   const double len = 48, depth = 8.0 * 2 + 2;  // qkv width 48; + pooling and the cosine
   for (std::size_t l = 0; l < 2; ++l) {
     Fd fd = finite_differences(loss, gates[l]);
-    for (double& v : fd.grad) v = std::abs(v);  // |dL/dξ| (the truncation bound is unchanged by |.|)
+    for (double& v : fd.grad)
+      v = std::abs(v);  // |dL/dξ| (the truncation bound is unchanged by |.|)
     expect_gradient(g.raw.data() + l * 4, fd, 4 * depth * len * kU, "layer " + std::to_string(l));
     double norm = 0;
     for (std::size_t h = 0; h < 4; ++h) norm += g.importance[l * 4 + h] * g.importance[l * 4 + h];
@@ -391,10 +460,11 @@ TEST_F(EncoderTrainingTiny, GradientImportanceMatchesFiniteDifferences) {
 TEST_F(EncoderTrainingTiny, DistillationIsReproducibleAndApproachesTheTeacher) {
   Context ctx({.threads = 2});
   const BertEncoder teacher = BertEncoder::load(tiny());
-  const EncoderWeights student = convert_kv_heads(read_encoder_weights(tiny()), 1, KvConvertMethod::mean);
-  const std::vector<std::string> sentences =
-      split_sentences("the cat sat. a cat sat on the mat! the mat sat on a cat? the cats sat.\n\na mat on the cat. "
-                      "on the mat the cat sat. the cat. a mat. the cats sat on the mat.");
+  const EncoderWeights student =
+      convert_kv_heads(read_encoder_weights(tiny()), 1, KvConvertMethod::mean);
+  const std::vector<std::string> sentences = split_sentences(
+      "the cat sat. a cat sat on the mat! the mat sat on a cat? the cats sat.\n\na mat on the cat. "
+      "on the mat the cat sat. the cat. a mat. the cats sat on the mat.");
   ASSERT_EQ(sentences.size(), 9u);
   EXPECT_EQ(sentences[0], "the cat sat.");
   DistillOptions options{.steps = 40, .batch_size = 2, .min_tokens = 3, .seed = 1};
@@ -405,36 +475,49 @@ TEST_F(EncoderTrainingTiny, DistillationIsReproducibleAndApproachesTheTeacher) {
   EXPECT_EQ(a.steps, 40);
   EXPECT_EQ(a.sentences, 9);
   for (const auto& [name, t] : a.student.tensors)
-    EXPECT_EQ(std::memcmp(t.data<const void>(), b.student.tensors.at(name).data<const void>(), t.bytes()), 0) << name;
+    EXPECT_EQ(
+        std::memcmp(t.data<const void>(), b.student.tensors.at(name).data<const void>(), t.bytes()),
+        0)
+        << name;
   EXPECT_TRUE(a.student.config.is_grouped());
   const Tensor want = teacher.embed(ctx, kTexts);
   const double before = max_abs_difference(encoder_from_weights(student).embed(ctx, kTexts), want);
   const double after = max_abs_difference(encoder_from_weights(a.student).embed(ctx, kTexts), want);
-  std::printf("[ distill ] max |embedding - teacher's| %.4f -> %.4f, loss %.5f -> %.5f\n", before, after, a.first_loss,
-              a.last_loss);
+  std::printf("[ distill ] max |embedding - teacher's| %.4f -> %.4f, loss %.5f -> %.5f\n", before,
+              after, a.first_loss, a.last_loss);
   EXPECT_LT(after, 0.5 * before);
-  expect_error([&] { distill_encoder(ctx, teacher, student, sentences, {.steps = 0, .seconds = 0}); }, {"uptraining budget"});
-  expect_error([&] { distill_encoder(ctx, teacher, student, {"a"}, {.steps = 1}); }, {"uptraining corpus"});
+  expect_error(
+      [&] { distill_encoder(ctx, teacher, student, sentences, {.steps = 0, .seconds = 0}); },
+      {"uptraining budget"});
+  expect_error([&] { distill_encoder(ctx, teacher, student, {"a"}, {.steps = 1}); },
+               {"uptraining corpus"});
 }
 
 TEST_F(EncoderTrainingTiny, PruneAndConvertCommandsTakeTheNewOptions) {
-  const CliResult pruned = run_cli("prune --model '" + tiny() + "' --fraction 0.25 --importance gradient --rank-sts '" +
-                                   sts_.string() + "' --out '" + (root_ / "p").string() + "'");
+  const CliResult pruned =
+      run_cli("prune --model '" + tiny() + "' --fraction 0.25 --importance gradient --rank-sts '" +
+              sts_.string() + "' --out '" + (root_ / "p").string() + "'");
   ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
   EXPECT_EQ(BertEncoder::load((root_ / "p").string()).config().total_heads(), 6);
-  const CliResult iterative = run_cli("prune --model '" + tiny() + "' --fraction 0.25 --importance gradient --iterative --out '" +
-                                      (root_ / "q").string() + "'");
+  const CliResult iterative = run_cli(
+      "prune --model '" + tiny() + "' --fraction 0.25 --importance gradient --iterative --out '" +
+      (root_ / "q").string() + "'");
   EXPECT_EQ(iterative.exit_code, 2);
-  EXPECT_NE(iterative.err.find("only with --importance ablation"), std::string::npos) << iterative.err;
+  EXPECT_NE(iterative.err.find("only with --importance ablation"), std::string::npos)
+      << iterative.err;
 
   const fs::path corpus = root_ / "corpus.txt";
   std::ofstream(corpus) << "the cat sat. a cat sat on the mat. the mat sat on a cat. the cats sat.";
-  const CliResult up = run_cli("convert --model '" + tiny() + "' --kv-heads 2 --method aligned --uptrain-steps 3 --uptrain-batch 2 "
-                               "--uptrain-corpus '" + corpus.string() + "' --threads 1 --out '" + (root_ / "g").string() + "'");
+  const CliResult up =
+      run_cli("convert --model '" + tiny() +
+              "' --kv-heads 2 --method aligned --uptrain-steps 3 --uptrain-batch 2 "
+              "--uptrain-corpus '" +
+              corpus.string() + "' --threads 1 --out '" + (root_ / "g").string() + "'");
   ASSERT_EQ(up.exit_code, 0) << up.err;
   EXPECT_NE(up.err.find("uptrain: 3 steps"), std::string::npos) << up.err;
   EXPECT_EQ(BertEncoder::load((root_ / "g").string()).config().layer_kv_heads(0), 2);
-  const CliResult both = run_cli("convert --model '" + tiny() + "' --kv-heads 2 --uptrain-steps 3 --uptrain-minutes 1 --out '" +
+  const CliResult both = run_cli("convert --model '" + tiny() +
+                                 "' --kv-heads 2 --uptrain-steps 3 --uptrain-minutes 1 --out '" +
                                  (root_ / "h").string() + "'");
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("at most one of them"), std::string::npos) << both.err;
@@ -450,8 +533,10 @@ TEST(EncoderTrainingMiniLM, BridgeEqualsTheEncoder) {
   Context ctx({.threads = 2});
   const BertEncoder encoder = BertEncoder::load(default_model_dir());
   train::Model model = encoder_to_model(read_encoder_weights(default_model_dir()));
-  const double diff = max_abs_difference(bridged_embeddings(ctx, encoder, model, texts), encoder.embed(ctx, texts));
-  std::printf("[ bridge ] MiniLM bridged vs encoder max |diff| %.3g over %zu sentences\n", diff, texts.size());
+  const double diff =
+      max_abs_difference(bridged_embeddings(ctx, encoder, model, texts), encoder.embed(ctx, texts));
+  std::printf("[ bridge ] MiniLM bridged vs encoder max |diff| %.3g over %zu sentences\n", diff,
+              texts.size());
   EXPECT_LE(diff, kMiniLMTolerance);
 }
 

@@ -100,9 +100,9 @@ void write_f32(const fs::path& path, std::vector<std::int64_t> shape, float fill
 // A tiny BERT config (hidden 4, 2 heads, 1 layer) with one field replaced by `edit`.
 std::string config_json(const std::string& key = "", const std::string& value = "") {
   std::vector<std::pair<std::string, std::string>> fields = {
-      {"vocab_size", "5"}, {"hidden_size", "4"}, {"num_hidden_layers", "1"},
-      {"num_attention_heads", "2"}, {"intermediate_size", "8"}, {"max_position_embeddings", "16"},
-      {"type_vocab_size", "1"}, {"layer_norm_eps", "1e-12"}, {"hidden_act", "\"gelu\""}};
+      {"vocab_size", "5"},          {"hidden_size", "4"},        {"num_hidden_layers", "1"},
+      {"num_attention_heads", "2"}, {"intermediate_size", "8"},  {"max_position_embeddings", "16"},
+      {"type_vocab_size", "1"},     {"layer_norm_eps", "1e-12"}, {"hidden_act", "\"gelu\""}};
   std::string text = "{";
   for (auto& [k, v] : fields) {
     if (k == key) v = value;
@@ -128,11 +128,16 @@ void build_fixtures(const fs::path& d) {
   write_f32(d / "rank3.npy", {2, 2, 2});
   write_f32(d / "long_q.npy", {1, 1000000, 1, 1});
   put(d / "not_npy.npy", "hello, world\n");
-  put(d / "short.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", std::string(8, '\0')));
-  put(d / "f2.npy", npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }", std::string(8, '\0')));
-  put(d / "fortran.npy", npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", std::string(16, '\0')));
-  put(d / "huge.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }",
-                                std::string(16, '\0')));
+  put(d / "short.npy",
+      npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", std::string(8, '\0')));
+  put(d / "f2.npy",
+      npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }", std::string(8, '\0')));
+  put(d / "fortran.npy", npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
+                                   std::string(16, '\0')));
+  put(d / "huge.npy",
+      npy_bytes(
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }",
+          std::string(16, '\0')));
   put(d / "header_len.npy", std::string("\x93NUMPY\x01\x00\xff\xff{'descr'", 17));
 
   put(d / "sts_short.tsv", "genre\tfile\tyear\tid\t4.0\tonly one sentence\n");
@@ -153,7 +158,8 @@ void build_fixtures(const fs::path& d) {
   std::string claims(8, '\0');
   claims[5] = 1;  // header length 2^40
   model_dir(d / "model_st_length", config_json(), vocab, claims + "{}");
-  const std::string header = "{\"x\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}";
+  const std::string header =
+      "{\"x\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}";
   std::string st(8, '\0');
   st[0] = static_cast<char>(header.size());
   model_dir(d / "model_st_missing", config_json(), vocab, st + header + std::string(8, '\0'));
@@ -206,7 +212,8 @@ TEST(ErrorsCatalogue, EveryRowGetsItsMessage) {
   const fs::path catalogue = fs::path(HEADCOUNT_TESTDATA_DIR) / ".." / ".." / "docs" / "errors.md";
   const std::vector<Row> rows = read_catalogue(catalogue);
   ASSERT_GE(rows.size(), 20u) << "the table in " << catalogue << " went missing";
-  const fs::path dir = fs::temp_directory_path() / ("headcount_errors_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("headcount_errors_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   build_fixtures(dir);
   for (const Row& row : rows) {
@@ -214,7 +221,8 @@ TEST(ErrorsCatalogue, EveryRowGetsItsMessage) {
     ASSERT_FALSE(row.command.empty() || row.message.empty());
     const CliResult r = run_row(replace_all(row.command, "{dir}", dir.string()));
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    const std::string expected = "headcount: error: " + replace_all(row.message, "{dir}", dir.string());
+    const std::string expected =
+        "headcount: error: " + replace_all(row.message, "{dir}", dir.string());
     std::string first = r.err.substr(0, r.err.find('\n'));
     EXPECT_TRUE(std::regex_match(first, message_pattern(expected)))
         << "  catalogue: " << expected << "\n  actual:    " << first;

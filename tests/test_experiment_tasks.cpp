@@ -1,7 +1,8 @@
 // The pieces issue 11's experiments add to training: the multi-relation variant that combines a
-// content-addressed relation with a fixed offset, the multi-retrieval task (blur's tuple targets), the esp task (its graphs and rows checked by
-// independent code), the per-head probe (on P built by hand and on a model whose weights make
-// one head look at offset 1), and the MHA -> GQA mean-pool conversion.
+// content-addressed relation with a fixed offset, the multi-retrieval task (blur's tuple targets),
+// the esp task (its graphs and rows checked by independent code), the per-head probe (on P built by
+// hand and on a model whose weights make one head look at offset 1), and the MHA -> GQA mean-pool
+// conversion.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,9 +83,15 @@ TEST(ExperimentTasks, MultiRetrievalTargetsAreTheFetchedTuples) {
       {{{"name", "multi-retrieval"}, {"p", 8}, {"seq_len", 20}}, 8, 1, 64},
       {{{"name", "multi-retrieval"}, {"mode", "unordered"}, {"p", 5}, {"seq_len", 20}}, 5, 1, 25},
       {{{"name", "multi-retrieval"}, {"p", 4}, {"offsets", {1, 3, 6}}, {"seq_len", 24}}, 4, 1, 64},
-      {{{"name", "multi-retrieval"}, {"mode", "key-value"}, {"p", 4}, {"keys", 6},
-        {"offsets", {2}}, {"seq_len", 24}},
-       4, 6, 24}};
+      {{{"name", "multi-retrieval"},
+        {"mode", "key-value"},
+        {"p", 4},
+        {"keys", 6},
+        {"offsets", {2}},
+        {"seq_len", 24}},
+       4,
+       6,
+       24}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.config.dump());
     const auto task = make_task(c.config);
@@ -93,7 +100,8 @@ TEST(ExperimentTasks, MultiRetrievalTargetsAreTheFetchedTuples) {
     const auto offsets =
         c.config.value("offsets", mode == "key-value" ? std::vector<std::int64_t>{1}
                                                       : std::vector<std::int64_t>{1, 4});
-    const std::int64_t T = c.config.at("seq_len"), first = *std::max_element(offsets.begin(), offsets.end());
+    const std::int64_t T = c.config.at("seq_len"),
+                       first = *std::max_element(offsets.begin(), offsets.end());
     for (const Batch& b : {task->train_batch(5, 2, 16), task->validation_batch(0, 16)}) {
       std::int64_t scored = 0;
       for (std::int64_t r = 0; r < b.batch; ++r) {
@@ -123,14 +131,26 @@ TEST(ExperimentTasks, MultiRetrievalTargetsAreTheFetchedTuples) {
     }
     EXPECT_EQ(task->describe().at("mode"), mode);
   }
-  expect_error([] { make_task({{"name", "multi-retrieval"}, {"offsets", {2, 2}}}); },
-               {"task.offsets", "distinct"});
-  expect_error([] { make_task({{"name", "multi-retrieval"}, {"offsets", {1, 32}}}); },
-               {"task.offsets", "below seq_len = 32"});
-  expect_error([] { make_task({{"name", "multi-retrieval"}, {"p", 20}, {"offsets", {1, 2, 3}}}); },
-               {"task.p", "4096 classes", "20"});
-  expect_error([] { make_task({{"name", "multi-retrieval"}, {"mode", "key-value"}, {"offsets", {1, 2}}}); },
-               {"task.offsets"});
+  expect_error(
+      [] {
+        make_task({{"name", "multi-retrieval"}, {"offsets", {2, 2}}});
+      },
+      {"task.offsets", "distinct"});
+  expect_error(
+      [] {
+        make_task({{"name", "multi-retrieval"}, {"offsets", {1, 32}}});
+      },
+      {"task.offsets", "below seq_len = 32"});
+  expect_error(
+      [] {
+        make_task({{"name", "multi-retrieval"}, {"p", 20}, {"offsets", {1, 2, 3}}});
+      },
+      {"task.p", "4096 classes", "20"});
+  expect_error(
+      [] {
+        make_task({{"name", "multi-retrieval"}, {"mode", "key-value"}, {"offsets", {1, 2}}});
+      },
+      {"task.offsets"});
   expect_error([] { make_task({{"name", "multi-retrieval"}, {"keys", 4}}); }, {"task.keys"});
 }
 

@@ -27,10 +27,14 @@ namespace {
 using Harness = int (*)(const std::uint8_t*, std::size_t);
 const std::map<std::string, Harness>& harnesses() {
   static const std::map<std::string, Harness> table = {
-      {"safetensors", fuzz_safetensors_one_input}, {"npy", fuzz_npy_one_input},
-      {"encoder_config", fuzz_encoder_config_one_input}, {"wordpiece", fuzz_wordpiece_one_input},
-      {"sts", fuzz_sts_one_input}, {"attention_options", fuzz_attention_options_one_input},
-      {"gguf", fuzz_gguf_one_input}, {"bpe", fuzz_bpe_one_input}};
+      {"safetensors", fuzz_safetensors_one_input},
+      {"npy", fuzz_npy_one_input},
+      {"encoder_config", fuzz_encoder_config_one_input},
+      {"wordpiece", fuzz_wordpiece_one_input},
+      {"sts", fuzz_sts_one_input},
+      {"attention_options", fuzz_attention_options_one_input},
+      {"gguf", fuzz_gguf_one_input},
+      {"bpe", fuzz_bpe_one_input}};
   return table;
 }
 
@@ -58,7 +62,8 @@ TEST(FuzzRegressions, EveryCrashInputIsHandled) {
 TEST(FuzzRegressions, EverySeedPassesItsHarness) {
   for (const auto& [target, harness] : harnesses()) {
     int seeds = 0;
-    for (const auto& entry : fs::directory_iterator(fs::path(HEADCOUNT_FUZZ_DIR) / "corpus" / target)) {
+    for (const auto& entry :
+         fs::directory_iterator(fs::path(HEADCOUNT_FUZZ_DIR) / "corpus" / target)) {
       EXPECT_EQ(replay(harness, entry.path()), 0) << entry.path();
       ++seeds;
     }

@@ -56,12 +56,15 @@ const json& find_case(const std::string& name) {
   throw std::runtime_error("no case " + name);
 }
 
-Tensor load(const json& c, const std::string& key) { return read_npy(golden_dir() + "/" + c["arrays"][key].get<std::string>()); }
+Tensor load(const json& c, const std::string& key) {
+  return read_npy(golden_dir() + "/" + c["arrays"][key].get<std::string>());
+}
 
 std::vector<double> as_doubles(const Tensor& t) {
   std::vector<double> out(static_cast<std::size_t>(t.numel()));
   for (std::int64_t i = 0; i < t.numel(); ++i)
-    out[static_cast<std::size_t>(i)] = t.dtype() == DType::f64 ? t.data<double>()[i] : t.data<float>()[i];
+    out[static_cast<std::size_t>(i)] =
+        t.dtype() == DType::f64 ? t.data<double>()[i] : t.data<float>()[i];
   return out;
 }
 
@@ -82,8 +85,12 @@ AttentionInputs inputs_of(const json& c) {
   const json& cfg = c["config"];
   const json& fl = c["flags"];
   AttentionInputs in;
-  in.c = AttentionCase{.batch = cfg["batch"], .heads = cfg["heads"], .kv_heads = cfg["kv_heads"],
-                       .head_dim = cfg["head_dim"], .v_head_dim = cfg["v_head_dim"], .q_len = cfg["q_len"],
+  in.c = AttentionCase{.batch = cfg["batch"],
+                       .heads = cfg["heads"],
+                       .kv_heads = cfg["kv_heads"],
+                       .head_dim = cfg["head_dim"],
+                       .v_head_dim = cfg["v_head_dim"],
+                       .q_len = cfg["q_len"],
                        .kv_len = cfg["kv_len"]};
   if (!fl["scale"].is_null()) in.c.scale = fl["scale"].get<float>();
   const std::string causal = fl["causal"].is_null() ? "" : fl["causal"].get<std::string>();
@@ -95,11 +102,13 @@ AttentionInputs inputs_of(const json& c) {
   in.k = in.k_storage.view();
   in.v = in.v_storage.view();
   const std::int64_t L = in.c.q_len, S = in.c.kv_len;
-  const std::string mask = fl["attn_mask_type"].is_null() ? "" : fl["attn_mask_type"].get<std::string>();
+  const std::string mask =
+      fl["attn_mask_type"].is_null() ? "" : fl["attn_mask_type"].get<std::string>();
   if (mask == "float_additive") {
     Tensor m = read_npy_f32(golden_dir() + "/" + c["arrays"]["attn_mask"].get<std::string>());
     const bool per_head = m.rank() == 4;
-    in.bias_storage = Tensor(DType::f32, {per_head ? m.size(0) : 1, per_head ? m.size(1) : 1, L, S});
+    in.bias_storage =
+        Tensor(DType::f32, {per_head ? m.size(0) : 1, per_head ? m.size(1) : 1, L, S});
     std::copy_n(m.data<float>(), m.numel(), in.bias_storage.data<float>());
     in.c.bias = per_head ? BiasKind::per_head : BiasKind::broadcast;
   } else if (mask == "bool_true_allows") {  // key padding [B, 1, 1, S]: a suffix of each row
@@ -107,7 +116,8 @@ AttentionInputs inputs_of(const json& c) {
     for (std::int64_t b = 0; b < in.c.batch; ++b) {
       std::int64_t n = 0;
       while (n < S && m.data<float>()[b * S + n] != 0) ++n;
-      for (std::int64_t j = n; j < S; ++j) EXPECT_EQ(m.data<float>()[b * S + j], 0) << "padding is not a suffix";
+      for (std::int64_t j = n; j < S; ++j)
+        EXPECT_EQ(m.data<float>()[b * S + j], 0) << "padding is not a suffix";
       in.key_lengths.push_back(n);
     }
     in.c.key_padding = true;
@@ -116,7 +126,8 @@ AttentionInputs inputs_of(const json& c) {
     in.bias_storage = Tensor(DType::f32, {1, 1, L, S});
     for (std::int64_t i = 0; i < L; ++i)
       for (std::int64_t j = 0; j < S; ++j)
-        in.bias_storage.data<float>()[i * S + j] = j <= i ? 0.0f : -std::numeric_limits<float>::infinity();
+        in.bias_storage.data<float>()[i * S + j] =
+            j <= i ? 0.0f : -std::numeric_limits<float>::infinity();
     in.c.bias = BiasKind::broadcast;
   }
   if (!in.bias_storage.empty()) in.bias = in.bias_storage.view();
@@ -132,7 +143,8 @@ TEST_P(GoldenBackward, MatchesPyTorchAutograd) {
   const Tensor g = read_npy_f32(golden_dir() + "/" + c["arrays"]["g"].get<std::string>());
   const bool has_d_bias = c["arrays"].contains("d_bias");
 
-  const NaiveGrads naive = naive_backward_f64(in, g.view()), plain = naive_backward_f32(in, g.view());
+  const NaiveGrads naive = naive_backward_f64(in, g.view()),
+                   plain = naive_backward_f32(in, g.view());
   struct Grad {
     const char* key;
     const std::vector<double>* naive;
@@ -154,7 +166,8 @@ TEST_P(GoldenBackward, MatchesPyTorchAutograd) {
   // 2. both kernels against PyTorch's float32 gradients
   for (Kernel kernel : {Kernel::reference, Kernel::streaming}) {
     Context ctx({.threads = 2});
-    Tensor out(DType::f32, {ac.batch, ac.q_len, ac.heads, ac.v_head_dim}), lse(DType::f32, {ac.batch, ac.heads, ac.q_len});
+    Tensor out(DType::f32, {ac.batch, ac.q_len, ac.heads, ac.v_head_dim}),
+        lse(DType::f32, {ac.batch, ac.heads, ac.q_len});
     const AttentionParams p = in.params(out, lse);
     attention(ctx, Kernel::streaming, p);
     Tensor d_q(DType::f32, {ac.batch, ac.q_len, ac.heads, ac.head_dim}),
@@ -173,11 +186,12 @@ TEST_P(GoldenBackward, MatchesPyTorchAutograd) {
       const std::vector<double> torch32 = as_doubles(load(c, gr.key));
       const std::vector<double> got = as_doubles(*ours[t]);
       const double torch_error = max_diff(torch32, exact);
-      const double own = kernel == Kernel::reference ? kU * max_abs(exact) + 1e-10 * max_abs(exact)
-                                                     : 3 * max_diff(*gr.plain, exact) + kU * max_abs(*gr.cond);
+      const double own = kernel == Kernel::reference
+                             ? kU * max_abs(exact) + 1e-10 * max_abs(exact)
+                             : 3 * max_diff(*gr.plain, exact) + kU * max_abs(*gr.cond);
       const double bound = own + torch_error + 1e-10 * max_abs(exact);
-      EXPECT_LE(max_diff(got, torch32), bound)
-          << GetParam() << " " << kernel_name(kernel) << " " << gr.key << ": PyTorch fp32 errs " << torch_error;
+      EXPECT_LE(max_diff(got, torch32), bound) << GetParam() << " " << kernel_name(kernel) << " "
+                                               << gr.key << ": PyTorch fp32 errs " << torch_error;
     }
   }
 }

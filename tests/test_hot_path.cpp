@@ -27,7 +27,9 @@ void* operator new(std::size_t bytes, const std::nothrow_t&) noexcept {
   g_news.fetch_add(1, std::memory_order_relaxed);
   return std::malloc(bytes ? bytes : 1);
 }
-void* operator new[](std::size_t bytes, const std::nothrow_t& tag) noexcept { return operator new(bytes, tag); }
+void* operator new[](std::size_t bytes, const std::nothrow_t& tag) noexcept {
+  return operator new(bytes, tag);
+}
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p) noexcept { std::free(p); }
@@ -50,8 +52,13 @@ TEST(HotPath, StreamingKernelAllocatesNothingOnceWarm) {
     Tensor out(DType::f32, {2, 300, 8, 64}), lse(DType::f32, {2, 8, 300});
     const std::int64_t lengths[2] = {300, 123};
     Context ctx({.threads = 2});
-    const AttentionParams p{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view(), .lse = lse.view(),
-                            .causal = true, .key_lengths = lengths};
+    const AttentionParams p{.q = q.view(),
+                            .k = k.view(),
+                            .v = v.view(),
+                            .out = out.view(),
+                            .lse = lse.view(),
+                            .causal = true,
+                            .key_lengths = lengths};
     attention_streaming(ctx, p);  // warm-up: scratch grows here
     const long news = g_news.load();
     const std::int64_t grown = ctx.allocations();
@@ -64,12 +71,15 @@ TEST(HotPath, StreamingKernelAllocatesNothingOnceWarm) {
 // The second pass of head statistics holds nothing beyond its output: no allocation at all once
 // warm, so no hidden h*n^2 buffer either.
 TEST(HotPath, RowStatsSecondPassAllocatesNothingOnceWarm) {
-  Tensor q(DType::f32, {1, 1024, 4, 32}), k(DType::f32, {1, 1024, 4, 32}), v(DType::f32, {1, 1024, 4, 32});
+  Tensor q(DType::f32, {1, 1024, 4, 32}), k(DType::f32, {1, 1024, 4, 32}),
+      v(DType::f32, {1, 1024, 4, 32});
   for (Tensor* t : {&q, &k, &v})
-    for (std::int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = static_cast<float>(i % 13) * 0.05f;
+    for (std::int64_t i = 0; i < t->numel(); ++i)
+      t->data<float>()[i] = static_cast<float>(i % 13) * 0.05f;
   Tensor out(DType::f32, {1, 1024, 4, 32}), lse(DType::f32, {1, 4, 1024});
   Context ctx({.threads = 2});
-  const AttentionParams p{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view(), .lse = lse.view()};
+  const AttentionParams p{
+      .q = q.view(), .k = k.view(), .v = v.view(), .out = out.view(), .lse = lse.view()};
   attention_streaming(ctx, p);
   const RowStatsSpec spec{.offsets = {-1, 0, 1}};
   Tensor stats(DType::f64, {1, 4, 1024, spec.fields()});

@@ -3,8 +3,8 @@
 // (CI runs the kernel tests under avx2 and generic with it), and another re-runs that test in
 // child processes with the cap set to each target this CPU has, and to a name that is not one.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <climits>
 #include <cstdio>
@@ -26,7 +26,8 @@ std::pair<int, std::string> run_self(const std::string& value, const std::string
   const ::ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return {-1, "cannot read /proc/self/exe"};
   self[n] = '\0';
-  const std::string command = "HEADCOUNT_ISA='" + value + "' '" + self + "' --gtest_filter=" + filter + " 2>&1";
+  const std::string command =
+      "HEADCOUNT_ISA='" + value + "' '" + self + "' --gtest_filter=" + filter + " 2>&1";
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return {-1, "popen failed"};
   std::string output;
@@ -49,7 +50,8 @@ TEST(IsaSwitch, CapsWhatCountsAsSupported) {
       EXPECT_FALSE(isa_supported(isa)) << isa_name(isa);
       EXPECT_THROW(Context(ContextOptions{.isa = isa}), Error) << isa_name(isa);
     }
-    if (isa_supported(isa)) EXPECT_LE(static_cast<int>(isa), static_cast<int>(ctx.isa())) << isa_name(isa);
+    if (isa_supported(isa))
+      EXPECT_LE(static_cast<int>(isa), static_cast<int>(ctx.isa())) << isa_name(isa);
   }
   EXPECT_TRUE(isa_supported(Isa::generic));  // the floor every x86-64 CPU runs
 }
@@ -63,8 +65,9 @@ TEST(IsaSwitch, ForcesEachTargetInAChildProcess) {
   }
   const auto [code, output] = run_self("avx1024", "IsaSwitch.CapsWhatCountsAsSupported");
   EXPECT_NE(code, 0);
-  EXPECT_NE(output.find("HEADCOUNT_ISA: expected best, generic, avx2, avx512, avx512_bf16 or amx_bf16, "
-                        "got avx1024"),
-            std::string::npos)
+  EXPECT_NE(
+      output.find("HEADCOUNT_ISA: expected best, generic, avx2, avx512, avx512_bf16 or amx_bf16, "
+                  "got avx1024"),
+      std::string::npos)
       << output;
 }

@@ -40,7 +40,8 @@ std::vector<Isa> supported_isas() {
 Outputs run(Kernel kernel, const AttentionInputs& in, int threads, Isa isa = Isa::best) {
   const AttentionCase& c = in.c;
   Outputs o{Tensor(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}),
-            Tensor(DType::f32, {c.batch, c.heads, c.q_len}), {}};
+            Tensor(DType::f32, {c.batch, c.heads, c.q_len}),
+            {}};
   // Poison the outputs: every element must be written.
   std::fill_n(o.out.data<float>(), o.out.numel(), std::numeric_limits<float>::quiet_NaN());
   std::fill_n(o.lse.data<float>(), o.lse.numel(), std::numeric_limits<float>::quiet_NaN());
@@ -99,7 +100,8 @@ double max_error(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // Rows with no visible key: exact zeros in the output.
-void expect_zero_rows(const Tensor& out, const std::vector<double>& lse, const AttentionCase& c, const char* what) {
+void expect_zero_rows(const Tensor& out, const std::vector<double>& lse, const AttentionCase& c,
+                      const char* what) {
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t h = 0; h < c.heads; ++h)
       for (std::int64_t i = 0; i < c.q_len; ++i) {
@@ -120,7 +122,8 @@ TEST_P(KernelCase, BothKernelsMatchIndependentFloat64) {
   // default ISA; the reference kernel is not run on them under the sanitizers), their values in
   // the Release build.
   if (HEADCOUNT_TEST_SANITIZED && c.batch * c.heads * c.q_len * c.kv_len > 4'000'000)
-    GTEST_SKIP() << "values checked in the Release build; memory by StreamingIsBitwiseIdentical here";
+    GTEST_SKIP()
+        << "values checked in the Release build; memory by StreamingIsBitwiseIdentical here";
   const AttentionInputs in = make_inputs(c, 1234);
   const NaiveResult exact = naive_attention_f64(in);
   const NaiveResult plain = naive_attention_f32(in);
@@ -128,12 +131,14 @@ TEST_P(KernelCase, BothKernelsMatchIndependentFloat64) {
 
   const Outputs ref = run(Kernel::reference, in, 2);
   for (std::size_t i = 0; i < exact.out.size(); ++i)
-    ASSERT_NEAR(ref.out.data<float>()[i], exact.out[i], kU * std::fabs(exact.out[i]) + 1e-12 * v_max)
+    ASSERT_NEAR(ref.out.data<float>()[i], exact.out[i],
+                kU * std::fabs(exact.out[i]) + 1e-12 * v_max)
         << "reference out[" << i << "]";
   lse_error(ref.lse, exact.lse, "reference");
   for (std::size_t i = 0; i < exact.lse.size(); ++i)
     if (!std::isinf(exact.lse[i]))
-      ASSERT_NEAR(ref.lse.data<float>()[i], exact.lse[i], kU * std::fabs(exact.lse[i]) + 1e-12 * (1 + std::fabs(exact.lse[i])));
+      ASSERT_NEAR(ref.lse.data<float>()[i], exact.lse[i],
+                  kU * std::fabs(exact.lse[i]) + 1e-12 * (1 + std::fabs(exact.lse[i])));
   expect_zero_rows(ref.out, exact.lse, c, "reference");
 
   const double plain_out_err = max_error(plain.out, exact.out);
@@ -176,7 +181,8 @@ TEST_P(KernelCase, StreamingIsBitwiseIdenticalForOneAndTwoThreads) {
 //   max|stream - exact| <= 2^-9·max|v| + 2·(plain fp32 error) + u·max|v|.
 TEST_P(KernelCase, Bf16InputsOnEveryIsa) {
   const AttentionCase& c = GetParam();
-  if (c.batch * c.heads * c.q_len * c.kv_len > 4'000'000) GTEST_SKIP() << "covered by smaller cases";
+  if (c.batch * c.heads * c.q_len * c.kv_len > 4'000'000)
+    GTEST_SKIP() << "covered by smaller cases";
   AttentionInputs in = make_inputs(c, 4321);
   const Bf16Inputs bf = round_inputs_to_bf16(in);
   const TensorView q_view = bf.q, k_view = bf.k, v_view = bf.v;
@@ -186,7 +192,8 @@ TEST_P(KernelCase, Bf16InputsOnEveryIsa) {
   const double plain_err = max_error(plain.out, exact.out);
   for (Isa isa : supported_isas()) {
     SCOPED_TRACE(std::string("bf16 streaming on ") + isa_name(isa));
-    Tensor out(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}), lse(DType::f32, {c.batch, c.heads, c.q_len});
+    Tensor out(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim}),
+        lse(DType::f32, {c.batch, c.heads, c.q_len});
     AttentionParams p = in.params(out, lse);
     p.q = q_view;
     p.k = k_view;
@@ -194,14 +201,16 @@ TEST_P(KernelCase, Bf16InputsOnEveryIsa) {
     Context ctx({.threads = 2, .isa = isa});
     attention_streaming(ctx, p);
     const double err = out_error(out, exact.out, "bf16 streaming");
-    EXPECT_LE(err, std::ldexp(1.0, -9) * v_max + 2 * plain_err + kU * v_max) << "plain fp32 error " << plain_err;
+    EXPECT_LE(err, std::ldexp(1.0, -9) * v_max + 2 * plain_err + kU * v_max)
+        << "plain fp32 error " << plain_err;
     expect_zero_rows(out, exact.lse, c, "bf16 streaming");
     // The reference reads bf16 exactly: same bound as for fp32 inputs.
     Tensor ref_out(DType::f32, {c.batch, c.q_len, c.heads, c.v_head_dim});
     p.out = ref_out.view();
     attention_reference(ctx, p);
     for (std::size_t i = 0; i < exact.out.size(); ++i)
-      ASSERT_NEAR(ref_out.data<float>()[i], exact.out[i], kU * std::fabs(exact.out[i]) + 1e-12 * v_max);
+      ASSERT_NEAR(ref_out.data<float>()[i], exact.out[i],
+                  kU * std::fabs(exact.out[i]) + 1e-12 * v_max);
   }
 }
 
@@ -224,7 +233,8 @@ namespace {
 // almost all on key i, on every ISA.
 TEST(StreamingKernel, HiddenKeysNeverSetTheSoftmaxShift) {
   const std::int64_t n = 200, dim = 8;
-  Tensor q(DType::f32, {1, n, 1, dim}), k(DType::f32, {1, n, 1, dim}), v(DType::f32, {1, n, 1, dim});
+  Tensor q(DType::f32, {1, n, 1, dim}), k(DType::f32, {1, n, 1, dim}),
+      v(DType::f32, {1, n, 1, dim});
   std::fill_n(q.data<float>(), q.numel(), 0.0f);
   std::fill_n(k.data<float>(), k.numel(), 0.0f);
   for (std::int64_t i = 0; i < n; ++i) {
@@ -254,7 +264,8 @@ TEST(StreamingKernel, HiddenKeysNeverSetTheSoftmaxShift) {
       const double want = num / den;  // output column 0 (v[j][0] = j)
       // fp32: <= n + 3 roundings of terms bounded by max|v| (the sums of P·V and of P, exp's 2
       // ulp, the division), each at most u relative: (n + 4)·u·max|v|, max|v| = n - 1 + dim - 1.
-      const double bound = static_cast<double>(n + 4) * std::ldexp(1.0, -24) * static_cast<double>(n + dim - 2);
+      const double bound =
+          static_cast<double>(n + 4) * std::ldexp(1.0, -24) * static_cast<double>(n + dim - 2);
       ASSERT_NEAR(out.data<float>()[i * dim], want, bound) << isa_name(isa) << " row " << i;
     }
   }

@@ -10,11 +10,11 @@
 
 #include "expect_error.h"
 #include "headcount/context.h"
-#include "simd/tuning.h"
 #include "layers/feed_forward.h"
 #include "layers/packed_gemm.h"
 #include "layers/task_grid.h"
 #include "packed_gemm_testing.h"
+#include "simd/tuning.h"
 
 namespace headcount::testing {
 namespace {
@@ -65,8 +65,8 @@ TEST(PackedGemm, MatchesFloat64WithinDerivedBound) {
                 }
                 worst = std::max(worst, std::fabs(y[r * n + c] - exact) / bound);
               }
-            EXPECT_LE(worst, 1.0) << isa_name(isa) << " m " << m << " n " << n << " k " << k << " epilogue "
-                                  << static_cast<int>(e);
+            EXPECT_LE(worst, 1.0) << isa_name(isa) << " m " << m << " n " << n << " k " << k
+                                  << " epilogue " << static_cast<int>(e);
           }
         }
       }
@@ -90,19 +90,22 @@ TEST(PackedGemm, RowResultDoesNotDependOnMPositionOrThreads) {
 // the tasks of group w, all its panels: the rows a core multiplies are the rows it wrote.
 TEST(TaskGrid, CoversEveryRowAndPanelOnceAndGivesEachWorkerItsGroup) {
   const std::int64_t block_rows = tuning::gemm_task_rows();
-  std::vector<std::int64_t> row_counts = {1, 2, 5, 6, 7, 13, 95, 96, 97, 191, 192, 193, 448, 449, 1000};
+  std::vector<std::int64_t> row_counts = {1,  2,   5,   6,   7,   13,  95,  96,
+                                          97, 191, 192, 193, 448, 449, 1000};
   for (std::int64_t m = block_rows * 2 - 7; m <= block_rows * 2 + 7; ++m) row_counts.push_back(m);
   for (std::int64_t m : row_counts)
     for (int threads = 1; threads <= 5; ++threads)
       for (std::int64_t panels : {1, 2, 6, 24}) {
         const layers::TaskGrid grid(m, panels, threads);
-        const std::string where = "m " + std::to_string(m) + ", threads " + std::to_string(threads) +
-                                  ", panels " + std::to_string(panels);
+        const std::string where = "m " + std::to_string(m) + ", threads " +
+                                  std::to_string(threads) + ", panels " + std::to_string(panels);
         std::vector<int> seen(static_cast<std::size_t>(m * panels), 0);
         for (std::int64_t t = 0; t < grid.tasks(); ++t) {
           const std::int64_t p = grid.panel(t), rb = grid.row_block(t);
-          ASSERT_TRUE(p >= 0 && p < panels && rb >= 0 && rb < grid.row_blocks) << where << ", task " << t;
-          for (std::int64_t r = grid.first_row(rb); r < grid.first_row(rb) + grid.rows(rb); ++r) ++seen[r * panels + p];
+          ASSERT_TRUE(p >= 0 && p < panels && rb >= 0 && rb < grid.row_blocks)
+              << where << ", task " << t;
+          for (std::int64_t r = grid.first_row(rb); r < grid.first_row(rb) + grid.rows(rb); ++r)
+            ++seen[r * panels + p];
         }
         for (std::size_t i = 0; i < seen.size(); ++i)
           ASSERT_EQ(seen[i], 1) << where << ": row " << i / panels << " panel " << i % panels;
@@ -130,11 +133,13 @@ TEST(TaskGrid, CoversEveryRowAndPanelOnceAndGivesEachWorkerItsGroup) {
 
 TEST(PackedGemm, WritesOnlyItsColumnsAndTakesNoBias) {
   const std::int64_t m = 3, k = 5, n = 17, ldy = 20;
-  const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 4), x = uniform(static_cast<std::size_t>(m * k), 5);
+  const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 4),
+                           x = uniform(static_cast<std::size_t>(m * k), 5);
   const Tensor packed = layers::pack_weights(w.data(), k, n, n);
   Context ctx;
   std::vector<float> y(static_cast<std::size_t>(m * ldy), 42.0f);
-  layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = k, .w = &packed, .n = n, .y = y.data(), .ldy = ldy});
+  layers::packed_gemm(
+      ctx, {.m = m, .x = x.data(), .ldx = k, .w = &packed, .n = n, .y = y.data(), .ldy = ldy});
   for (std::int64_t r = 0; r < m; ++r)
     for (std::int64_t c = 0; c < ldy; ++c) {
       if (c >= n) {
@@ -153,10 +158,19 @@ TEST(PackedGemm, BadArgumentsAreErrors) {
   const Tensor packed = layers::pack_weights(w.data(), 4, 3, 3);
   Context ctx;
   expect_error([&] { layers::pack_weights(w.data(), 0, 3, 3); }, {"weights", "k >= 1"});
-  expect_error([&] { layers::packed_gemm(ctx, {.m = 2, .x = x.data(), .ldx = 4, .w = &packed, .n = 65, .y = y.data(), .ldy = 65}); },
-               {"n", "packed into 1 panels"});
-  expect_error([&] { layers::packed_gemm(ctx, {.m = 2, .x = x.data(), .ldx = 3, .w = &packed, .n = 3, .y = y.data(), .ldy = 3}); },
-               {"ldx >= k = 4"});
+  expect_error(
+      [&] {
+        layers::packed_gemm(
+            ctx,
+            {.m = 2, .x = x.data(), .ldx = 4, .w = &packed, .n = 65, .y = y.data(), .ldy = 65});
+      },
+      {"n", "packed into 1 panels"});
+  expect_error(
+      [&] {
+        layers::packed_gemm(
+            ctx, {.m = 2, .x = x.data(), .ldx = 3, .w = &packed, .n = 3, .y = y.data(), .ldy = 3});
+      },
+      {"ldx >= k = 4"});
 }
 
 // The epilogue's erf against std::erf in double on every 2^-12 step of [-6, 6] (beyond ±4 it
@@ -175,14 +189,17 @@ TEST(PackedGemm, ErfWithinStatedBound) {
       worst_abs = std::max(worst_abs, std::fabs(y[i] - exact));
       if (exact != 0) worst_rel = std::max(worst_rel, std::fabs(y[i] - exact) / std::fabs(exact));
     }
-    std::printf("[ erf      ] %s: max abs error %.3g, max rel error %.3g\n", isa_name(isa), worst_abs, worst_rel);
+    std::printf("[ erf      ] %s: max abs error %.3g, max rel error %.3g\n", isa_name(isa),
+                worst_abs, worst_rel);
     EXPECT_LE(worst_abs, kErfAbs) << isa_name(isa);
     EXPECT_LE(worst_rel, kErfAbs) << isa_name(isa);
     std::vector<float> g(x);
-    kernels.gelu_erf(g.data(), static_cast<std::int64_t>(g.size()) - 3);  // a partial last vector too
+    kernels.gelu_erf(g.data(),
+                     static_cast<std::int64_t>(g.size()) - 3);  // a partial last vector too
     for (std::size_t i = 0; i + 3 < x.size(); ++i) {
       const double v = x[i];
-      EXPECT_NEAR(g[i], gelu64(v), std::fabs(v) * (0.5 * kErfAbs + 4 * kU) + 1e-30) << isa_name(isa) << " x " << v;
+      EXPECT_NEAR(g[i], gelu64(v), std::fabs(v) * (0.5 * kErfAbs + 4 * kU) + 1e-30)
+          << isa_name(isa) << " x " << v;
     }
     for (std::size_t i = x.size() - 3; i < x.size(); ++i) EXPECT_EQ(g[i], x[i]);
   }

@@ -26,11 +26,19 @@ using namespace packed;
 
 double rounded(float x) { return static_cast<double>(to_float(to_bf16(x))); }
 
-std::vector<float> run(Context& ctx, const std::vector<float>& x, std::int64_t m, std::int64_t k, const Tensor& packed,
-                       std::int64_t n, const float* bias, GemmEpilogue epilogue = GemmEpilogue::none) {
+std::vector<float> run(Context& ctx, const std::vector<float>& x, std::int64_t m, std::int64_t k,
+                       const Tensor& packed, std::int64_t n, const float* bias,
+                       GemmEpilogue epilogue = GemmEpilogue::none) {
   std::vector<float> y(static_cast<std::size_t>(m * n), -7.0f);
-  layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = k, .w = &packed, .n = n, .bias = bias, .y = y.data(),
-                            .ldy = n, .epilogue = epilogue});
+  layers::packed_gemm(ctx, {.m = m,
+                            .x = x.data(),
+                            .ldx = k,
+                            .w = &packed,
+                            .n = n,
+                            .bias = bias,
+                            .y = y.data(),
+                            .ldy = n,
+                            .epilogue = epilogue});
   return y;
 }
 
@@ -50,7 +58,8 @@ TEST(PackedGemmBf16, MatchesFloat64OnRoundedInputsWithinDerivedBound) {
     Context ctx({.threads = 2, .isa = isa});
     for (std::int64_t k : {2, 8, 130, 384, 1536})
       for (std::int64_t n : {1, 17, 64, 65, 130}) {
-        if (k == 1536 && n != 65) continue;  // the long depth once (depth blocks 0..5 and a partial panel)
+        if (k == 1536 && n != 65)
+          continue;  // the long depth once (depth blocks 0..5 and a partial panel)
         const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 10 + k * n);
         const std::vector<float> bias = uniform(static_cast<std::size_t>(n), 20 + n, 0.5f);
         const Tensor packed = layers::pack_weights(w.data(), k, n, n, DType::bf16);
@@ -77,8 +86,8 @@ TEST(PackedGemmBf16, MatchesFloat64OnRoundedInputsWithinDerivedBound) {
                 }
                 worst = std::max(worst, std::fabs(y[r * n + c] - exact) / (bound + 1e-300));
               }
-            EXPECT_LE(worst, 1.0) << isa_name(isa) << " m " << m << " n " << n << " k " << k << " epilogue "
-                                  << static_cast<int>(e);
+            EXPECT_LE(worst, 1.0) << isa_name(isa) << " m " << m << " n " << n << " k " << k
+                                  << " epilogue " << static_cast<int>(e);
           }
         }
       }
@@ -90,9 +99,10 @@ TEST(PackedGemmBf16, MatchesFloat64OnRoundedInputsWithinDerivedBound) {
 // subnormals, signed zeros, and random floats; lengths with a partial last vector.
 TEST(PackedGemmBf16, RoundingKernelEqualsToBf16Bitwise) {
   std::vector<float> x;
-  for (std::uint32_t bits : {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u,
-                             0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
-                             0xffa00000u, 0x00000001u, 0x807fffffu, 0x00408000u}) {
+  for (std::uint32_t bits :
+       {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u, 0x7f7fffffu,
+        0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffa00000u, 0x00000001u,
+        0x807fffffu, 0x00408000u}) {
     float f;
     std::memcpy(&f, &bits, sizeof f);
     x.push_back(f);
@@ -106,7 +116,8 @@ TEST(PackedGemmBf16, RoundingKernelEqualsToBf16Bitwise) {
   }
   for (Isa isa : isas()) {
     const simd::GemmKernels& kernels = simd::gemm_kernels(isa);
-    for (std::int64_t n : {static_cast<std::int64_t>(x.size()), std::int64_t{13}, std::int64_t{1}}) {
+    for (std::int64_t n :
+         {static_cast<std::int64_t>(x.size()), std::int64_t{13}, std::int64_t{1}}) {
       std::vector<std::uint16_t> y(static_cast<std::size_t>(n) + 1, 0xabcd);
       kernels.to_bf16(x.data(), y.data(), n);
       for (std::int64_t i = 0; i < n; ++i)
@@ -147,18 +158,21 @@ TEST(PackedGemmBf16, WidenedPathEqualsTheBf16KernelBitwise) {
         for (std::int64_t m : {1, 5, 6, 7, 97, 200}) {
           const std::vector<float> x = uniform(static_cast<std::size_t>(m * k), 60 + m);
           std::vector<std::uint16_t> xb(static_cast<std::size_t>(m * k));
-          for (std::int64_t r = 0; r < m; ++r) kernels.to_bf16(x.data() + r * k, xb.data() + r * k, k);
+          for (std::int64_t r = 0; r < m; ++r)
+            kernels.to_bf16(x.data() + r * k, xb.data() + r * k, k);
           for (GemmEpilogue e : {GemmEpilogue::none, GemmEpilogue::gelu_erf}) {
             const std::vector<float> y = run(ctx, x, m, k, packed, n, bias.data(), e);
             std::vector<float> old(static_cast<std::size_t>(m * n), -7.0f);
             for (std::int64_t p = 0; p < packed.size(0); ++p)
               kernels.panel_bf16(xb.data(), k, m, packed.data<const std::uint32_t>() + p * lanes, k,
-                                 bias.data() + p * nr, old.data() + p * nr, n, std::min(nr, n - p * nr), e);
+                                 bias.data() + p * nr, old.data() + p * nr, n,
+                                 std::min(nr, n - p * nr), e);
             for (std::size_t i = 0; i < y.size(); ++i) {
               std::uint32_t a, b;
               std::memcpy(&a, &y[i], 4);
               std::memcpy(&b, &old[i], 4);
-              ASSERT_EQ(a, b) << isa_name(isa) << " k " << k << " n " << n << " m " << m << " element " << i;
+              ASSERT_EQ(a, b) << isa_name(isa) << " k " << k << " n " << n << " m " << m
+                              << " element " << i;
             }
             ++compared;
           }
@@ -170,8 +184,10 @@ TEST(PackedGemmBf16, WidenedPathEqualsTheBf16KernelBitwise) {
 
 TEST(PackedGemmBf16, BadArgumentsAreErrors) {
   const std::vector<float> w(15, 1.0f);
-  expect_error([&] { layers::pack_weights(w.data(), 5, 3, 3, DType::bf16); }, {"weights", "even k", "got 5"});
-  expect_error([&] { layers::pack_weights(w.data(), 5, 3, 3, DType::f64); }, {"weights dtype", "f32, bf16 or i8"});
+  expect_error([&] { layers::pack_weights(w.data(), 5, 3, 3, DType::bf16); },
+               {"weights", "even k", "got 5"});
+  expect_error([&] { layers::pack_weights(w.data(), 5, 3, 3, DType::f64); },
+               {"weights dtype", "f32, bf16 or i8"});
 }
 
 }  // namespace

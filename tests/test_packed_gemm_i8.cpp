@@ -38,7 +38,8 @@ Quantised quantise(const float* v, std::int64_t n, std::int64_t stride) {
   out.scale = maxabs / 127.0f;
   const float inv = maxabs > 0 ? 127.0f / maxabs : 0.0f;
   for (std::int64_t i = 0; i < n; ++i)
-    out.q.push_back(static_cast<int>(std::clamp(std::nearbyint(v[i * stride] * inv), -127.0f, 127.0f)));
+    out.q.push_back(
+        static_cast<int>(std::clamp(std::nearbyint(v[i * stride] * inv), -127.0f, 127.0f)));
   return out;
 }
 
@@ -56,11 +57,13 @@ TEST(PackedGemmI8, QuantiserRoundsToNearestAndFlagsBadRows) {
       float scale = -1;
       kernels.quantize_u8(x.data(), n, q.data(), &scale);
       EXPECT_EQ(scale, 3.5f / 127.0f) << isa_name(isa);
-      EXPECT_EQ(q[static_cast<std::size_t>(n / 2)], 1) << isa_name(isa) << ": -3.5 is -127, stored as 1";
+      EXPECT_EQ(q[static_cast<std::size_t>(n / 2)], 1)
+          << isa_name(isa) << ": -3.5 is -127, stored as 1";
       EXPECT_EQ(q[static_cast<std::size_t>(n)], 0xee) << isa_name(isa) << ": wrote past n";
       for (std::int64_t i = 0; i < n; ++i) {
         const double t = static_cast<double>(x[static_cast<std::size_t>(i)]) * 127.0 / 3.5;
-        EXPECT_LE(std::fabs((q[static_cast<std::size_t>(i)] - 128) - t), 0.5 + 1e-5) << isa_name(isa) << " n " << n;
+        EXPECT_LE(std::fabs((q[static_cast<std::size_t>(i)] - 128) - t), 0.5 + 1e-5)
+            << isa_name(isa) << " n " << n;
       }
       for (float tiny : {0.0f, 1e-38f, 1e-45f}) {  // zero, and maxima whose 127 / max overflows
         std::vector<float> row(static_cast<std::size_t>(n), tiny);
@@ -69,8 +72,9 @@ TEST(PackedGemmI8, QuantiserRoundsToNearestAndFlagsBadRows) {
         EXPECT_TRUE(std::all_of(q.begin(), q.begin() + n, [](std::uint8_t b) { return b == 128; }))
             << isa_name(isa) << " row of " << tiny;
       }
-      for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                        -std::numeric_limits<float>::infinity()}) {
+      for (float bad :
+           {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+            -std::numeric_limits<float>::infinity()}) {
         for (std::int64_t at : {std::int64_t{0}, n - 1}) {
           std::vector<float> row = x;
           row[static_cast<std::size_t>(at)] = bad;
@@ -97,10 +101,12 @@ TEST(PackedGemmI8, ExactIntegerSumsAndDerivedBounds) {
     Context ctx({.threads = 2, .isa = isa});
     for (std::int64_t k : {4, 8, 388, 1536})
       for (std::int64_t n : {1, 17, 64, 65, 130}) {
-        if (k == 1536 && n != 65) continue;  // the long depth once (two depth blocks, a partial panel)
+        if (k == 1536 && n != 65)
+          continue;  // the long depth once (two depth blocks, a partial panel)
         std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 10 + k * n);
         if (n > 1)
-          for (std::int64_t d = 0; d < k; ++d) w[static_cast<std::size_t>(d * n + 1)] = 0.0f;  // an all-zero column
+          for (std::int64_t d = 0; d < k; ++d)
+            w[static_cast<std::size_t>(d * n + 1)] = 0.0f;  // an all-zero column
         const std::vector<float> bias = uniform(static_cast<std::size_t>(n), 20 + n, 0.5f);
         const Tensor packed = layers::pack_weights(w.data(), k, n, n, DType::i8);
         ASSERT_EQ(packed.dtype(), DType::i8);
@@ -123,28 +129,32 @@ TEST(PackedGemmI8, ExactIntegerSumsAndDerivedBounds) {
                 double exact = 0, quant_bound = 0;
                 const double sx = xq.scale, sw = wq[static_cast<std::size_t>(c)].scale;
                 for (std::int64_t d = 0; d < k; ++d) {
-                  s += std::int64_t{xq.q[static_cast<std::size_t>(d)]} * wq[static_cast<std::size_t>(c)].q[static_cast<std::size_t>(d)];
-                  const double xv = x[static_cast<std::size_t>(r * k + d)], wv = w[static_cast<std::size_t>(d * n + c)];
+                  s += std::int64_t{xq.q[static_cast<std::size_t>(d)]} *
+                       wq[static_cast<std::size_t>(c)].q[static_cast<std::size_t>(d)];
+                  const double xv = x[static_cast<std::size_t>(r * k + d)],
+                               wv = w[static_cast<std::size_t>(d * n + c)];
                   exact += xv * wv;
                   quant_bound += std::fabs(xv) * sw / 2 + std::fabs(wv) * sx / 2 + sx * sw / 4;
                 }
                 const double sv = static_cast<double>(s) * sx * sw;
                 const double v = sv + bias[static_cast<std::size_t>(c)];
-                double bound = gamma(4) * (std::fabs(sv) + std::fabs(bias[static_cast<std::size_t>(c)]));
+                double bound =
+                    gamma(4) * (std::fabs(sv) + std::fabs(bias[static_cast<std::size_t>(c)]));
                 double want = v;
                 const double got = y[static_cast<std::size_t>(r * n + c)];
                 if (e == GemmEpilogue::gelu_erf) {
                   want = gelu64(v);
                   bound = kGeluLipschitz * bound + std::fabs(v) * (0.5 * kErfAbs + 4 * kU);
                 } else {
-                  worst_quant = std::max(worst_quant, std::fabs(got - (exact + bias[static_cast<std::size_t>(c)])) /
-                                                          (quant_bound + bound + 1e-300));
+                  worst_quant = std::max(
+                      worst_quant, std::fabs(got - (exact + bias[static_cast<std::size_t>(c)])) /
+                                       (quant_bound + bound + 1e-300));
                 }
                 worst = std::max(worst, std::fabs(got - want) / (bound + 1e-300));
               }
             }
-            EXPECT_LE(worst, 1.0) << isa_name(isa) << " m " << m << " n " << n << " k " << k << " epilogue "
-                                  << static_cast<int>(e);
+            EXPECT_LE(worst, 1.0) << isa_name(isa) << " m " << m << " n " << n << " k " << k
+                                  << " epilogue " << static_cast<int>(e);
             EXPECT_LE(worst_quant, 1.0) << isa_name(isa) << " m " << m << " n " << n << " k " << k;
           }
         }
@@ -181,11 +191,14 @@ TEST(PackedGemmI8, NonFiniteRowGivesNaNRow) {
 
 TEST(PackedGemmI8, BadArgumentsAreErrors) {
   std::vector<float> w(18, 1.0f);
-  expect_error([&] { layers::pack_weights(w.data(), 6, 3, 3, DType::i8); }, {"weights", "multiple of 4", "got 6"});
+  expect_error([&] { layers::pack_weights(w.data(), 6, 3, 3, DType::i8); },
+               {"weights", "multiple of 4", "got 6"});
   const std::vector<float> deep(65540, 0.5f);
-  expect_error([&] { layers::pack_weights(deep.data(), 65540, 1, 1, DType::i8); }, {"weights", "k <= 65536", "got 65540"});
+  expect_error([&] { layers::pack_weights(deep.data(), 65540, 1, 1, DType::i8); },
+               {"weights", "k <= 65536", "got 65540"});
   w[4] = std::numeric_limits<float>::quiet_NaN();
-  expect_error([&] { layers::pack_weights(w.data(), 4, 3, 3, DType::i8); }, {"weights", "finite", "row 1, column 1"});
+  expect_error([&] { layers::pack_weights(w.data(), 4, 3, 3, DType::i8); },
+               {"weights", "finite", "row 1, column 1"});
 }
 
 }  // namespace

@@ -23,7 +23,8 @@ TEST(CostProjections, SeedsFigureForEveryHeadCount) {
 
 TEST(CostProjections, SumOfTheFourStages) {
   // GQA with kv_len != seq_len and batch 3: K and V are smaller, and over m keys.
-  const CostReport r = estimate_cost({.d_model = 256, .heads = 8, .kv_heads = 2, .seq_len = 7, .kv_len = 11, .batch = 3});
+  const CostReport r = estimate_cost(
+      {.d_model = 256, .heads = 8, .kv_heads = 2, .seq_len = 7, .kv_len = 11, .batch = 3});
   std::int64_t weights = 0, macs = 0, bytes = 0;
   for (const char* name : {"Q projection", "K projection", "V projection", "O projection"}) {
     weights += r.stage(name).weights;
@@ -39,8 +40,9 @@ TEST(CostProjections, SumOfTheFourStages) {
 TEST(CostProjectionsCli, TextAndJson) {
   const CliResult text = run_cli("cost --d-model 512 --heads 8 --seq-len 1000");
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("projections (Q, K, V, O together): 1,048,576 weights, 1,048,576,000 multiply-adds "
-                          "(~1.05e+09)"),
+  EXPECT_NE(text.out.find(
+                "projections (Q, K, V, O together): 1,048,576 weights, 1,048,576,000 multiply-adds "
+                "(~1.05e+09)"),
             std::string::npos)
       << text.out;
   const CliResult json = run_cli("cost --d-model 512 --heads 1 --seq-len 1000 --json");

@@ -22,7 +22,10 @@ TEST(Report, EscapesMarkup) {
 
 TEST(Report, LineChartPutsPointsOnTheirAxes) {
   LineChart chart{.id = "c", .title = "t", .x_label = "heads", .y_label = "loss", .log2_x = true};
-  chart.series.push_back({.name = "mean", .x = {1, 2, 4, 8}, .y = {2.0, 1.5, 1.25, 1.5}, .error = {0.1, 0.1, 0.05, 0.2}});
+  chart.series.push_back({.name = "mean",
+                          .x = {1, 2, 4, 8},
+                          .y = {2.0, 1.5, 1.25, 1.5},
+                          .error = {0.1, 0.1, 0.05, 0.2}});
   const ChartFrame f = chart_frame(chart);
   // log2 axis: 1 at the left edge, 8 at the right edge, 2 one third of the way.
   EXPECT_DOUBLE_EQ(f.px(1), f.left);
@@ -36,10 +39,13 @@ TEST(Report, LineChartPutsPointsOnTheirAxes) {
   const std::string svg = line_chart_svg(chart);
   EXPECT_NE(svg.find("data-name=\"mean\""), std::string::npos);
   std::size_t bars = 0;
-  for (std::size_t at = svg.find("class=\"error-bar\""); at != std::string::npos; at = svg.find("class=\"error-bar\"", at + 1)) ++bars;
+  for (std::size_t at = svg.find("class=\"error-bar\""); at != std::string::npos;
+       at = svg.find("class=\"error-bar\"", at + 1))
+    ++bars;
   EXPECT_EQ(bars, 4u);
   // The first point's polyline coordinates are the frame's.
-  EXPECT_NE(svg.find("points=\"" + fixed(f.px(1), 1) + "," + fixed(f.py(2.0), 1)), std::string::npos);
+  EXPECT_NE(svg.find("points=\"" + fixed(f.px(1), 1) + "," + fixed(f.py(2.0), 1)),
+            std::string::npos);
 }
 
 TEST(Report, BadChartDataNamesTheSeriesAndPoint) {
@@ -49,7 +55,8 @@ TEST(Report, BadChartDataNamesTheSeriesAndPoint) {
     line_chart_svg(chart);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("chart c series s point 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("chart c series s point 1"), std::string::npos)
+        << e.what();
   }
   chart.log2_x = false;
   chart.series[0].y[0] = std::nan("");
@@ -62,7 +69,8 @@ TEST(Report, HeatmapHasOneCellPerValue) {
   Heatmap map{.id = "h", .rows = 2, .cols = 3, .values = {0, 0.5, 1, 1, 0.5, 0}};
   const std::string svg = heatmap_svg(map);
   std::size_t cells = 0;
-  for (std::size_t at = svg.find("<rect"); at != std::string::npos; at = svg.find("<rect", at + 1)) ++cells;
+  for (std::size_t at = svg.find("<rect"); at != std::string::npos; at = svg.find("<rect", at + 1))
+    ++cells;
   EXPECT_EQ(cells, 6u);
   map.values.pop_back();
   EXPECT_THROW(heatmap_svg(map), Error);

@@ -52,15 +52,18 @@ TEST(VectorExp, NoSubnormalResults) {
   for (Isa isa : isas()) {
     simd::vector_exp(isa, x.data(), y.data(), static_cast<std::int64_t>(x.size()));
     for (std::size_t i = 0; i < x.size(); ++i) {
-      if (x[i] < -87.34f) EXPECT_EQ(y[i], 0.0f) << isa_name(isa) << " exp(" << x[i] << ")";
-      else EXPECT_GE(y[i], std::numeric_limits<float>::min()) << isa_name(isa) << " exp(" << x[i] << ")";
+      if (x[i] < -87.34f)
+        EXPECT_EQ(y[i], 0.0f) << isa_name(isa) << " exp(" << x[i] << ")";
+      else
+        EXPECT_GE(y[i], std::numeric_limits<float>::min())
+            << isa_name(isa) << " exp(" << x[i] << ")";
     }
   }
 }
 
 TEST(VectorExp, UnderflowAndMinusInfinityGiveZero) {
   std::vector<float> x = {-INFINITY, -1e30f, -110.0f, -104.0f, 0.0f, 1.0f, -0.0f, 88.0f,
-                          -50.0f, -1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f};
+                          -50.0f,    -1.0f,  2.0f,    3.0f,    4.0f, 5.0f, 6.0f,  7.0f};
   std::vector<float> y(16);
   for (Isa isa : isas()) {
     simd::vector_exp(isa, x.data(), y.data(), 16);
@@ -80,7 +83,8 @@ TEST(VectorExp, UnderflowAndMinusInfinityGiveZero) {
 TEST(VectorExp2, WithinTwoUlpOverTheSoftmaxRange) {
   std::vector<float> x;
   for (float v = -126.0f; v <= 127.0f; v += 0.000977f) x.push_back(v);
-  for (float v = -1.0f; v <= 0.0f; v += 1.0f / 4096) x.push_back(v);  // near 0, where most of P lies
+  for (float v = -1.0f; v <= 0.0f; v += 1.0f / 4096)
+    x.push_back(v);  // near 0, where most of P lies
   x.push_back(-126.0f);
   x.push_back(127.0f);
   while (x.size() % 16) x.push_back(0.0f);
@@ -100,8 +104,8 @@ TEST(VectorExp2, WithinTwoUlpOverTheSoftmaxRange) {
 }
 
 TEST(VectorExp2, BelowMinus126AndMinusInfinityGiveZero) {
-  std::vector<float> x = {-INFINITY, -1e30f, -150.0f, -126.5f, -126.0001f, -126.0f, 0.0f, -0.0f,
-                          -125.9f, -1.0f, -0.5f, 0.5f, 1.0f, 3.0f, -60.0f, 127.0f};
+  std::vector<float> x = {-INFINITY, -1e30f, -150.0f, -126.5f, -126.0001f, -126.0f, 0.0f,   -0.0f,
+                          -125.9f,   -1.0f,  -0.5f,   0.5f,    1.0f,       3.0f,    -60.0f, 127.0f};
   std::vector<float> y(16);
   for (Isa isa : isas()) {
     simd::vector_exp2(isa, x.data(), y.data(), 16);
@@ -130,7 +134,8 @@ TEST(TileKernels, ScoresAndWeightedSumMatchPlainLoops) {
         std::vector<float> q(rows * depth), kt(depth * ldk), s(rows * cols);
         for (float& v : q) v = normal(rng);
         for (float& v : kt) v = normal(rng);
-        k.scores_f32(q.data(), depth, kt.data(), ldk, depth, s.data(), cols, rows, cols, 0.5f, nullptr);
+        k.scores_f32(q.data(), depth, kt.data(), ldk, depth, s.data(), cols, rows, cols, 0.5f,
+                     nullptr);
         for (std::int64_t r = 0; r < rows; ++r)
           for (std::int64_t c = 0; c < cols; ++c) {
             double dot = 0, mag = 0;
@@ -150,7 +155,8 @@ TEST(TileKernels, ScoresAndWeightedSumMatchPlainLoops) {
         for (float& x : acc) x = normal(rng);
         for (float& x : alpha) x = std::fabs(normal(rng));
         std::vector<float> before = acc;
-        k.weighted_sum_f32(p.data(), keys, 1, v.data(), width, keys, acc.data(), width, rows, width, alpha.data());
+        k.weighted_sum_f32(p.data(), keys, 1, v.data(), width, keys, acc.data(), width, rows, width,
+                           alpha.data());
         for (std::int64_t r = 0; r < rows; ++r)
           for (std::int64_t e = 0; e < width; ++e) {
             double want = double(alpha[r]) * before[r * width + e], mag = std::fabs(want);
@@ -158,7 +164,8 @@ TEST(TileKernels, ScoresAndWeightedSumMatchPlainLoops) {
               want += double(p[r * keys + c]) * v[c * width + e];
               mag += std::fabs(double(p[r * keys + c]) * v[c * width + e]);
             }
-            ASSERT_NEAR(acc[r * width + e], want, (keys + 2) * std::ldexp(mag, -24) + 1e-30) << isa_name(isa);
+            ASSERT_NEAR(acc[r * width + e], want, (keys + 2) * std::ldexp(mag, -24) + 1e-30)
+                << isa_name(isa);
           }
       }
     }
@@ -172,7 +179,8 @@ TEST(TileKernels, ScoresAndWeightedSumMatchPlainLoops) {
 TEST(TileKernels, ScoreColumnMaximaAreTheSoftmaxsOwn) {
   std::mt19937 rng(12);
   std::normal_distribution<float> normal(0.0f, 2.0f);
-  const float nan = std::numeric_limits<float>::quiet_NaN(), minus_inf = -std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              minus_inf = -std::numeric_limits<float>::infinity();
   for (Isa isa : isas()) {
     const simd::TileKernels& k = simd::tile_kernels(isa);
     const std::int64_t w = k.vector_floats;
@@ -181,21 +189,26 @@ TEST(TileKernels, ScoreColumnMaximaAreTheSoftmaxsOwn) {
       std::vector<float> q(rows * depth), kt(depth * cols), s(rows * lds), col_max(cols, 123.0f);
       for (float& v : q) v = normal(rng);
       for (float& v : kt) v = normal(rng);
-      kt[3] = nan;                                       // column 3: NaN in every row
-      q[(rows / 2) * depth + 2] = nan;                   // a NaN row: NaN in every column
+      kt[3] = nan;                                         // column 3: NaN in every row
+      q[(rows / 2) * depth + 2] = nan;                     // a NaN row: NaN in every column
       if (rows > 1) kt[depth / 2 * cols + 7] = -INFINITY;  // column 7: -inf or NaN rows
-      k.scores_f32(q.data(), depth, kt.data(), cols, depth, s.data(), lds, rows, cols, 0.25f, col_max.data());
+      k.scores_f32(q.data(), depth, kt.data(), cols, depth, s.data(), lds, rows, cols, 0.25f,
+                   col_max.data());
       for (std::int64_t c = 0; c < cols; ++c) {
         float want = minus_inf;
-        for (std::int64_t r = 0; r < rows; ++r) want = s[r * lds + c] > want ? s[r * lds + c] : want;
-        ASSERT_EQ(std::memcmp(&col_max[c], &want, 4), 0) << isa_name(isa) << " rows " << rows << " column " << c;
+        for (std::int64_t r = 0; r < rows; ++r)
+          want = s[r * lds + c] > want ? s[r * lds + c] : want;
+        ASSERT_EQ(std::memcmp(&col_max[c], &want, 4), 0)
+            << isa_name(isa) << " rows " << rows << " column " << c;
       }
       std::vector<float> s2 = s, max(cols), sum(cols, 1.0f), alpha(cols);
       for (std::int64_t c = 0; c < cols; ++c) max[c] = c % 4 == 0 ? minus_inf : normal(rng);
       std::vector<float> max2 = max, sum2 = sum, alpha2 = alpha;
       k.softmax_columns(s.data(), lds, rows, cols, max.data(), sum.data(), alpha.data(), nullptr);
-      k.softmax_columns(s2.data(), lds, rows, cols, max2.data(), sum2.data(), alpha2.data(), col_max.data());
-      ASSERT_EQ(std::memcmp(s.data(), s2.data(), s.size() * 4), 0) << isa_name(isa) << " rows " << rows;
+      k.softmax_columns(s2.data(), lds, rows, cols, max2.data(), sum2.data(), alpha2.data(),
+                        col_max.data());
+      ASSERT_EQ(std::memcmp(s.data(), s2.data(), s.size() * 4), 0)
+          << isa_name(isa) << " rows " << rows;
       ASSERT_EQ(std::memcmp(max.data(), max2.data(), max.size() * 4), 0) << isa_name(isa);
       ASSERT_EQ(std::memcmp(sum.data(), sum2.data(), sum.size() * 4), 0) << isa_name(isa);
       ASSERT_EQ(std::memcmp(alpha.data(), alpha2.data(), alpha.size() * 4), 0) << isa_name(isa);
@@ -215,7 +228,8 @@ TEST(TileKernels, MaskColumnsHidesExactlyTheKeysOutsideEachInterval) {
     std::vector<std::int32_t> lo(cols), hi(cols);
     for (std::int64_t c = 0; c < cols; ++c) {
       lo[c] = static_cast<std::int32_t>(c % 5 == 0 ? 0 : rng() % keys);
-      hi[c] = static_cast<std::int32_t>(c % 7 == 0 ? keys + 9 : rng() % (keys + 1));  // some hi < lo: all hidden
+      hi[c] = static_cast<std::int32_t>(
+          c % 7 == 0 ? keys + 9 : rng() % (keys + 1));  // some hi < lo: all hidden
     }
     std::vector<float> s(keys * lds), before;
     for (float& v : s) v = normal(rng);
@@ -225,9 +239,11 @@ TEST(TileKernels, MaskColumnsHidesExactlyTheKeysOutsideEachInterval) {
       for (std::int64_t c = 0; c < lds; ++c) {
         const float got = s[r * lds + c], was = before[r * lds + c];
         if (c < cols && (r < lo[c] || r >= hi[c])) {
-          ASSERT_EQ(got, -std::numeric_limits<float>::infinity()) << isa_name(isa) << " key " << r << " column " << c;
+          ASSERT_EQ(got, -std::numeric_limits<float>::infinity())
+              << isa_name(isa) << " key " << r << " column " << c;
         } else {
-          ASSERT_EQ(std::memcmp(&got, &was, sizeof got), 0) << isa_name(isa) << " key " << r << " column " << c;
+          ASSERT_EQ(std::memcmp(&got, &was, sizeof got), 0)
+              << isa_name(isa) << " key " << r << " column " << c;
         }
       }
   }
@@ -251,7 +267,8 @@ TEST(TileKernels, SoftmaxColumnsIsOneOnlineSoftmaxStep) {
       max[c] = c % 3 == 0 ? minus_inf : normal(rng);  // some columns start empty
       sum[c] = max[c] == minus_inf ? 0.0f : 1.0f + std::fabs(normal(rng));
     }
-    for (std::int64_t r = 0; r < keys; ++r) s[r * cols + 1] = minus_inf;  // column 1 sees nothing...
+    for (std::int64_t r = 0; r < keys; ++r)
+      s[r * cols + 1] = minus_inf;  // column 1 sees nothing...
     max[1] = minus_inf;
     sum[1] = 0.0f;
     s[4 * cols + 2] = minus_inf;  // ...column 2 loses one key
@@ -267,7 +284,10 @@ TEST(TileKernels, SoftmaxColumnsIsOneOnlineSoftmaxStep) {
         continue;
       }
       const double a = std::exp(double(max0[c]) - m);
-      auto term_bound = [m](double x) { return std::ldexp(1.0, -22) + std::ldexp(std::fabs(x) + std::fabs(m) + 1.5 * std::fabs(x - m), -24); };
+      auto term_bound = [m](double x) {
+        return std::ldexp(1.0, -22) +
+               std::ldexp(std::fabs(x) + std::fabs(m) + 1.5 * std::fabs(x - m), -24);
+      };
       double worst_term = 0;
       double l = a * sum0[c];
       for (std::int64_t r = 0; r < keys; ++r) {
@@ -313,21 +333,28 @@ TEST(TileKernels, SoftmaxExponentialsAreExp2BitForBit) {
     k.softmax_columns(s.data(), cols, keys, cols, max.data(), sum.data(), alpha.data(), nullptr);
     std::vector<float> diff(static_cast<std::size_t>(keys * cols + cols)), want(diff.size());
     // volatile: the products must not fuse into the subtraction (-ffp-contract=fast)
-    auto base2 = [](float x) { volatile float p = x * 1.44269504088896341f; return static_cast<float>(p); };
+    auto base2 = [](float x) {
+      volatile float p = x * 1.44269504088896341f;
+      return static_cast<float>(p);
+    };
     for (std::int64_t r = 0; r < keys; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) diff[r * cols + c] = base2(s0[r * cols + c]) - base2(max[c]);
+      for (std::int64_t c = 0; c < cols; ++c)
+        diff[r * cols + c] = base2(s0[r * cols + c]) - base2(max[c]);
     for (std::int64_t c = 0; c < cols; ++c) diff[keys * cols + c] = base2(max0[c]) - base2(max[c]);
     simd::vector_exp2(isa, diff.data(), want.data(), static_cast<std::int64_t>(diff.size()));
     for (std::int64_t r = 0; r < keys; ++r)
       for (std::int64_t c = 0; c < cols; ++c)
         ASSERT_EQ(std::memcmp(&s[r * cols + c], &want[r * cols + c], 4), 0)
-            << isa_name(isa) << " key " << r << " column " << c << ": " << s[r * cols + c] << " vs " << want[r * cols + c];
+            << isa_name(isa) << " key " << r << " column " << c << ": " << s[r * cols + c] << " vs "
+            << want[r * cols + c];
     for (std::int64_t c = 0; c < cols; ++c)
-      ASSERT_EQ(std::memcmp(&alpha[c], &want[keys * cols + c], 4), 0) << isa_name(isa) << " alpha " << c;
+      ASSERT_EQ(std::memcmp(&alpha[c], &want[keys * cols + c], 4), 0)
+          << isa_name(isa) << " alpha " << c;
     for (std::int64_t c = 0; c < cols; ++c) {
       std::int64_t at = 0;
       for (std::int64_t r = 1; r < keys; ++r) at = s0[r * cols + c] > s0[at * cols + c] ? r : at;
-      if (s0[at * cols + c] == max[c]) EXPECT_EQ(s[at * cols + c], 1.0f) << isa_name(isa) << " column " << c;
+      if (s0[at * cols + c] == max[c])
+        EXPECT_EQ(s[at * cols + c], 1.0f) << isa_name(isa) << " column " << c;
     }
   }
 }
@@ -336,22 +363,25 @@ TEST(TileKernels, SoftmaxExponentialsAreExp2BitForBit) {
 // the scalar tail), each of +inf, -inf and NaN at every position, found; the largest finite
 // values, subnormals and -0 are not.
 TEST(TileKernels, AnyNonFiniteFindsEveryInfAndNaN) {
-  const float bad[3] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+  const float bad[3] = {std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity(),
                         std::numeric_limits<float>::quiet_NaN()};
   for (Isa isa : isas()) {
     const simd::TileKernels& k = simd::tile_kernels(isa);
     for (std::int64_t n = 0; n <= 5 * k.vector_floats + 3; ++n) {
       std::vector<float> x(static_cast<std::size_t>(n));
       for (std::int64_t i = 0; i < n; ++i)
-        x[i] = i % 4 == 0 ? std::numeric_limits<float>::max()
+        x[i] = i % 4 == 0   ? std::numeric_limits<float>::max()
                : i % 4 == 1 ? -std::numeric_limits<float>::denorm_min()
-               : i % 4 == 2 ? -0.0f : -std::numeric_limits<float>::max();
+               : i % 4 == 2 ? -0.0f
+                            : -std::numeric_limits<float>::max();
       ASSERT_FALSE(k.any_non_finite_f32(x.data(), n)) << isa_name(isa) << " n " << n;
       for (std::int64_t i = 0; i < n; ++i)
         for (float b : bad) {
           const float keep = x[i];
           x[i] = b;
-          ASSERT_TRUE(k.any_non_finite_f32(x.data(), n)) << isa_name(isa) << " n " << n << " at " << i << " " << b;
+          ASSERT_TRUE(k.any_non_finite_f32(x.data(), n))
+              << isa_name(isa) << " n " << n << " at " << i << " " << b;
           x[i] = keep;
         }
     }
@@ -372,7 +402,8 @@ TEST(TileKernels, TransposeRowsIsAnExactCopy) {
         std::vector<const float*> ptrs;
         for (std::int64_t j = 0; j < m; ++j) {
           for (std::int64_t d = 0; d < depth; ++d)
-            rows[j].push_back(static_cast<std::uint32_t>((j << 16) | d) | (d % 7 == 3 ? 0x7fc00000u : 0x3f000000u));
+            rows[j].push_back(static_cast<std::uint32_t>((j << 16) | d) |
+                              (d % 7 == 3 ? 0x7fc00000u : 0x3f000000u));
           ptrs.push_back(reinterpret_cast<const float*>(rows[j].data()));
         }
         const std::uint32_t fence = 0xdeadbeefu;
@@ -381,7 +412,8 @@ TEST(TileKernels, TransposeRowsIsAnExactCopy) {
         for (std::int64_t d = 0; d < depth; ++d)
           for (std::int64_t c = 0; c < ldout; ++c)
             ASSERT_EQ(out[d * ldout + c], c < m ? rows[c][d] : fence)
-                << isa_name(isa) << " m " << m << " depth " << depth << " at [" << d << ", " << c << "]";
+                << isa_name(isa) << " m " << m << " depth " << depth << " at [" << d << ", " << c
+                << "]";
       }
   }
 }

@@ -21,7 +21,8 @@ WordPieceTokenizer minilm_tokenizer() {
 TEST(TokenizerGolden, IdsIdenticalToHuggingFace) {
   HEADCOUNT_REQUIRE_MINILM();
   const WordPieceTokenizer tok = minilm_tokenizer();
-  EXPECT_EQ(tok.options().max_length, 256) << "sentence-transformers truncates at max_seq_length 256, not 128";
+  EXPECT_EQ(tok.options().max_length, 256)
+      << "sentence-transformers truncates at max_seq_length 256, not 128";
   const auto cases = load_golden_cases();
   ASSERT_GE(cases.size(), 100u);
   int truncated = 0;
@@ -37,22 +38,25 @@ TEST(TokenizerGolden, NormalisationExamples) {
   const WordPieceTokenizer tok = minilm_tokenizer();
   EXPECT_EQ(tok.normalize("Héllo\tWÖRLD\x01"), "hello world");
   EXPECT_EQ(tok.normalize("漢字"), " 漢  字 ");
-  EXPECT_EQ(tok.tokenize("unaffable!!"), (std::vector<std::string>{"una", "##ffa", "##ble", "!", "!"}));
+  EXPECT_EQ(tok.tokenize("unaffable!!"),
+            (std::vector<std::string>{"una", "##ffa", "##ble", "!", "!"}));
   EXPECT_EQ(tok.encode(""), (std::vector<std::int32_t>{tok.cls_id(), tok.sep_id()}));
   EXPECT_EQ(tok.encode(" \t\n "), (std::vector<std::int32_t>{tok.cls_id(), tok.sep_id()}));
 }
 
 // A vocabulary small enough to reason about.
 WordPieceTokenizer tiny(TokenizerOptions options = {}) {
-  return WordPieceTokenizer({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "a", "##b", "!", "x", "é"},
-                            options);
+  return WordPieceTokenizer(
+      {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff", "##able", "a", "##b", "!", "x", "é"},
+      options);
 }
 
 TEST(Tokenizer, GreedyLongestMatchFirst) {
   const WordPieceTokenizer t = tiny();
   EXPECT_EQ(t.tokenize("unaffable"), (std::vector<std::string>{"un", "##aff", "##able"}));
   EXPECT_EQ(t.tokenize("ab ab!"), (std::vector<std::string>{"a", "##b", "a", "##b", "!"}));
-  EXPECT_EQ(t.tokenize("unq x"), (std::vector<std::string>{"[UNK]", "x"})) << "an uncoverable word is one [UNK]";
+  EXPECT_EQ(t.tokenize("unq x"), (std::vector<std::string>{"[UNK]", "x"}))
+      << "an uncoverable word is one [UNK]";
 }
 
 TEST(Tokenizer, LongWordsAreUnknown) {
@@ -89,7 +93,9 @@ TEST(Tokenizer, InvalidUtf8IsReplacedThenDropped) {
   EXPECT_EQ(decode_utf8_lossy("\xf0\x9f\x98\x80"), U"\U0001F600");
   // Cleaning drops U+FFFD, so the bytes vanish: "ab\xffx" tokenizes as "abx".
   const WordPieceTokenizer t = tiny();
-  EXPECT_EQ(t.tokenize("ab\xff" "b"), t.tokenize("abb"));
+  EXPECT_EQ(t.tokenize("ab\xff"
+                       "b"),
+            t.tokenize("abb"));
 }
 
 TEST(Tokenizer, ArbitraryBytesNeverCrash) {

@@ -41,15 +41,31 @@ TEST(TrainRng, NormalsHaveUnitMomentsAndAreSeeded) {
 }
 
 TEST(TrainModel, ParametersFollowTheHeaderAndTheInitRule) {
-  const train::ModelConfig config{.vocab = 11, .context = 9, .layers = 2, .d_model = 16, .heads = 4, .kv_heads = 2,
-                                  .head_dim = 6, .d_ff = 20, .init_std = 0.05f};
+  const train::ModelConfig config{.vocab = 11,
+                                  .context = 9,
+                                  .layers = 2,
+                                  .d_model = 16,
+                                  .heads = 4,
+                                  .kv_heads = 2,
+                                  .head_dim = 6,
+                                  .d_ff = 20,
+                                  .init_std = 0.05f};
   train::Model model(config, 3);
   std::vector<std::string> names;
   for (const auto& p : model.parameters()) names.push_back(p.name);
-  const std::vector<std::string> expected_first = {"tok_emb", "pos_emb", "blocks.0.ln1.weight", "blocks.0.ln1.bias",
-                                                   "blocks.0.attn.w_qkv", "blocks.0.attn.b_qkv", "blocks.0.attn.w_o",
-                                                   "blocks.0.attn.b_o", "blocks.0.ln2.weight", "blocks.0.ln2.bias",
-                                                   "blocks.0.ffn.w_up", "blocks.0.ffn.b_up", "blocks.0.ffn.w_down",
+  const std::vector<std::string> expected_first = {"tok_emb",
+                                                   "pos_emb",
+                                                   "blocks.0.ln1.weight",
+                                                   "blocks.0.ln1.bias",
+                                                   "blocks.0.attn.w_qkv",
+                                                   "blocks.0.attn.b_qkv",
+                                                   "blocks.0.attn.w_o",
+                                                   "blocks.0.attn.b_o",
+                                                   "blocks.0.ln2.weight",
+                                                   "blocks.0.ln2.bias",
+                                                   "blocks.0.ffn.w_up",
+                                                   "blocks.0.ffn.b_up",
+                                                   "blocks.0.ffn.w_down",
                                                    "blocks.0.ffn.b_down"};
   ASSERT_EQ(names.size(), 2u + 2 * 12 + 4);
   for (std::size_t i = 0; i < expected_first.size(); ++i) EXPECT_EQ(names[i], expected_first[i]);
@@ -63,7 +79,8 @@ TEST(TrainModel, ParametersFollowTheHeaderAndTheInitRule) {
     const float* v = p.value.data<const float>();
     EXPECT_EQ(p.decay, p.value.rank() >= 2) << p.name;
     if (p.value.rank() >= 2) {
-      for (std::int64_t i = 0; i < p.value.numel(); ++i) squares += static_cast<double>(v[i]) * v[i];
+      for (std::int64_t i = 0; i < p.value.numel(); ++i)
+        squares += static_cast<double>(v[i]) * v[i];
       count += p.value.numel();
     } else {
       const float want = p.name.ends_with("weight") ? 1.0f : 0.0f;  // LayerNorm weights 1, biases 0
@@ -71,18 +88,24 @@ TEST(TrainModel, ParametersFollowTheHeaderAndTheInitRule) {
     }
   }
   // count ~ 4000 values: the sample sd is within 5·sd/sqrt(2 count) (~5.6%) of init_std.
-  EXPECT_NEAR(std::sqrt(squares / static_cast<double>(count)), 0.05, 0.05 * 5 / std::sqrt(2.0 * static_cast<double>(count)));
+  EXPECT_NEAR(std::sqrt(squares / static_cast<double>(count)), 0.05,
+              0.05 * 5 / std::sqrt(2.0 * static_cast<double>(count)));
   // Same seed, same weights; another seed, others.
   train::Model again(config, 3), other(config, 4);
-  EXPECT_EQ(std::memcmp(again.parameters()[4].value.data<const float>(), model.parameters()[4].value.data<const float>(),
-                        model.parameters()[4].value.bytes()), 0);
-  EXPECT_NE(std::memcmp(other.parameters()[4].value.data<const float>(), model.parameters()[4].value.data<const float>(),
-                        model.parameters()[4].value.bytes()), 0);
+  EXPECT_EQ(std::memcmp(again.parameters()[4].value.data<const float>(),
+                        model.parameters()[4].value.data<const float>(),
+                        model.parameters()[4].value.bytes()),
+            0);
+  EXPECT_NE(std::memcmp(other.parameters()[4].value.data<const float>(),
+                        model.parameters()[4].value.data<const float>(),
+                        model.parameters()[4].value.bytes()),
+            0);
 }
 
 TEST(TrainModel, KeptProbabilitiesAreCausalRowsThatSumToOne) {
   Context ctx({.threads = 2});
-  train::Model model({.vocab = 7, .context = 8, .layers = 2, .d_model = 8, .heads = 2, .init_std = 0.5f}, 1);
+  train::Model model(
+      {.vocab = 7, .context = 8, .layers = 2, .d_model = 8, .heads = 2, .init_std = 0.5f}, 1);
   train::Batch batch{.batch = 2, .seq_len = 8};
   for (int i = 0; i < 16; ++i) {
     batch.tokens.push_back(i % 7);
@@ -113,29 +136,69 @@ TEST(TrainModel, KeptProbabilitiesAreCausalRowsThatSumToOne) {
 // Per-layer head counts (a pruned model): each layer's parameters take its own widths, the
 // JSON form keeps them (checkpoints), and bad counts name the field and the layer.
 TEST(TrainModel, PerLayerHeadCounts) {
-  const train::ModelConfig c{.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .head_dim = 2,
-                             .layer_heads = {4, 2}, .layer_kv_heads = {2, 1}};
+  const train::ModelConfig c{.vocab = 5,
+                             .context = 4,
+                             .layers = 2,
+                             .d_model = 8,
+                             .heads = 4,
+                             .head_dim = 2,
+                             .layer_heads = {4, 2},
+                             .layer_kv_heads = {2, 1}};
   const train::Model model(c, 1);
   for (const train::Parameter& p : model.parameters()) {
-    if (p.name == "blocks.0.attn.w_qkv") EXPECT_EQ(p.value.shape(), (std::vector<std::int64_t>{8, (4 + 2 * 2) * 2}));
-    if (p.name == "blocks.1.attn.w_qkv") EXPECT_EQ(p.value.shape(), (std::vector<std::int64_t>{8, (2 + 2 * 1) * 2}));
-    if (p.name == "blocks.1.attn.w_o") EXPECT_EQ(p.value.shape(), (std::vector<std::int64_t>{2 * 2, 8}));
+    if (p.name == "blocks.0.attn.w_qkv")
+      EXPECT_EQ(p.value.shape(), (std::vector<std::int64_t>{8, (4 + 2 * 2) * 2}));
+    if (p.name == "blocks.1.attn.w_qkv")
+      EXPECT_EQ(p.value.shape(), (std::vector<std::int64_t>{8, (2 + 2 * 1) * 2}));
+    if (p.name == "blocks.1.attn.w_o")
+      EXPECT_EQ(p.value.shape(), (std::vector<std::int64_t>{2 * 2, 8}));
   }
   const train::ModelConfig back = train::model_config_from_json(train::to_json(model.config()));
   EXPECT_EQ(back.layer_heads, (std::vector<std::int64_t>{4, 2}));
   EXPECT_EQ(back.layer_kv_heads, (std::vector<std::int64_t>{2, 1}));
   // layer_kv_heads left empty: one K/V head per query head in every layer.
-  EXPECT_EQ(train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_heads = {3, 1}}).layer_kv_heads,
-            (std::vector<std::int64_t>{3, 1}));
-  expect_error([] { (void)train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_heads = {4}}); },
-               {"model.layer_heads", "2 entries"});
-  expect_error([] { (void)train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4,
-                                          .layer_heads = {4, 3}, .layer_kv_heads = {2, 2}}); },
-               {"model.layer_kv_heads[1]", "a divisor of layer_heads[1] = 3"});
-  expect_error([] { (void)train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_heads = {4, 0}}); },
-               {"model.layer_heads[1]"});
-  expect_error([] { (void)train::resolve({.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_kv_heads = {1, 1}}); },
-               {"model.layer_kv_heads", "unless layer_heads is set"});
+  EXPECT_EQ(
+      train::resolve(
+          {.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_heads = {3, 1}})
+          .layer_kv_heads,
+      (std::vector<std::int64_t>{3, 1}));
+  expect_error(
+      [] {
+        (void)train::resolve(
+            {.vocab = 5, .context = 4, .layers = 2, .d_model = 8, .heads = 4, .layer_heads = {4}});
+      },
+      {"model.layer_heads", "2 entries"});
+  expect_error(
+      [] {
+        (void)train::resolve({.vocab = 5,
+                              .context = 4,
+                              .layers = 2,
+                              .d_model = 8,
+                              .heads = 4,
+                              .layer_heads = {4, 3},
+                              .layer_kv_heads = {2, 2}});
+      },
+      {"model.layer_kv_heads[1]", "a divisor of layer_heads[1] = 3"});
+  expect_error(
+      [] {
+        (void)train::resolve({.vocab = 5,
+                              .context = 4,
+                              .layers = 2,
+                              .d_model = 8,
+                              .heads = 4,
+                              .layer_heads = {4, 0}});
+      },
+      {"model.layer_heads[1]"});
+  expect_error(
+      [] {
+        (void)train::resolve({.vocab = 5,
+                              .context = 4,
+                              .layers = 2,
+                              .d_model = 8,
+                              .heads = 4,
+                              .layer_kv_heads = {1, 1}});
+      },
+      {"model.layer_kv_heads", "unless layer_heads is set"});
 }
 
 TEST(TrainModel, BadBatchesAndGatesNameTheField) {
@@ -155,12 +218,24 @@ TEST(TrainModel, BadBatchesAndGatesNameTheField) {
   b = good;
   b.tokens.pop_back();
   expect_error([&] { model.forward(ctx, b, nullptr); }, {"batch.tokens", "4 entries"});
-  expect_error([&] { model.forward(ctx, good, nullptr, {.head_gates = {{1.0f}}}); }, {"head_gates[0]", "2 heads"});
-  expect_error([&] { model.forward(ctx, good, nullptr, {.head_gates = {{1.0f, NAN}}}); }, {"head_gates[0][1]"});
-  expect_error([] { train::Model m({.vocab = 5, .context = 4, .d_model = 6, .heads = 4}, 1); }, {"model.heads"});
-  expect_error([] { train::Model m({.vocab = 5, .context = 4, .d_model = 8, .heads = 4, .kv_heads = 3}, 1); }, {"model.kv_heads"});
-  expect_error([] { train::Model m({.vocab = 0, .context = 4, .d_model = 8}, 1); }, {"model.vocab"});
-  expect_error([] { train::Model m({.vocab = 5, .context = 4, .d_model = 8, .scale = -1.0f}, 1); }, {"model.scale"});
+  expect_error([&] { model.forward(ctx, good, nullptr, {.head_gates = {{1.0f}}}); },
+               {"head_gates[0]", "2 heads"});
+  expect_error(
+      [&] {
+        model.forward(ctx, good, nullptr, {.head_gates = {{1.0f, NAN}}});
+      },
+      {"head_gates[0][1]"});
+  expect_error([] { train::Model m({.vocab = 5, .context = 4, .d_model = 6, .heads = 4}, 1); },
+               {"model.heads"});
+  expect_error(
+      [] {
+        train::Model m({.vocab = 5, .context = 4, .d_model = 8, .heads = 4, .kv_heads = 3}, 1);
+      },
+      {"model.kv_heads"});
+  expect_error([] { train::Model m({.vocab = 0, .context = 4, .d_model = 8}, 1); },
+               {"model.vocab"});
+  expect_error([] { train::Model m({.vocab = 5, .context = 4, .d_model = 8, .scale = -1.0f}, 1); },
+               {"model.scale"});
   // Every target ignored: loss 0 and zero gradients, not NaN.
   b = good;
   b.targets = {-1, -1, -1, -1};
@@ -168,7 +243,8 @@ TEST(TrainModel, BadBatchesAndGatesNameTheField) {
   EXPECT_EQ(r.loss, 0.0);
   EXPECT_EQ(r.scored, 0);
   for (const auto& p : model.parameters())
-    for (std::int64_t i = 0; i < p.grad.numel(); ++i) ASSERT_EQ(p.grad.data<const float>()[i], 0.0f) << p.name;
+    for (std::int64_t i = 0; i < p.grad.numel(); ++i)
+      ASSERT_EQ(p.grad.data<const float>()[i], 0.0f) << p.name;
 }
 
 }  // namespace

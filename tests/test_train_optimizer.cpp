@@ -17,8 +17,14 @@ constexpr double kU = 1.0 / (1 << 24);
 
 std::vector<train::Parameter> two_parameters() {
   std::vector<train::Parameter> params;
-  params.push_back({.name = "w", .value = Tensor(DType::f32, {2, 2}), .grad = Tensor(DType::f32, {2, 2}), .decay = true});
-  params.push_back({.name = "b", .value = Tensor(DType::f32, {3}), .grad = Tensor(DType::f32, {3}), .decay = false});
+  params.push_back({.name = "w",
+                    .value = Tensor(DType::f32, {2, 2}),
+                    .grad = Tensor(DType::f32, {2, 2}),
+                    .decay = true});
+  params.push_back({.name = "b",
+                    .value = Tensor(DType::f32, {3}),
+                    .grad = Tensor(DType::f32, {3}),
+                    .decay = false});
   return params;
 }
 
@@ -33,13 +39,21 @@ TEST(TrainAdamW, FirstStepByHand) {
       p.value.data<float>()[i] = 1.0f;
       p.grad.data<float>()[i] = 0.5f;
     }
-  const train::OptimConfig config = train::resolve({.lr = 0.1, .min_lr = 0, .warmup_steps = 0, .beta1 = 0.9,
-                                                    .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1}, 10);
+  const train::OptimConfig config = train::resolve({.lr = 0.1,
+                                                    .min_lr = 0,
+                                                    .warmup_steps = 0,
+                                                    .beta1 = 0.9,
+                                                    .beta2 = 0.99,
+                                                    .eps = 1e-8,
+                                                    .weight_decay = 0.1},
+                                                   10);
   train::AdamW adam(params, config);
   adam.step(ctx, params, 0.1);
   EXPECT_EQ(adam.steps_taken(), 1);
-  for (std::int64_t i = 0; i < 4; ++i) EXPECT_NEAR(params[0].value.data<float>()[i], 0.8900000020, 4 * kU);
-  for (std::int64_t i = 0; i < 3; ++i) EXPECT_NEAR(params[1].value.data<float>()[i], 0.9000000020, 4 * kU);
+  for (std::int64_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(params[0].value.data<float>()[i], 0.8900000020, 4 * kU);
+  for (std::int64_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(params[1].value.data<float>()[i], 0.9000000020, 4 * kU);
   // Moments: m = 0.1·g = 0.05, v = 0.01·g² = 0.0025.
   EXPECT_NEAR(adam.first_moments()[0].data<float>()[0], 0.05, 2 * kU * 0.05);
   EXPECT_NEAR(adam.second_moments()[0].data<float>()[0], 0.0025, 2 * kU * 0.0025);
@@ -53,10 +67,20 @@ TEST(TrainAdamW, StepsMatchFloat64Formula) {
                               {-0.3, 0.1, 0.2, -1e-4, 1.0, 0.4, 1e-3},
                               {0.2, 0.2, -0.1, 5e-5, 0.5, -0.6, -1e-3}};
   const double lrs[3] = {1e-3, 5e-3, 2e-3};
-  const train::OptimConfig config = train::resolve({.lr = 1e-2, .min_lr = 0, .warmup_steps = 0, .beta1 = 0.9,
-                                                    .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.3}, 3);
-  auto flat = [&](int i) -> float& { return i < 4 ? params[0].value.data<float>()[i] : params[1].value.data<float>()[i - 4]; };
-  auto flat_grad = [&](int i) -> float& { return i < 4 ? params[0].grad.data<float>()[i] : params[1].grad.data<float>()[i - 4]; };
+  const train::OptimConfig config = train::resolve({.lr = 1e-2,
+                                                    .min_lr = 0,
+                                                    .warmup_steps = 0,
+                                                    .beta1 = 0.9,
+                                                    .beta2 = 0.95,
+                                                    .eps = 1e-6,
+                                                    .weight_decay = 0.3},
+                                                   3);
+  auto flat = [&](int i) -> float& {
+    return i < 4 ? params[0].value.data<float>()[i] : params[1].value.data<float>()[i - 4];
+  };
+  auto flat_grad = [&](int i) -> float& {
+    return i < 4 ? params[0].grad.data<float>()[i] : params[1].grad.data<float>()[i - 4];
+  };
   for (int i = 0; i < 7; ++i) flat(i) = static_cast<float>(p0[i]);
   train::AdamW adam(params, config);
   double p[7], m[7] = {}, v[7] = {}, bound[7] = {};
@@ -79,13 +103,14 @@ TEST(TrainAdamW, StepsMatchFloat64Formula) {
 }
 
 TEST(TrainSchedule, WarmupCosineMinByHand) {
-  const train::OptimConfig c = train::resolve({.lr = 1e-3, .min_lr = 1e-4, .warmup_steps = 100}, 2000);
+  const train::OptimConfig c =
+      train::resolve({.lr = 1e-3, .min_lr = 1e-4, .warmup_steps = 100}, 2000);
   EXPECT_EQ(c.decay_steps, 2000);
-  EXPECT_DOUBLE_EQ(train::learning_rate(c, 0), 1e-3 / 101);          // (0 + 1) / (100 + 1)
+  EXPECT_DOUBLE_EQ(train::learning_rate(c, 0), 1e-3 / 101);  // (0 + 1) / (100 + 1)
   EXPECT_DOUBLE_EQ(train::learning_rate(c, 99), 1e-3 * 100 / 101);
-  EXPECT_DOUBLE_EQ(train::learning_rate(c, 100), 1e-3);               // cos(0) = 1
-  EXPECT_NEAR(train::learning_rate(c, 1050), 5.5e-4, 1e-15);          // ratio 0.5: 1e-4 + 0.5·9e-4
-  EXPECT_NEAR(train::learning_rate(c, 2000), 1e-4, 1e-15);            // cos(π) = −1
+  EXPECT_DOUBLE_EQ(train::learning_rate(c, 100), 1e-3);       // cos(0) = 1
+  EXPECT_NEAR(train::learning_rate(c, 1050), 5.5e-4, 1e-15);  // ratio 0.5: 1e-4 + 0.5·9e-4
+  EXPECT_NEAR(train::learning_rate(c, 2000), 1e-4, 1e-15);    // cos(π) = −1
   EXPECT_DOUBLE_EQ(train::learning_rate(c, 2001), 1e-4);
   // A quarter of the way: 1e-4 + 0.5·(1 + cos(π/4))·9e-4 = 1e-4 + 0.853553·9e-4.
   EXPECT_NEAR(train::learning_rate(c, 575), 1e-4 + 0.5 * (1 + std::sqrt(0.5)) * 9e-4, 1e-15);
@@ -117,11 +142,17 @@ TEST(TrainClip, GlobalNormAsPyTorch) {
 TEST(TrainOptimConfig, BadValuesNameTheField) {
   expect_error([] { train::resolve({.lr = 0}, 10); }, {"optim.lr"});
   expect_error([] { train::resolve({.lr = 1e-3, .min_lr = 1e-2}, 10); }, {"optim.min_lr"});
-  expect_error([] { train::resolve({.warmup_steps = 10, .decay_steps = 5}, 10); }, {"optim.decay_steps"});
+  expect_error([] { train::resolve({.warmup_steps = 10, .decay_steps = 5}, 10); },
+               {"optim.decay_steps"});
   expect_error([] { train::resolve({.beta2 = 1.0}, 10); }, {"optim.beta2"});
-  expect_error([] { train::optim_config_from_json(nlohmann::json{{"learning_rate", 1}}); }, {"optim", "learning_rate"});
+  expect_error(
+      [] {
+        train::optim_config_from_json(nlohmann::json{{"learning_rate", 1}});
+      },
+      {"optim", "learning_rate"});
   expect_error([] { train::optim_config_from_json(nlohmann::json{{"lr", "fast"}}); }, {"optim.lr"});
-  const train::OptimConfig c = train::optim_config_from_json(nlohmann::json{{"lr", 3e-4}, {"warmup_steps", 7}});
+  const train::OptimConfig c =
+      train::optim_config_from_json(nlohmann::json{{"lr", 3e-4}, {"warmup_steps", 7}});
   EXPECT_EQ(c.lr, 3e-4);
   EXPECT_EQ(c.warmup_steps, 7);
 }

@@ -40,8 +40,9 @@ TEST(TrainParity, FiftyStepsMatchPyTorchFloat64) {
     const double loss = trainer.train_step();
     const double err = std::abs(loss - reference[static_cast<std::size_t>(s)]);
     worst = std::max(worst, err / bound[static_cast<std::size_t>(s)]);
-    EXPECT_LE(err, bound[static_cast<std::size_t>(s)]) << "step " << s << ": headcount " << loss << ", PyTorch float64 "
-                                                       << reference[static_cast<std::size_t>(s)];
+    EXPECT_LE(err, bound[static_cast<std::size_t>(s)])
+        << "step " << s << ": headcount " << loss << ", PyTorch float64 "
+        << reference[static_cast<std::size_t>(s)];
   }
   RecordProperty("worst_over_bound", std::to_string(worst));
 }

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 #include <memory>
-#include <vector>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "expect_error.h"
 #include "headcount/train/trainer.h"
@@ -17,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("headcount_train_" + std::to_string(::getpid()) + "_" + name);
+  const fs::path dir =
+      fs::temp_directory_path() / ("headcount_train_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(dir);
   return dir;
 }
@@ -69,15 +70,21 @@ TEST(TrainResume, ContinuesBitwise) {
   EXPECT_EQ(resumed->step(), kHalf);
   resumed->run("");
   ASSERT_EQ(resumed->losses().size(), straight.losses().size());
-  for (std::size_t i = 0; i < straight.losses().size(); ++i) EXPECT_EQ(resumed->losses()[i], straight.losses()[i]) << i;
+  for (std::size_t i = 0; i < straight.losses().size(); ++i)
+    EXPECT_EQ(resumed->losses()[i], straight.losses()[i]) << i;
   const auto& a = straight.model().parameters();
   const auto& b = resumed->model().parameters();
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i)
-    EXPECT_EQ(std::memcmp(a[i].value.data<const float>(), b[i].value.data<const float>(), a[i].value.bytes()), 0) << a[i].name;
+    EXPECT_EQ(std::memcmp(a[i].value.data<const float>(), b[i].value.data<const float>(),
+                          a[i].value.bytes()),
+              0)
+        << a[i].name;
   for (std::size_t i = 0; i < a.size(); ++i)
     EXPECT_EQ(std::memcmp(straight.optimizer().second_moments()[i].data<const float>(),
-                          resumed->optimizer().second_moments()[i].data<const float>(), a[i].value.bytes()), 0);
+                          resumed->optimizer().second_moments()[i].data<const float>(),
+                          a[i].value.bytes()),
+              0);
   EXPECT_EQ(resumed->state()["curve"], straight.state()["curve"]);
   fs::remove_all(dir);
 }
@@ -94,7 +101,8 @@ TEST(TrainResume, BitwiseForAnyThreadCount) {
     trainer->run("");
     std::vector<std::vector<float>> state;
     for (const auto& p : trainer->model().parameters())
-      state.emplace_back(p.value.data<const float>(), p.value.data<const float>() + p.value.numel());
+      state.emplace_back(p.value.data<const float>(),
+                         p.value.data<const float>() + p.value.numel());
     for (const auto& m : trainer->optimizer().second_moments())
       state.emplace_back(m.data<const float>(), m.data<const float>() + m.numel());
     return std::pair{trainer->losses(), state};
@@ -145,10 +153,22 @@ TEST(TrainTrainer, ConfigErrorsNameTheField) {
   c = tiny_copy(1);
   c.task = {{"name", "no-such-task"}};
   expect_error([&] { train::Trainer t(ctx, c); }, {"no-such-task"});
-  expect_error([] { train::train_config_from_json(nlohmann::json{{"task", {{"name", "copy"}}}, {"modle", {}}}); }, {"modle"});
-  expect_error([] { train::train_config_from_json(nlohmann::json{{"model", {{"layers", 2}}}}); }, {"task"});
-  expect_error([] { train::train_config_from_json(nlohmann::json{{"task", {{"name", "copy"}}}, {"train", {{"batch", 0}}}}); },
-               {"train.batch"});
+  expect_error(
+      [] {
+        train::train_config_from_json(nlohmann::json{{"task", {{"name", "copy"}}}, {"modle", {}}});
+      },
+      {"modle"});
+  expect_error(
+      [] {
+        train::train_config_from_json(nlohmann::json{{"model", {{"layers", 2}}}});
+      },
+      {"task"});
+  expect_error(
+      [] {
+        train::train_config_from_json(
+            nlohmann::json{{"task", {{"name", "copy"}}}, {"train", {{"batch", 0}}}});
+      },
+      {"train.batch"});
   const train::TrainConfig round = train::train_config_from_json(train::to_json(tiny_copy(5)));
   EXPECT_EQ(train::to_json(round), train::to_json(tiny_copy(5)));
 }

@@ -2,9 +2,8 @@
 // "expected X, got Y" (one test per error), never a crash, an abort or a NaN.
 #include <gtest/gtest.h>
 
-#include <array>
-
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -80,10 +79,13 @@ TEST(KernelValidation, ZeroSizes) {
   Fixture f;
   AttentionParams p = f.params();
   p.q.shape[1] = 0;
-  EXPECT_ERROR(p, "q shape: expected every size >= 1 [batch, q_len, heads, head_dim], got [2, 0, 4, 8]");
+  EXPECT_ERROR(
+      p, "q shape: expected every size >= 1 [batch, q_len, heads, head_dim], got [2, 0, 4, 8]");
   p = f.params();
   p.k.shape[1] = -3;
-  EXPECT_ERROR(p, "k shape: expected every size >= 1 [batch, kv_len, kv_heads, head_dim], got [2, -3, 2, 8]");
+  EXPECT_ERROR(
+      p,
+      "k shape: expected every size >= 1 [batch, kv_len, kv_heads, head_dim], got [2, -3, 2, 8]");
 }
 
 TEST(KernelValidation, ShapeMismatches) {
@@ -95,11 +97,13 @@ TEST(KernelValidation, ShapeMismatches) {
   Tensor v(DType::f32, {2, 5, 2, 3});
   p = f.params();
   p.v = v.view();
-  EXPECT_ERROR(p, "v shape: expected [2, 6, 2, 3] (batch, kv_len and kv_heads of k), got [2, 5, 2, 3]");
+  EXPECT_ERROR(
+      p, "v shape: expected [2, 6, 2, 3] (batch, kv_len and kv_heads of k), got [2, 5, 2, 3]");
   Tensor out(DType::f32, {2, 5, 4, 8});
   p = f.params();
   p.out = out.view();
-  EXPECT_ERROR(p, "out shape: expected [2, 5, 4, 3] [batch, q_len, heads, v_head_dim], got [2, 5, 4, 8]");
+  EXPECT_ERROR(
+      p, "out shape: expected [2, 5, 4, 3] [batch, q_len, heads, v_head_dim], got [2, 5, 4, 8]");
   Tensor lse(DType::f32, {2, 5, 4});
   p = f.params();
   p.lse = lse.view();
@@ -120,7 +124,9 @@ TEST(KernelValidation, StrideMismatches) {
   EXPECT_ERROR(p, "q strides: expected non-negative strides, got [160, 32, 8, -1]");
   p = f.params();
   p.out.strides[1] = 0;  // two queries would write one address
-  EXPECT_ERROR(p, "out strides: expected non-zero strides on every dimension of size > 1 (an output), got [60, 0, 3, 1]");
+  EXPECT_ERROR(p,
+               "out strides: expected non-zero strides on every dimension of size > 1 (an output), "
+               "got [60, 0, 3, 1]");
 }
 
 TEST(KernelValidation, DtypeMismatch) {
@@ -162,7 +168,9 @@ TEST(KernelValidation, MasksOfTheWrongShape) {
   EXPECT_ERROR(p, "bias shape: expected [1 or 2, 1 or 4, 5, 6], got [2, 2, 5, 6]");
   Tensor bias3(DType::f32, {5, 6, 1});
   p.bias = bias3.view();
-  EXPECT_ERROR(p, "bias rank: expected 4 dims [batch or 1, heads or 1, q_len, kv_len], got 3 dims [5, 6, 1]");
+  EXPECT_ERROR(
+      p,
+      "bias rank: expected 4 dims [batch or 1, heads or 1, q_len, kv_len], got 3 dims [5, 6, 1]");
 }
 
 TEST(KernelValidation, NonFiniteValues) {
@@ -183,15 +191,18 @@ TEST(KernelValidation, NonFiniteValues) {
 // only to name the first bad one: every position of a row (vector body and tail), every
 // non-finite class, bf16 as well as f32, and values at the edge of finite that must pass.
 TEST(KernelValidation, NonFiniteFoundAtEveryPositionBothDtypes) {
-  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::infinity(),
                        -std::numeric_limits<float>::infinity()};
   // Near the largest finite value and subnormal, in f32 and after rounding to bf16 alike.
   const float fine[] = {3.0e38f, -3.0e38f, 1.0e-40f, -0.0f};
   for (DType dtype : {DType::f32, DType::bf16}) {
     Tensor t(dtype, {2, 3, 2, 19});  // 19: a vector body and a tail on every ISA
     auto set = [&](std::int64_t off, float x) {
-      if (dtype == DType::f32) t.data<float>()[off] = x;
-      else t.data<bf16>()[off] = to_bf16(x);
+      if (dtype == DType::f32)
+        t.data<float>()[off] = x;
+      else
+        t.data<bf16>()[off] = to_bf16(x);
     };
     for (std::int64_t off = 0; off < t.view().numel(); ++off) set(off, 0.5f);
     for (std::int64_t off = 0; off < t.view().numel(); off += 7) {
@@ -203,9 +214,13 @@ TEST(KernelValidation, NonFiniteFoundAtEveryPositionBothDtypes) {
         set(off, x);
         const std::int64_t d = off % 19, c = off / 19 % 2, b = off / 38 % 3, a = off / 114;
         std::ostringstream want;
-        want << "q: expected finite values, got " << (std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf") << " at [" << a
-             << ", " << b << ", " << c << ", " << d << "]";
-        EXPECT_EQ(error_text([&] { kernels::check_finite(t.view(), "q"); }), want.str()) << "offset " << off;
+        want << "q: expected finite values, got "
+             << (std::isnan(x) ? "nan"
+                 : x > 0       ? "inf"
+                               : "-inf")
+             << " at [" << a << ", " << b << ", " << c << ", " << d << "]";
+        EXPECT_EQ(error_text([&] { kernels::check_finite(t.view(), "q"); }), want.str())
+            << "offset " << off;
       }
       set(off, 0.5f);
     }
@@ -223,7 +238,8 @@ TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
   for (Tensor* t : {&q, &k, &v})
     for (std::int64_t i = 0; i < t->view().numel(); ++i) t->data<float>()[i] = 0.25f;
   const AttentionParams p{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view()};
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   struct Bad {
     Tensor* t;
     std::int64_t a, b, c, d;
@@ -238,7 +254,8 @@ TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
       {{&q, 0, 0, 0, 0, nan}},
   };
   for (const auto& bads : cases) {
-    for (const Bad& bad : bads) bad.t->data<float>()[bad.t->view().offset({bad.a, bad.b, bad.c, bad.d})] = bad.x;
+    for (const Bad& bad : bads)
+      bad.t->data<float>()[bad.t->view().offset({bad.a, bad.b, bad.c, bad.d})] = bad.x;
     std::string want;
     try {
       validate(p);
@@ -252,10 +269,12 @@ TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
       // Nothing is written before the error (n 700 runs on packed heads: copies, then tasks).
       std::fill_n(out.data<float>(), out.view().numel(), 7.0f);
       EXPECT_EQ(error_text([&] { attention_streaming(ctx, p); }), want) << threads << " threads";
-      EXPECT_EQ(std::count(out.data<float>(), out.data<float>() + out.view().numel(), 7.0f), out.view().numel())
+      EXPECT_EQ(std::count(out.data<float>(), out.data<float>() + out.view().numel(), 7.0f),
+                out.view().numel())
           << threads << " threads: an output was written before the error";
     }
-    for (const Bad& bad : bads) bad.t->data<float>()[bad.t->view().offset({bad.a, bad.b, bad.c, bad.d})] = 0.25f;
+    for (const Bad& bad : bads)
+      bad.t->data<float>()[bad.t->view().offset({bad.a, bad.b, bad.c, bad.d})] = 0.25f;
   }
   // A strided q (every other element of a wider buffer) is walked, not scanned by rows.
   Tensor wide(DType::f32, {2, n, 4, 32});
@@ -265,9 +284,11 @@ TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
   strided.q.shape[3] = 16;
   strided.q.strides[3] = 2;
   wide.data<float>()[wide.view().offset({1, 5, 3, 2 * 7})] = inf;
-  wide.data<float>()[wide.view().offset({1, 5, 3, 2 * 7 + 1})] = nan;  // between elements: never read
+  wide.data<float>()[wide.view().offset({1, 5, 3, 2 * 7 + 1})] =
+      nan;  // between elements: never read
   Context ctx({.threads = 2});
-  EXPECT_EQ(error_text([&] { attention_streaming(ctx, strided); }), "q: expected finite values, got inf at [1, 5, 3, 7]");
+  EXPECT_EQ(error_text([&] { attention_streaming(ctx, strided); }),
+            "q: expected finite values, got inf at [1, 5, 3, 7]");
   // Unit-stride rows that are not one flat range (the first 16 of every 32 floats, as a column
   // range of a fused projection is): scanned row by row, indices counted across chunks.
   wide.data<float>()[wide.view().offset({1, 5, 3, 2 * 7})] = 0.25f;
@@ -279,14 +300,15 @@ TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
   wide.data<float>()[wide.view().offset({1, 10, 1, 20})] = nan;  // past the columns: never read
   EXPECT_EQ(error_text([&] { attention_streaming(ctx, columns); }), "no error");
   wide.data<float>()[wide.view().offset({1, 10, 1, 9})] = -inf;
-  EXPECT_EQ(error_text([&] { attention_streaming(ctx, columns); }), "q: expected finite values, got -inf at [1, 10, 1, 9]");
+  EXPECT_EQ(error_text([&] { attention_streaming(ctx, columns); }),
+            "q: expected finite values, got -inf at [1, 10, 1, 9]");
   // The heads of one position next to each other, positions 53 floats apart (q of a fused
   // [q | k | v] projection): each position's 3 x 16 floats are scanned as one run. 3 heads
   // put chunk edges inside runs: row 1024 is [0, 341, 1], row 3071 is [1, 323, 2].
   Tensor fused(DType::f32, {2, n, 53});
   for (std::int64_t i = 0; i < fused.view().numel(); ++i) fused.data<float>()[i] = 0.25f;
-  Tensor q3(DType::f32, {2, n, 3, 16}), out3(DType::f32, {2, n, 3, 12}), k3(DType::f32, {2, n, 1, 16}),
-      v3(DType::f32, {2, n, 1, 12});
+  Tensor q3(DType::f32, {2, n, 3, 16}), out3(DType::f32, {2, n, 3, 12}),
+      k3(DType::f32, {2, n, 1, 16}), v3(DType::f32, {2, n, 1, 12});
   for (Tensor* t : {&k3, &v3})
     for (std::int64_t i = 0; i < t->view().numel(); ++i) t->data<float>()[i] = 0.25f;
   AttentionParams runs{.q = q3.view(), .k = k3.view(), .v = v3.view(), .out = out3.view()};
@@ -298,14 +320,20 @@ TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
   at(0, 341, 48) = nan;  // past the run: never read
   at(1, 323, 52) = inf;
   EXPECT_EQ(error_text([&] { attention_streaming(ctx, runs); }), "no error");
-  for (const auto& [a, b, c, d] : std::vector<std::array<std::int64_t, 4>>{
-           {0, 341, 0, 15}, {0, 341, 1, 0}, {0, 341, 2, 15}, {1, 323, 2, 15}, {1, 324, 0, 0}, {1, n - 1, 2, 15}}) {
+  for (const auto& [a, b, c, d] : std::vector<std::array<std::int64_t, 4>>{{0, 341, 0, 15},
+                                                                           {0, 341, 1, 0},
+                                                                           {0, 341, 2, 15},
+                                                                           {1, 323, 2, 15},
+                                                                           {1, 324, 0, 0},
+                                                                           {1, n - 1, 2, 15}}) {
     at(a, b, c * 16 + d) = -inf;
     std::ostringstream want;
-    want << "q: expected finite values, got -inf at [" << a << ", " << b << ", " << c << ", " << d << "]";
+    want << "q: expected finite values, got -inf at [" << a << ", " << b << ", " << c << ", " << d
+         << "]";
     for (int threads : {1, 2, 3}) {
       Context each({.threads = threads});
-      EXPECT_EQ(error_text([&] { attention_streaming(each, runs); }), want.str()) << threads << " threads";
+      EXPECT_EQ(error_text([&] { attention_streaming(each, runs); }), want.str())
+          << threads << " threads";
     }
     at(a, b, c * 16 + d) = 0.25f;
   }
@@ -318,15 +346,19 @@ TEST(KernelValidation, StreamingNamesTheFirstBadValueOnAnyThreadCount) {
 // n 1000, head_dim 256, since the copy then paid the reads the scan had paid. Not kept.)
 TEST(KernelValidation, StreamingChecksEveryChunkBeforeWritingOutputs) {
   const std::int64_t n = 4096, heads = 9;
-  Tensor q(DType::f32, {1, n, heads, 64}), k(DType::f32, {1, n, heads, 64}), v(DType::f32, {1, n, heads, 64});
+  Tensor q(DType::f32, {1, n, heads, 64}), k(DType::f32, {1, n, heads, 64}),
+      v(DType::f32, {1, n, heads, 64});
   Tensor out(DType::f32, {1, n, heads, 64});
   for (Tensor* t : {&q, &k, &v}) std::fill_n(t->data<float>(), t->view().numel(), 0.25f);
   std::fill_n(out.data<float>(), out.view().numel(), 7.0f);
-  v.data<float>()[v.view().offset({0, n - 1, heads - 1, 63})] = std::numeric_limits<float>::quiet_NaN();
+  v.data<float>()[v.view().offset({0, n - 1, heads - 1, 63})] =
+      std::numeric_limits<float>::quiet_NaN();
   Context ctx({.threads = 2});
   const AttentionParams p{.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view()};
-  EXPECT_EQ(error_text([&] { attention_streaming(ctx, p); }), "v: expected finite values, got nan at [0, 4095, 8, 63]");
-  EXPECT_EQ(std::count(out.data<float>(), out.data<float>() + out.view().numel(), 7.0f), out.view().numel());
+  EXPECT_EQ(error_text([&] { attention_streaming(ctx, p); }),
+            "v: expected finite values, got nan at [0, 4095, 8, 63]");
+  EXPECT_EQ(std::count(out.data<float>(), out.data<float>() + out.view().numel(), 7.0f),
+            out.view().numel());
 }
 
 TEST(KernelValidation, ProbabilitiesOnlyOnTheReferencePath) {
@@ -341,7 +373,9 @@ TEST(KernelValidation, ProbabilitiesOnlyOnTheReferencePath) {
     attention_streaming(ctx, p);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "probs_mode: expected none on the streaming kernel (only the reference materialises probabilities), got per_head");
+    EXPECT_STREQ(e.what(),
+                 "probs_mode: expected none on the streaming kernel (only the reference "
+                 "materialises probabilities), got per_head");
   }
   Tensor wrong(DType::f32, {2, 5, 5});
   p.probs_mode = ProbsMode::averaged;
@@ -362,7 +396,8 @@ TEST(KernelValidation, ParseKernel) {
 
 // Both schedules: parallel_for (one shared counter) and parallel_for_ranges (a range per
 // worker, then stealing).
-void run_region(Context& ctx, bool ranged, std::int64_t count, FunctionRef<void(std::int64_t, int)> fn) {
+void run_region(Context& ctx, bool ranged, std::int64_t count,
+                FunctionRef<void(std::int64_t, int)> fn) {
   if (ranged)
     ctx.parallel_for_ranges(count, fn);
   else
@@ -402,7 +437,8 @@ TEST(Context, RegionsBackToBackAndAfterSleepRunEveryTaskOnce) {
       });
       for (std::int64_t t = 0; t < 64; ++t)
         ASSERT_EQ(hits[static_cast<std::size_t>(t)].exchange(0), t < count ? 1 : 0)
-            << "threads " << threads << ", region " << region << ", ranged " << ranged << ", task " << t;
+            << "threads " << threads << ", region " << region << ", ranged " << ranged << ", task "
+            << t;
     }
   }
 }
@@ -422,8 +458,10 @@ TEST(Context, TaskExceptionsReachTheCallerFromAnyWorker) {
         if (ranged ? task % 500 == 0 : task < 2) {
           started.fetch_add(1);
           const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-          while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-          if (worker == thrower) throw Error("task " + std::to_string(task) + " on worker " + std::to_string(worker));
+          while (started.load() < 2 && std::chrono::steady_clock::now() < until)
+            std::this_thread::yield();
+          if (worker == thrower)
+            throw Error("task " + std::to_string(task) + " on worker " + std::to_string(worker));
         }
         finished.fetch_add(1);
       };
@@ -431,12 +469,15 @@ TEST(Context, TaskExceptionsReachTheCallerFromAnyWorker) {
         run_region(ctx, ranged, 1000, region);
         FAIL() << "no exception reached the caller";
       } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("on worker " + std::to_string(thrower)), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("on worker " + std::to_string(thrower)),
+                  std::string::npos)
+            << e.what();
       }
       EXPECT_EQ(started.load(), 2) << "thrower " << thrower << ", ranged " << ranged;
       EXPECT_LT(finished.load(), 1000);
       std::vector<int> hits(100, 0);
-      run_region(ctx, ranged, 100, [&](std::int64_t task, int) { hits[static_cast<std::size_t>(task)] += 1; });
+      run_region(ctx, ranged, 100,
+                 [&](std::int64_t task, int) { hits[static_cast<std::size_t>(task)] += 1; });
       for (int h : hits) ASSERT_EQ(h, 1);
     }
 }

@@ -25,18 +25,21 @@ inline Params params_of(const train::Model& model) {
 }
 
 // y[m, n] = x[m, k] · w[k, n] + b[n]
-inline Vec linear(const Vec& x, std::int64_t m, std::int64_t k, const Vec& w, const Vec& b, std::int64_t n) {
+inline Vec linear(const Vec& x, std::int64_t m, std::int64_t k, const Vec& w, const Vec& b,
+                  std::int64_t n) {
   Vec y(static_cast<std::size_t>(m * n));
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
       double acc = b.empty() ? 0.0 : b[static_cast<std::size_t>(j)];
-      for (std::int64_t r = 0; r < k; ++r) acc += x[static_cast<std::size_t>(i * k + r)] * w[static_cast<std::size_t>(r * n + j)];
+      for (std::int64_t r = 0; r < k; ++r)
+        acc += x[static_cast<std::size_t>(i * k + r)] * w[static_cast<std::size_t>(r * n + j)];
       y[static_cast<std::size_t>(i * n + j)] = acc;
     }
   return y;
 }
 
-inline Vec layer_norm(const Vec& x, std::int64_t rows, std::int64_t width, const Vec& gamma, const Vec& beta) {
+inline Vec layer_norm(const Vec& x, std::int64_t rows, std::int64_t width, const Vec& gamma,
+                      const Vec& beta) {
   Vec y(x.size());
   for (std::int64_t r = 0; r < rows; ++r) {
     double mean = 0, var = 0;
@@ -50,7 +53,8 @@ inline Vec layer_norm(const Vec& x, std::int64_t rows, std::int64_t width, const
     const double inv = 1.0 / std::sqrt(var + 1e-5);
     for (std::int64_t c = 0; c < width; ++c) {
       const auto i = static_cast<std::size_t>(r * width + c);
-      y[i] = (x[i] - mean) * inv * gamma[static_cast<std::size_t>(c)] + beta[static_cast<std::size_t>(c)];
+      y[i] = (x[i] - mean) * inv * gamma[static_cast<std::size_t>(c)] +
+             beta[static_cast<std::size_t>(c)];
     }
   }
   return y;
@@ -69,11 +73,14 @@ inline Vec attention(const Vec& qkv, const AttentionShape& s) {
   const std::int64_t W = (s.heads + 2 * s.kv_heads) * s.head_dim, hd = s.head_dim, T = s.seq_len;
   const std::int64_t group = s.heads / s.kv_heads;
   Vec out(static_cast<std::size_t>(s.batch * T * s.heads * hd), 0.0);
-  auto at = [&](std::int64_t b, std::int64_t t, std::int64_t col) { return qkv[static_cast<std::size_t>((b * T + t) * W + col)]; };
+  auto at = [&](std::int64_t b, std::int64_t t, std::int64_t col) {
+    return qkv[static_cast<std::size_t>((b * T + t) * W + col)];
+  };
   for (std::int64_t b = 0; b < s.batch; ++b)
     for (std::int64_t h = 0; h < s.heads; ++h) {
       const std::int64_t g = h / group;
-      const std::int64_t qc = h * hd, kc = s.heads * hd + g * hd, vc = (s.heads + s.kv_heads) * hd + g * hd;
+      const std::int64_t qc = h * hd, kc = s.heads * hd + g * hd,
+                         vc = (s.heads + s.kv_heads) * hd + g * hd;
       for (std::int64_t i = 0; i < T; ++i) {
         const std::int64_t keys = s.causal ? i + 1 : T;
         Vec score(static_cast<std::size_t>(keys));
@@ -96,15 +103,21 @@ inline Vec attention(const Vec& qkv, const AttentionShape& s) {
 }
 
 // Mean cross-entropy over the rows whose target is not -1.
-inline double cross_entropy(const Vec& logits, const std::vector<std::int32_t>& targets, std::int64_t vocab) {
+inline double cross_entropy(const Vec& logits, const std::vector<std::int32_t>& targets,
+                            std::int64_t vocab) {
   double total = 0;
   std::int64_t scored = 0;
   for (std::size_t r = 0; r < targets.size(); ++r) {
     if (targets[r] < 0) continue;
     double max = -INFINITY, sum = 0;
-    for (std::int64_t v = 0; v < vocab; ++v) max = std::max(max, logits[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)]);
-    for (std::int64_t v = 0; v < vocab; ++v) sum += std::exp(logits[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)] - max);
-    total += max + std::log(sum) - logits[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(targets[r])];
+    for (std::int64_t v = 0; v < vocab; ++v)
+      max =
+          std::max(max, logits[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)]);
+    for (std::int64_t v = 0; v < vocab; ++v)
+      sum +=
+          std::exp(logits[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)] - max);
+    total += max + std::log(sum) -
+             logits[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(targets[r])];
     ++scored;
   }
   return scored > 0 ? total / static_cast<double>(scored) : 0.0;
@@ -124,13 +137,20 @@ inline double model_loss(const train::ModelConfig& c, const Params& p, const tra
   Vec x(static_cast<std::size_t>(N * D));
   for (std::int64_t r = 0; r < N; ++r)
     for (std::int64_t e = 0; e < D; ++e)
-      x[static_cast<std::size_t>(r * D + e)] = P("tok_emb")[static_cast<std::size_t>(batch.tokens[static_cast<std::size_t>(r)] * D + e)] +
-                                               P("pos_emb")[static_cast<std::size_t>((r % T) * D + e)];
+      x[static_cast<std::size_t>(r * D + e)] =
+          P("tok_emb")[static_cast<std::size_t>(batch.tokens[static_cast<std::size_t>(r)] * D +
+                                                e)] +
+          P("pos_emb")[static_cast<std::size_t>((r % T) * D + e)];
   for (std::int64_t l = 0; l < c.layers; ++l) {
     // Each layer's own head counts (per-layer for a pruned model, ModelConfig::heads_in).
     const std::int64_t H = c.heads_in(l), W = (H + 2 * c.kv_heads_in(l)) * hd, C = H * hd;
-    const AttentionShape shape{.batch = B, .seq_len = T, .heads = H, .kv_heads = c.kv_heads_in(l), .head_dim = hd,
-                               .scale = static_cast<double>(*c.scale), .causal = c.causal};
+    const AttentionShape shape{.batch = B,
+                               .seq_len = T,
+                               .heads = H,
+                               .kv_heads = c.kv_heads_in(l),
+                               .head_dim = hd,
+                               .scale = static_cast<double>(*c.scale),
+                               .causal = c.causal};
     const std::string b = "blocks." + std::to_string(l) + ".";
     auto attn = [&](const Vec& in) {
       Vec concat = attention(linear(in, N, D, P(b + "attn.w_qkv"), P(b + "attn.b_qkv"), W), shape);
@@ -138,7 +158,8 @@ inline double model_loss(const train::ModelConfig& c, const Params& p, const tra
         for (std::int64_t r = 0; r < N; ++r)
           for (std::int64_t h = 0; h < H; ++h)
             for (std::int64_t e = 0; e < hd; ++e)
-              concat[static_cast<std::size_t>(r * C + h * hd + e)] *= gates[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
+              concat[static_cast<std::size_t>(r * C + h * hd + e)] *=
+                  gates[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
       return linear(concat, N, C, P(b + "attn.w_o"), P(b + "attn.b_o"), D);
     };
     auto ffn = [&](const Vec& in) {
@@ -148,14 +169,18 @@ inline double model_loss(const train::ModelConfig& c, const Params& p, const tra
     };
     if (c.norm == train::NormPlacement::pre) {
       x = add(x, attn(layer_norm(x, N, D, P(b + "ln1.weight"), P(b + "ln1.bias"))));
-      if (!c.attention_only) x = add(x, ffn(layer_norm(x, N, D, P(b + "ln2.weight"), P(b + "ln2.bias"))));
+      if (!c.attention_only)
+        x = add(x, ffn(layer_norm(x, N, D, P(b + "ln2.weight"), P(b + "ln2.bias"))));
     } else {
       x = layer_norm(add(x, attn(x)), N, D, P(b + "ln1.weight"), P(b + "ln1.bias"));
-      if (!c.attention_only) x = layer_norm(add(x, ffn(x)), N, D, P(b + "ln2.weight"), P(b + "ln2.bias"));
+      if (!c.attention_only)
+        x = layer_norm(add(x, ffn(x)), N, D, P(b + "ln2.weight"), P(b + "ln2.bias"));
     }
   }
-  if (c.norm == train::NormPlacement::pre) x = layer_norm(x, N, D, P("ln_f.weight"), P("ln_f.bias"));
-  return cross_entropy(linear(x, N, D, P("head.weight"), P("head.bias"), c.vocab), batch.targets, c.vocab);
+  if (c.norm == train::NormPlacement::pre)
+    x = layer_norm(x, N, D, P("ln_f.weight"), P("ln_f.bias"));
+  return cross_entropy(linear(x, N, D, P("head.weight"), P("head.bias"), c.vocab), batch.targets,
+                       c.vocab);
 }
 
 }  // namespace headcount::testing::ref

@@ -10,12 +10,12 @@
 namespace headcount::cli::bench {
 
 struct DecodeSuiteOptions {
-  int threads = 2;            // workers of the kernel and of the triad
-  int repeats = 30;           // timed decode steps per row after one warm-up (median)
-  double row_seconds = 2.0;   // a row stops early once its timed steps take this long
-  bool json = false;          // one JSON object on stdout instead of the table
-  bool quick = false;         // smoke test: 1k and 4k, batch 1, kv_heads {32, 8}
-  double max_cache_gib = 8;   // the biggest cache a row may allocate
+  int threads = 2;           // workers of the kernel and of the triad
+  int repeats = 30;          // timed decode steps per row after one warm-up (median)
+  double row_seconds = 2.0;  // a row stops early once its timed steps take this long
+  bool json = false;         // one JSON object on stdout instead of the table
+  bool quick = false;        // smoke test: 1k and 4k, batch 1, kv_heads {32, 8}
+  double max_cache_gib = 8;  // the biggest cache a row may allocate
 };
 
 // Measures the triad, runs every row, prints the rows and where the targets stand

@@ -3,13 +3,12 @@
 // fp32, bf16 and int8 projections alternated in the same run.
 #include "bench_encoder.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cblas.h>  // OpenBLAS: the yardstick column
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <vector>
 
@@ -33,41 +32,68 @@ nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
     const char* name;
     std::int64_t k, n;
   };
-  const Shape shapes[] = {{"qkv", 384, 1152}, {"o", 384, 384}, {"ffn up+gelu", 384, 1536}, {"ffn down", 1536, 384}};
+  const Shape shapes[] = {
+      {"qkv", 384, 1152}, {"o", 384, 384}, {"ffn up+gelu", 384, 1536}, {"ffn down", 1536, 384}};
   nlohmann::json rows = nlohmann::json::array();
   if (print)
-    std::printf("%-12s %5s %5s %5s %14s %14s %7s %12s %7s %12s %7s\n", "projection", "m", "k", "n", "packed GF/s",
-                "OpenBLAS GF/s", "ratio", "bf16 GF/s", "/fp32", "int8 GOP/s", "/fp32");
+    std::printf("%-12s %5s %5s %5s %14s %14s %7s %12s %7s %12s %7s\n", "projection", "m", "k", "n",
+                "packed GF/s", "OpenBLAS GF/s", "ratio", "bf16 GF/s", "/fp32", "int8 GOP/s",
+                "/fp32");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (std::int64_t m : {14, 448}) {
     for (const Shape& s : shapes) {
-      std::vector<float> x(static_cast<std::size_t>(m * s.k)), w(static_cast<std::size_t>(s.k * s.n)),
-          bias(static_cast<std::size_t>(s.n)), y(static_cast<std::size_t>(m * s.n));
+      std::vector<float> x(static_cast<std::size_t>(m * s.k)),
+          w(static_cast<std::size_t>(s.k * s.n)), bias(static_cast<std::size_t>(s.n)),
+          y(static_cast<std::size_t>(m * s.n));
       for (float& v : x) v = dist(rng);
       for (float& v : w) v = dist(rng);
       for (float& v : bias) v = dist(rng);
       const Tensor packed = layers::pack_weights(w.data(), s.k, s.n, s.n);
       const Tensor packed_bf16 = layers::pack_weights(w.data(), s.k, s.n, s.n, DType::bf16);
       const Tensor packed_i8 = layers::pack_weights(w.data(), s.k, s.n, s.n, DType::i8);
-      const layers::GemmEpilogue epilogue = s.n == 1536 ? layers::GemmEpilogue::gelu_erf : layers::GemmEpilogue::none;
+      const layers::GemmEpilogue epilogue =
+          s.n == 1536 ? layers::GemmEpilogue::gelu_erf : layers::GemmEpilogue::none;
       auto run_packed = [&] {
-        layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = s.k, .w = &packed, .n = s.n, .bias = bias.data(),
-                                  .y = y.data(), .ldy = s.n, .epilogue = epilogue});
+        layers::packed_gemm(ctx, {.m = m,
+                                  .x = x.data(),
+                                  .ldx = s.k,
+                                  .w = &packed,
+                                  .n = s.n,
+                                  .bias = bias.data(),
+                                  .y = y.data(),
+                                  .ldy = s.n,
+                                  .epilogue = epilogue});
       };
       auto run_bf16 = [&] {
-        layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = s.k, .w = &packed_bf16, .n = s.n, .bias = bias.data(),
-                                  .y = y.data(), .ldy = s.n, .epilogue = epilogue});
+        layers::packed_gemm(ctx, {.m = m,
+                                  .x = x.data(),
+                                  .ldx = s.k,
+                                  .w = &packed_bf16,
+                                  .n = s.n,
+                                  .bias = bias.data(),
+                                  .y = y.data(),
+                                  .ldy = s.n,
+                                  .epilogue = epilogue});
       };
       auto run_i8 = [&] {
-        layers::packed_gemm(ctx, {.m = m, .x = x.data(), .ldx = s.k, .w = &packed_i8, .n = s.n, .bias = bias.data(),
-                                  .y = y.data(), .ldy = s.n, .epilogue = epilogue});
+        layers::packed_gemm(ctx, {.m = m,
+                                  .x = x.data(),
+                                  .ldx = s.k,
+                                  .w = &packed_i8,
+                                  .n = s.n,
+                                  .bias = bias.data(),
+                                  .y = y.data(),
+                                  .ldy = s.n,
+                                  .epilogue = epilogue});
       };
       auto run_blas = [&] {
-        for (std::int64_t r = 0; r < m; ++r) std::copy(bias.begin(), bias.end(), y.begin() + r * s.n);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(s.n),
-                    static_cast<blasint>(s.k), 1.0f, x.data(), static_cast<blasint>(s.k), w.data(),
-                    static_cast<blasint>(s.n), 1.0f, y.data(), static_cast<blasint>(s.n));
+        for (std::int64_t r = 0; r < m; ++r)
+          std::copy(bias.begin(), bias.end(), y.begin() + r * s.n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m),
+                    static_cast<blasint>(s.n), static_cast<blasint>(s.k), 1.0f, x.data(),
+                    static_cast<blasint>(s.k), w.data(), static_cast<blasint>(s.n), 1.0f, y.data(),
+                    static_cast<blasint>(s.n));
       };
       openblas_set_num_threads(ctx.threads());
       const double flops = 2.0 * static_cast<double>(m * s.k * s.n);
@@ -75,7 +101,8 @@ nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
       auto rate = [&](auto& fn) {
         const auto t0 = std::chrono::steady_clock::now();
         for (int c = 0; c < calls; ++c) fn();
-        return flops * calls / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
+        return flops * calls /
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
       };
       run_packed();
       run_blas();
@@ -94,13 +121,21 @@ nlohmann::json time_projections(Context& ctx, int repeats, bool print) {
       std::sort(i8_rates.begin(), i8_rates.end());
       const double p = packed_rates[packed_rates.size() / 2], b = blas_rates[blas_rates.size() / 2],
                    h = bf16_rates[bf16_rates.size() / 2], q = i8_rates[i8_rates.size() / 2];
-      rows.push_back({{"projection", s.name}, {"m", m}, {"k", s.k}, {"n", s.n}, {"packed_gflops", p},
-                      {"openblas_gflops", b}, {"ratio", p / b}, {"packed_bf16_gflops", h}, {"bf16_over_fp32", h / p},
-                      {"packed_int8_gops", q}, {"int8_over_fp32", q / p}});
+      rows.push_back({{"projection", s.name},
+                      {"m", m},
+                      {"k", s.k},
+                      {"n", s.n},
+                      {"packed_gflops", p},
+                      {"openblas_gflops", b},
+                      {"ratio", p / b},
+                      {"packed_bf16_gflops", h},
+                      {"bf16_over_fp32", h / p},
+                      {"packed_int8_gops", q},
+                      {"int8_over_fp32", q / p}});
       if (print)
-        std::printf("%-12s %5lld %5lld %5lld %14.1f %14.1f %6.2fx %12.1f %6.2fx %12.1f %6.2fx\n", s.name,
-                    static_cast<long long>(m), static_cast<long long>(s.k), static_cast<long long>(s.n), p, b, p / b, h,
-                    h / p, q, q / p);
+        std::printf("%-12s %5lld %5lld %5lld %14.1f %14.1f %6.2fx %12.1f %6.2fx %12.1f %6.2fx\n",
+                    s.name, static_cast<long long>(m), static_cast<long long>(s.k),
+                    static_cast<long long>(s.n), p, b, p / b, h, h / p, q, q / p);
     }
   }
   openblas_set_num_threads(1);  // back to one: no OpenBLAS threads spin beside the context's
@@ -127,24 +162,39 @@ void run_encoder_suite(const EncoderSuiteOptions& o) {
   const nlohmann::json projections = time_projections(ctx, o.repeats, !o.json);
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json)
-    std::printf("encoder suite: all-MiniLM-L6-v2, %zu sentences of %s, %d thread%s, median of %d passes\n%6s %-5s %12s %14s %12s\n",
-                texts.size(), o.sentences.c_str(), o.threads, o.threads == 1 ? "" : "s", o.repeats, "batch", "dtype",
-                "seconds", "sentences/s", "tokens/s");
+    std::printf(
+        "encoder suite: all-MiniLM-L6-v2, %zu sentences of %s, %d thread%s, median of %d "
+        "passes\n%6s %-5s %12s %14s %12s\n",
+        texts.size(), o.sentences.c_str(), o.threads, o.threads == 1 ? "" : "s", o.repeats, "batch",
+        "dtype", "seconds", "sentences/s", "tokens/s");
   for (std::int64_t batch : {1, 32})
     for (const BertEncoder* e : {&encoder, &encoder_bf16, &encoder_i8}) {
-      const char* dtype = e->dtype() == DType::bf16 ? "bf16" : e->dtype() == DType::i8 ? "int8" : "f32";
-      std::fprintf(stderr, "bench: encoder %s batch %lld...\n", dtype, static_cast<long long>(batch));
+      const char* dtype = e->dtype() == DType::bf16 ? "bf16"
+                          : e->dtype() == DType::i8 ? "int8"
+                                                    : "f32";
+      std::fprintf(stderr, "bench: encoder %s batch %lld...\n", dtype,
+                   static_cast<long long>(batch));
       const EncoderTiming t = time_encoder(ctx, *e, texts, batch, o.repeats);
       const double tokens_per_second = static_cast<double>(t.tokens) / t.median_seconds;
-      rows.push_back({{"suite", "encoder"}, {"kernel", "streaming"}, {"dtype", dtype}, {"batch", batch},
-                      {"threads", o.threads}, {"sentences", t.sentences}, {"tokens", t.tokens},
-                      {"seconds", t.median_seconds}, {"sentences_per_second", t.sentences_per_second},
+      rows.push_back({{"suite", "encoder"},
+                      {"kernel", "streaming"},
+                      {"dtype", dtype},
+                      {"batch", batch},
+                      {"threads", o.threads},
+                      {"sentences", t.sentences},
+                      {"tokens", t.tokens},
+                      {"seconds", t.median_seconds},
+                      {"sentences_per_second", t.sentences_per_second},
                       {"tokens_per_second", tokens_per_second}});
       if (!o.json)
-        std::printf("%6lld %-5s %12.3f %14.1f %12.0f\n", static_cast<long long>(batch), dtype, t.median_seconds,
-                    t.sentences_per_second, tokens_per_second);
+        std::printf("%6lld %-5s %12.3f %14.1f %12.0f\n", static_cast<long long>(batch), dtype,
+                    t.median_seconds, t.sentences_per_second, tokens_per_second);
     }
-  if (o.json) std::printf("%s\n", nlohmann::json{{"suite", "encoder"}, {"rows", rows}, {"projections", projections}}.dump(2).c_str());
+  if (o.json)
+    std::printf("%s\n",
+                nlohmann::json{{"suite", "encoder"}, {"rows", rows}, {"projections", projections}}
+                    .dump(2)
+                    .c_str());
 }
 
 }  // namespace headcount::cli::bench

@@ -8,7 +8,7 @@ namespace headcount::cli::bench {
 
 struct EncoderSuiteOptions {
   int threads = 2;
-  int repeats = 3;        // timed passes over all sentences after one warm-up (median)
+  int repeats = 3;  // timed passes over all sentences after one warm-up (median)
   bool json = false;
   bool quick = false;     // the first 64 sentences only
   std::string model_dir;  // empty: the default model directory

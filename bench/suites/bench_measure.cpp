@@ -100,8 +100,12 @@ SgemmRate measure_sgemm(int threads, std::int64_t size, int repeats) {
 }
 
 std::string sgemm_to_json(const SgemmRate& r) {
-  nlohmann::json j{{"size", r.size},         {"repeats", r.repeats}, {"threads", r.threads},
-                   {"seconds", r.seconds},   {"gflops", r.gflops},   {"corename", r.corename},
+  nlohmann::json j{{"size", r.size},
+                   {"repeats", r.repeats},
+                   {"threads", r.threads},
+                   {"seconds", r.seconds},
+                   {"gflops", r.gflops},
+                   {"corename", r.corename},
                    {"OPENBLAS_CORETYPE", r.coretype_env}};
   return j.dump();
 }
@@ -192,9 +196,9 @@ std::string cpu_model() {
 }
 
 std::string cpu_flags() {
-  static const std::set<std::string> wanted = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl",
-                                               "avx512_vnni", "avx512_bf16", "amx_bf16",
-                                               "amx_tile"};
+  static const std::set<std::string> wanted = {"avx2",        "fma",      "avx512f",
+                                               "avx512bw",    "avx512vl", "avx512_vnni",
+                                               "avx512_bf16", "amx_bf16", "amx_tile"};
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {

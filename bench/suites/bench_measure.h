@@ -18,13 +18,13 @@ namespace headcount::cli::bench {
 inline constexpr const char* kBestCoretype = "COOPERLAKE";
 
 struct SgemmRate {
-  std::int64_t size = 0;      // C[size, size] = A[size, size] · B[size, size]
-  int repeats = 0;            // timed calls after one warm-up; the median is reported
+  std::int64_t size = 0;  // C[size, size] = A[size, size] · B[size, size]
+  int repeats = 0;        // timed calls after one warm-up; the median is reported
   int threads = 0;
-  double seconds = 0;         // median
-  double gflops = 0;          // 2·size³ / seconds / 1e9
-  std::string corename;       // openblas_get_corename()
-  std::string coretype_env;   // OPENBLAS_CORETYPE as this process saw it ("" if unset)
+  double seconds = 0;        // median
+  double gflops = 0;         // 2·size³ / seconds / 1e9
+  std::string corename;      // openblas_get_corename()
+  std::string coretype_env;  // OPENBLAS_CORETYPE as this process saw it ("" if unset)
 };
 
 // Times OpenBLAS's cblas_sgemm on `threads` threads in this process, as OpenBLAS is configured
@@ -50,7 +50,7 @@ std::optional<std::int64_t> measure_peak(const std::function<void()>& fn);
 struct Timing {
   std::vector<double> seconds;  // each timed call, in order
   double median = 0, min = 0, max = 0;
-  double warmup_seconds = 0;              // the first (cold) call, not counted
+  double warmup_seconds = 0;               // the first (cold) call, not counted
   std::optional<std::int64_t> peak_bytes;  // measured on the cold call
 };
 

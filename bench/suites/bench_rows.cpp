@@ -43,8 +43,7 @@ std::int64_t reference_score_bytes(const RowSpec& s) {
                                          .head_dim = s.head_dim,
                                          .seq_len = s.seq_len,
                                          .batch = s.batch});
-  return cost.stage("scores").reference_score_entries *
-         static_cast<std::int64_t>(sizeof(double));
+  return cost.stage("scores").reference_score_entries * static_cast<std::int64_t>(sizeof(double));
 }
 
 std::int64_t attention_flops(const AttentionStats& stats) {
@@ -67,8 +66,13 @@ std::vector<SuitePlan> plan_suites(const std::string& suite, bool quick) {
     for (Op op : {Op::attention, Op::layer})
       for (Kernel kernel : {Kernel::reference, Kernel::streaming})
         for (std::int64_t heads : {1, 2, 4, 8, 16, 32, 64})
-          plan.rows.push_back({.suite = "heads", .op = op, .kernel = kernel, .batch = 1,
-                               .heads = heads, .kv_heads = heads, .head_dim = d_model / heads,
+          plan.rows.push_back({.suite = "heads",
+                               .op = op,
+                               .kernel = kernel,
+                               .batch = 1,
+                               .heads = heads,
+                               .kv_heads = heads,
+                               .head_dim = d_model / heads,
                                .seq_len = n});
     plan.notes.push_back(detail::concat("d_model 512, n ", n,
                                         ", batch 1, fp32, not causal; head_dim = 512 / heads"));
@@ -82,8 +86,13 @@ std::vector<SuitePlan> plan_suites(const std::string& suite, bool quick) {
               : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096, 8192, 16384};
     for (std::int64_t n : lengths)
       for (bool causal : {false, true}) {
-        const RowSpec base{.suite = "seq", .batch = 1, .heads = 8, .kv_heads = 8, .head_dim = 64,
-                           .seq_len = n, .causal = causal};
+        const RowSpec base{.suite = "seq",
+                           .batch = 1,
+                           .heads = 8,
+                           .kv_heads = 8,
+                           .head_dim = 64,
+                           .seq_len = n,
+                           .causal = causal};
         if (n <= kReferenceMaxSeqLen) {
           RowSpec r = base;
           r.kernel = Kernel::reference;
@@ -95,11 +104,12 @@ std::vector<SuitePlan> plan_suites(const std::string& suite, bool quick) {
           plan.rows.push_back(r);
         }
       }
-    plan.notes.push_back("heads 8, head_dim 64, batch 1; bf16 rows: q, k, v converted to bf16, "
-                         "output fp32");
-    plan.notes.push_back(detail::concat(
-        "reference kernel: fp32 only and n <= ", kReferenceMaxSeqLen,
-        " (it holds heads*n^2 doubles: 4 GiB at n 8192, 16 GiB at 16384)"));
+    plan.notes.push_back(
+        "heads 8, head_dim 64, batch 1; bf16 rows: q, k, v converted to bf16, "
+        "output fp32");
+    plan.notes.push_back(
+        detail::concat("reference kernel: fp32 only and n <= ", kReferenceMaxSeqLen,
+                       " (it holds heads*n^2 doubles: 4 GiB at n 8192, 16 GiB at 16384)"));
     plans.push_back(plan);
   }
 
@@ -108,8 +118,13 @@ std::vector<SuitePlan> plan_suites(const std::string& suite, bool quick) {
     const std::int64_t n = quick ? 128 : 4096;
     for (std::int64_t kv_heads : {32, 8, 4, 1})
       for (DType dtype : {DType::f32, DType::bf16})
-        plan.rows.push_back({.suite = "gqa", .dtype = dtype, .batch = 1, .heads = 32,
-                             .kv_heads = kv_heads, .head_dim = 64, .seq_len = n});
+        plan.rows.push_back({.suite = "gqa",
+                             .dtype = dtype,
+                             .batch = 1,
+                             .heads = 32,
+                             .kv_heads = kv_heads,
+                             .head_dim = 64,
+                             .seq_len = n});
     plan.notes.push_back(detail::concat("heads 32, head_dim 64, n ", n,
                                         ", batch 1, not causal; streaming only (the reference "
                                         "would hold 32*n^2 doubles: 4 GiB at n 4096)"));
@@ -121,26 +136,39 @@ std::vector<SuitePlan> plan_suites(const std::string& suite, bool quick) {
     const std::int64_t n = quick ? 64 : 512;
     for (std::int64_t d_model : {384, 512, 768, 1024})
       for (std::int64_t batch : {1, 8})
-        plan.rows.push_back({.suite = "layer", .op = Op::layer, .batch = batch,
-                             .heads = d_model / 64, .kv_heads = d_model / 64, .head_dim = 64,
+        plan.rows.push_back({.suite = "layer",
+                             .op = Op::layer,
+                             .batch = batch,
+                             .heads = d_model / 64,
+                             .kv_heads = d_model / 64,
+                             .head_dim = 64,
                              .seq_len = n});
-    plan.notes.push_back(detail::concat(
-        "whole layer (QKV GEMM + streaming attention + W_O GEMM, with biases), n ", n,
-        ", heads = d_model / 64, fp32, not causal"));
+    plan.notes.push_back(
+        detail::concat("whole layer (QKV GEMM + streaming attention + W_O GEMM, with biases), n ",
+                       n, ", heads = d_model / 64, fp32, not causal"));
     plans.push_back(plan);
   }
   if (suite == "backward") {  // not in "all": its own target and peer
     SuitePlan plan{.name = "backward"};
     const std::vector<std::int64_t> lengths =
-        quick ? std::vector<std::int64_t>{64, 128} : std::vector<std::int64_t>{1024, 4096, 8192, 16384};
+        quick ? std::vector<std::int64_t>{64, 128}
+              : std::vector<std::int64_t>{1024, 4096, 8192, 16384};
     for (std::int64_t n : lengths)
       for (bool causal : {false, true})
-        plan.rows.push_back({.suite = "backward", .op = Op::backward, .batch = 1, .heads = 8, .kv_heads = 8,
-                             .head_dim = 64, .seq_len = n, .causal = causal});
-    plan.notes.push_back("the streaming backward (dq, dk, dv from the forward's out and lse, computed once "
-                         "before timing), heads 8, head_dim 64, batch 1, fp32; n 16384 for the memory target");
-    plan.notes.push_back("FLOPs = 2 x the kernel's counted multiply-adds of its five products = 2.5 x the "
-                         "forward's FLOPs on the same shape");
+        plan.rows.push_back({.suite = "backward",
+                             .op = Op::backward,
+                             .batch = 1,
+                             .heads = 8,
+                             .kv_heads = 8,
+                             .head_dim = 64,
+                             .seq_len = n,
+                             .causal = causal});
+    plan.notes.push_back(
+        "the streaming backward (dq, dk, dv from the forward's out and lse, computed once "
+        "before timing), heads 8, head_dim 64, batch 1, fp32; n 16384 for the memory target");
+    plan.notes.push_back(
+        "FLOPs = 2 x the kernel's counted multiply-adds of its five products = 2.5 x the "
+        "forward's FLOPs on the same shape");
     plans.push_back(plan);
   }
   return plans;
@@ -199,15 +227,20 @@ RowResult run_row(const RowSpec& spec, int threads, int repeats, double budget_s
     std::fill_n(d_q.data<float>(), d_q.numel(), 0.0f);  // fault the gradients' pages in
     std::fill_n(d_k.data<float>(), d_k.numel(), 0.0f);
     std::fill_n(d_v.data<float>(), d_v.numel(), 0.0f);
-    params = {.q = q.view(), .k = k.view(), .v = v.view(), .out = out.view(), .lse = lse.view(),
+    params = {.q = q.view(),
+              .k = k.view(),
+              .v = v.view(),
+              .out = out.view(),
+              .lse = lse.view(),
               .causal = spec.causal};
     grads = {.d_out = d_out.view(), .d_q = d_q.view(), .d_k = d_k.view(), .d_v = d_v.view()};
     {
       Context forward_ctx({.threads = threads});  // its scratch is gone before the timed calls
       attention(forward_ctx, Kernel::streaming, params);
     }
-    row.io_bytes = static_cast<std::int64_t>(q.bytes() + k.bytes() + v.bytes() + out.bytes() + lse.bytes() +
-                                             d_out.bytes() + d_q.bytes() + d_k.bytes() + d_v.bytes());
+    row.io_bytes =
+        static_cast<std::int64_t>(q.bytes() + k.bytes() + v.bytes() + out.bytes() + lse.bytes() +
+                                  d_out.bytes() + d_q.bytes() + d_k.bytes() + d_v.bytes());
     call = [&] { backward_stats = attention_backward(ctx, spec.kernel, params, grads); };
     flops = [&] { return 2 * backward_stats.macs; };
   } else {
@@ -218,8 +251,8 @@ RowResult run_row(const RowSpec& spec, int threads, int repeats, double budget_s
     fill(x, 4);
     row.io_bytes = static_cast<std::int64_t>(x.bytes() + out.bytes());
     call = [&] {
-      layer_stats = layer->forward(ctx, x.view(), out.view(),
-                                   {.kernel = spec.kernel, .causal = spec.causal});
+      layer_stats =
+          layer->forward(ctx, x.view(), out.view(), {.kernel = spec.kernel, .causal = spec.causal});
     };
     flops = [&] {
       const LayerStats& s = layer_stats;

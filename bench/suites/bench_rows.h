@@ -38,9 +38,9 @@ struct RowResult {
   std::string status = "ok";  // ok | unsupported (the kernel refused the input) | failed
   std::string error;          // the kernel's one-line reason when not ok
   Timing timing;
-  std::int64_t flops = 0;       // 2 · (multiply-adds the kernel counted) [+ the GEMMs']
+  std::int64_t flops = 0;  // 2 · (multiply-adds the kernel counted) [+ the GEMMs']
   double gflops = 0, pct_of_sgemm = 0;
-  std::int64_t io_bytes = 0;    // inputs + outputs (+ gradients) the row allocates before timing
+  std::int64_t io_bytes = 0;  // inputs + outputs (+ gradients) the row allocates before timing
   std::int64_t model_reference_score_bytes = 0;  // cost model: batch·heads·n·m doubles
 };
 

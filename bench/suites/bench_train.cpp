@@ -48,7 +48,8 @@ void run_train_suite(const TrainSuiteOptions& o) {
     const double fb = seconds_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
     train::clip_grad_norm(model.parameters(), trainer.config().optim.grad_clip);
-    trainer.optimizer().step(ctx, model.parameters(), train::learning_rate(trainer.config().optim, i));
+    trainer.optimizer().step(ctx, model.parameters(),
+                             train::learning_rate(trainer.config().optim, i));
     const double optim = seconds_since(t1);
     if (i < kWarmup) continue;
     forward_s.push_back(forward);
@@ -56,40 +57,48 @@ void run_train_suite(const TrainSuiteOptions& o) {
     optim_s.push_back(optim);
     step_s.push_back(fb + optim);
   }
-  const double step = median(step_s), forward = median(forward_s), fb = median(fb_s), optim = median(optim_s);
+  const double step = median(step_s), forward = median(forward_s), fb = median(fb_s),
+               optim = median(optim_s);
   const train::ModelConfig& m = model.config();
   // Multiply-adds of the GEMMs per token (forward): QKV, W_O, FFN up and down per layer, head.
-  const std::int64_t qkv = m.d_model * (m.heads + 2 * m.kv_heads) * m.head_dim, wo = m.heads * m.head_dim * m.d_model;
+  const std::int64_t qkv = m.d_model * (m.heads + 2 * m.kv_heads) * m.head_dim,
+                     wo = m.heads * m.head_dim * m.d_model;
   const std::int64_t ffn = m.attention_only ? 0 : 2 * m.d_model * m.d_ff;
-  const double gemm_macs = static_cast<double>(tokens) * static_cast<double>(m.layers * (qkv + wo + ffn) + m.d_model * m.vocab);
+  const double gemm_macs = static_cast<double>(tokens) *
+                           static_cast<double>(m.layers * (qkv + wo + ffn) + m.d_model * m.vocab);
   // Training = forward + 2x for the backward (dX and dW products): 3 x 2 FLOPs per multiply-add.
   const double gemm_gflop = 6.0 * gemm_macs / 1e9;
   if (o.json) {
-    const nlohmann::json j{{"suite", "train"},
-                           {"config", "nanogpt-cpu: 4 layers, 4 heads, d_model 128, context 64, batch 12, char-lm"},
-                           {"threads", o.threads},
-                           {"timed_steps", o.steps},
-                           {"tokens_per_step", tokens},
-                           {"median_step_seconds", step},
-                           {"tokens_per_second", static_cast<double>(tokens) / step},
-                           {"median_forward_seconds", forward},
-                           {"median_backward_seconds", fb - forward},
-                           {"median_optimizer_seconds", optim},
-                           {"gemm_gflop_per_step", gemm_gflop},
-                           {"gemm_gflops", gemm_gflop / step},
-                           {"method", "median over timed steps after 3 warm-up steps; step = forward_backward + "
-                                      "clip_grad_norm + AdamW on a ready batch; backward = forward_backward - a "
-                                      "forward-only call on the same batch"}};
+    const nlohmann::json j{
+        {"suite", "train"},
+        {"config", "nanogpt-cpu: 4 layers, 4 heads, d_model 128, context 64, batch 12, char-lm"},
+        {"threads", o.threads},
+        {"timed_steps", o.steps},
+        {"tokens_per_step", tokens},
+        {"median_step_seconds", step},
+        {"tokens_per_second", static_cast<double>(tokens) / step},
+        {"median_forward_seconds", forward},
+        {"median_backward_seconds", fb - forward},
+        {"median_optimizer_seconds", optim},
+        {"gemm_gflop_per_step", gemm_gflop},
+        {"gemm_gflops", gemm_gflop / step},
+        {"method",
+         "median over timed steps after 3 warm-up steps; step = forward_backward + "
+         "clip_grad_norm + AdamW on a ready batch; backward = forward_backward - a "
+         "forward-only call on the same batch"}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("train step, nanogpt-cpu (4 layers x 4 heads, d_model 128, context 64, batch 12), %d thread%s, median of %d\n",
-              o.threads, o.threads == 1 ? "" : "s", o.steps);
-  std::printf("  step       %8.2f ms   %8.0f tokens/s   (GEMMs %.2f GFLOP: %.1f GFLOP/s)\n", step * 1e3,
-              static_cast<double>(tokens) / step, gemm_gflop, gemm_gflop / step);
-  std::printf("  forward    %8.2f ms\n  backward   %8.2f ms\n  optimizer  %8.2f ms\n", forward * 1e3,
-              (fb - forward) * 1e3, optim * 1e3);
-  std::printf("peer: bench/peers/.venv/bin/python bench/peers/train_peer.py --threads %d\n", o.threads);
+  std::printf(
+      "train step, nanogpt-cpu (4 layers x 4 heads, d_model 128, context 64, batch 12), %d "
+      "thread%s, median of %d\n",
+      o.threads, o.threads == 1 ? "" : "s", o.steps);
+  std::printf("  step       %8.2f ms   %8.0f tokens/s   (GEMMs %.2f GFLOP: %.1f GFLOP/s)\n",
+              step * 1e3, static_cast<double>(tokens) / step, gemm_gflop, gemm_gflop / step);
+  std::printf("  forward    %8.2f ms\n  backward   %8.2f ms\n  optimizer  %8.2f ms\n",
+              forward * 1e3, (fb - forward) * 1e3, optim * 1e3);
+  std::printf("peer: bench/peers/.venv/bin/python bench/peers/train_peer.py --threads %d\n",
+              o.threads);
 }
 
 }  // namespace headcount::cli::bench

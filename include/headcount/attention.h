@@ -36,15 +36,15 @@ namespace headcount {
 enum class ProbsMode { none, per_head, averaged };
 
 struct AttentionParams {
-  TensorView q, k, v;  // all f32 or all bf16 (fp32 accumulation and softmax either way)
-  TensorView out;      // f32, written
-  TensorView lse;      // optional f32 [batch, heads, q_len], written
+  TensorView q, k, v;          // all f32 or all bf16 (fp32 accumulation and softmax either way)
+  TensorView out;              // f32, written
+  TensorView lse;              // optional f32 [batch, heads, q_len], written
   std::optional<float> scale;  // default 1/sqrt(head_dim); must be finite
   bool causal = false;
-  std::int64_t window_left = -1;   // -1: unbounded
-  std::int64_t window_right = -1;  // -1: unbounded
+  std::int64_t window_left = -1;              // -1: unbounded
+  std::int64_t window_right = -1;             // -1: unbounded
   std::span<const std::int64_t> key_lengths;  // empty, or one entry per batch element
-  TensorView bias;                             // optional f32 additive bias
+  TensorView bias;                            // optional f32 additive bias
 
   // Reference path only: the softmax probabilities, per head [batch, heads, q_len, kv_len]
   // or averaged over heads [batch, q_len, kv_len] (PyTorch's need_weights).
@@ -54,9 +54,9 @@ struct AttentionParams {
 
 // What a kernel did, counted by the kernel itself (for the cost model's checks).
 struct AttentionStats {
-  std::int64_t score_macs = 0;         // multiply-adds spent on Q·K^T
-  std::int64_t weighted_sum_macs = 0;  // multiply-adds spent on P·V
-  std::int64_t peak_score_entries = 0; // score values that existed at once
+  std::int64_t score_macs = 0;          // multiply-adds spent on Q·K^T
+  std::int64_t weighted_sum_macs = 0;   // multiply-adds spent on P·V
+  std::int64_t peak_score_entries = 0;  // score values that existed at once
 };
 
 // Sizes read off a validated params struct.

@@ -56,7 +56,8 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
 AttentionBackwardStats attention_backward_streaming(Context& ctx, const AttentionParams& params,
                                                     const AttentionGrads& grads);
 
-AttentionBackwardStats attention_backward(Context& ctx, Kernel kernel, const AttentionParams& params,
+AttentionBackwardStats attention_backward(Context& ctx, Kernel kernel,
+                                          const AttentionParams& params,
                                           const AttentionGrads& grads);
 
 }  // namespace headcount

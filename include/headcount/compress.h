@@ -51,13 +51,16 @@ BertEncoder encoder_from_weights(const EncoderWeights& weights);
 // remove[l]: original indices of heads to remove from layer l (each present now; at least one
 // head must stay per layer). In a grouped layer the removed heads must be whole K/V groups,
 // whose K/V head then goes too. Returns the pruned weights; Error names the layer and head.
-EncoderWeights prune_heads(const EncoderWeights& weights, const std::vector<std::vector<std::int64_t>>& remove);
+EncoderWeights prune_heads(const EncoderWeights& weights,
+                           const std::vector<std::vector<std::int64_t>>& remove);
 
 // "L:H,L:H,..." -> per layer, the heads to remove (Error for anything else).
-std::vector<std::vector<std::int64_t>> parse_head_list(const std::string& text, const EncoderConfig& config);
+std::vector<std::vector<std::int64_t>> parse_head_list(const std::string& text,
+                                                       const EncoderConfig& config);
 
 enum class KvConvertMethod { mean, aligned, clustered };
-KvConvertMethod parse_kv_convert_method(const std::string& name);  // "mean" | "aligned" | "clustered"
+KvConvertMethod parse_kv_convert_method(
+    const std::string& name);  // "mean" | "aligned" | "clustered"
 const char* kv_convert_method_name(KvConvertMethod method);
 
 // MHA -> GQA with `kv_heads` K/V heads per layer (a divisor of every layer's head count; the
@@ -68,7 +71,8 @@ const char* kv_convert_method_name(KvConvertMethod method);
 // output are unchanged before pooling (computation invariance). clustered: groups of equal size
 // chosen greedily by the cosine similarity of the heads' key weights instead of by index; the
 // query heads (and W_o's columns) are reordered so each group is contiguous, then mean-pooled.
-EncoderWeights convert_kv_heads(const EncoderWeights& weights, std::int64_t kv_heads, KvConvertMethod method);
+EncoderWeights convert_kv_heads(const EncoderWeights& weights, std::int64_t kv_heads,
+                                KvConvertMethod method);
 
 // A grouped model as the MHA model it computes: every K/V head repeated for each query head of
 // its group, "headcount_kv_heads" dropped.

@@ -65,9 +65,9 @@ struct StageCost {
 // Exactly KvCache::bytes() of KvCache{layers, batch, kv_heads, head_dim, v_head_dim,
 // capacity = context, dtype}.
 struct KvCacheLayoutCost {
-  std::string layout;          // "MHA" (kv_heads = heads), "GQA", "MQA" (kv_heads = 1)
+  std::string layout;  // "MHA" (kv_heads = heads), "GQA", "MQA" (kv_heads = 1)
   std::int64_t kv_heads = 0;
-  bool configured = false;     // the config's own kv_heads
+  bool configured = false;                                     // the config's own kv_heads
   std::int64_t f32_bytes = 0, bf16_bytes = 0, int8_bytes = 0;  // int8 includes its scales
 };
 

@@ -46,18 +46,18 @@ std::int64_t cache_token_bytes(CacheDType dtype, std::int64_t kv_heads, std::int
 struct KvView {
   CacheDType dtype = CacheDType::f32;
   std::int64_t batch = 0, kv_heads = 0, capacity = 0, head_dim = 0, v_head_dim = 0;
-  const void* k = nullptr;          // [batch, kv_heads, capacity, head_dim]
-  const void* v = nullptr;          // [batch, kv_heads, capacity, v_head_dim]
-  const float* k_scale = nullptr;   // int8 only: [batch, kv_heads, capacity]
-  const float* v_scale = nullptr;   // int8 only: [batch, kv_heads, capacity]
+  const void* k = nullptr;                // [batch, kv_heads, capacity, head_dim]
+  const void* v = nullptr;                // [batch, kv_heads, capacity, v_head_dim]
+  const float* k_scale = nullptr;         // int8 only: [batch, kv_heads, capacity]
+  const float* v_scale = nullptr;         // int8 only: [batch, kv_heads, capacity]
   std::span<const std::int64_t> lengths;  // [batch] valid rows per sequence, <= capacity
 };
 
 struct DecodeParams {
-  TensorView q;    // f32 [batch, q_len, heads, head_dim], q_len 1..16
-  KvView kv;       // keys and values, the new tokens' included
-  TensorView out;  // f32 [batch, q_len, heads, v_head_dim], written
-  TensorView lse;  // optional f32 [batch, heads, q_len], written
+  TensorView q;                // f32 [batch, q_len, heads, head_dim], q_len 1..16
+  KvView kv;                   // keys and values, the new tokens' included
+  TensorView out;              // f32 [batch, q_len, heads, v_head_dim], written
+  TensorView lse;              // optional f32 [batch, heads, q_len], written
   std::optional<float> scale;  // default 1/sqrt(head_dim); must be finite
 };
 

@@ -29,15 +29,15 @@ namespace headcount {
 
 struct EncoderConfig {
   std::int64_t vocab_size = 0;
-  std::int64_t hidden_size = 0;        // d_model
+  std::int64_t hidden_size = 0;  // d_model
   std::int64_t layers = 0;
   std::int64_t heads = 0;              // num_attention_heads: per layer before pruning
   std::int64_t intermediate_size = 0;  // d_ff
   std::int64_t max_position_embeddings = 0;
   std::int64_t type_vocab_size = 0;
   float layer_norm_eps = 1e-12f;
-  bool normalize = true;               // L2-normalise the pooled embedding
-  TokenizerOptions tokenizer;          // max_length = sentence-transformers' max_seq_length
+  bool normalize = true;       // L2-normalise the pooled embedding
+  TokenizerOptions tokenizer;  // max_length = sentence-transformers' max_seq_length
   // Hugging Face's head pruning convention (config.json "pruned_heads": {"layer": [heads]}):
   // per layer, the original indices (0 .. heads-1) of the heads removed, ascending. Empty, or
   // one empty list per layer: nothing pruned. head_dim stays hidden_size / heads.
@@ -74,8 +74,9 @@ EncoderConfig read_encoder_config(const std::string& model_dir);
 
 // The encoder's weights as data: every tensor name with its expected shape (PyTorch layout,
 // [out, in] for linear weights), derived from the config: a layer with h query heads and g K/V
-// heads has query [h*head_dim, d], key and value [g*head_dim, d], output.dense [d, h*head_dim]. A checkpoint must have each of them
-// (extra tensors, such as position_ids or the pooler, are ignored).
+// heads has query [h*head_dim, d], key and value [g*head_dim, d], output.dense [d, h*head_dim]. A
+// checkpoint must have each of them (extra tensors, such as position_ids or the pooler, are
+// ignored).
 struct WeightSpec {
   std::string name;
   std::vector<std::int64_t> shape;
@@ -134,7 +135,8 @@ class BertEncoder {
   // tensor otherwise). The safetensors constructor reads the file through one; weights already
   // in memory (pruned or converted ones, compress.h's encoder_from_weights) are handed over
   // through another, with no model directory written.
-  using WeightSource = std::function<Tensor(const std::string& name, const std::vector<std::int64_t>& shape)>;
+  using WeightSource =
+      std::function<Tensor(const std::string& name, const std::vector<std::int64_t>& shape)>;
   BertEncoder(EncoderConfig config, const WeightSource& weights, WordPieceTokenizer tokenizer,
               const EncoderLoadOptions& options = {});
   ~BertEncoder();
@@ -167,7 +169,8 @@ class BertEncoder {
   // embedding is bitwise the same whatever the batch size, the padding and the thread count
   // (on a given instruction set): the projections run on the packed GEMM (tests:
   // test_encoder_invariance.cpp).
-  Tensor embed(Context& ctx, const std::vector<std::string>& texts, const EmbedOptions& options = {}) const;
+  Tensor embed(Context& ctx, const std::vector<std::string>& texts,
+               const EmbedOptions& options = {}) const;
 
  private:
   struct Impl;
@@ -181,15 +184,16 @@ double cosine_similarity(const float* a, const float* b, std::int64_t n);
 // dynamic batching, forward, pooling: all of embed()) `repeats` times after one untimed warm-up
 // pass, and reports the median pass.
 struct EncoderTiming {
-  std::int64_t sentences = 0;          // per pass
-  std::int64_t tokens = 0;             // valid tokens per pass ([CLS]/[SEP] included)
+  std::int64_t sentences = 0;  // per pass
+  std::int64_t tokens = 0;     // valid tokens per pass ([CLS]/[SEP] included)
   std::int64_t batch_size = 0;
   int threads = 0;
-  std::vector<double> seconds;         // every timed pass
+  std::vector<double> seconds;  // every timed pass
   double median_seconds = 0;
-  double sentences_per_second = 0;     // sentences / median_seconds
+  double sentences_per_second = 0;  // sentences / median_seconds
 };
-EncoderTiming time_encoder(Context& ctx, const BertEncoder& encoder, const std::vector<std::string>& texts,
-                           std::int64_t batch_size, int repeats = 3, Kernel kernel = Kernel::streaming);
+EncoderTiming time_encoder(Context& ctx, const BertEncoder& encoder,
+                           const std::vector<std::string>& texts, std::int64_t batch_size,
+                           int repeats = 3, Kernel kernel = Kernel::streaming);
 
 }  // namespace headcount

@@ -51,7 +51,8 @@ Tensor encoder_layer_input(Context& ctx, const BertEncoder& encoder, const Token
 //   c = u·v / (|u| |v|),  L = (c - gold / 5)²
 //   dL/du = 2 (c - y) (v / (|u| |v|) - c u / |u|²)   (and symmetrically for v)
 // Returned: L; du, dv [n] receive the gradients (either may be null).
-double cosine_mse_loss(const double* u, const double* v, std::int64_t n, double gold, double* du, double* dv);
+double cosine_mse_loss(const double* u, const double* v, std::int64_t n, double gold, double* du,
+                       double* dv);
 
 struct GradientImportanceOptions {
   Kernel kernel = Kernel::streaming;
@@ -67,7 +68,8 @@ struct GradientImportance {
 
 // Over every pair: the two sentences through the bridged layers (one at a time, unpadded), the
 // cosine-MSE loss of their mean-pooled embeddings, the gates' gradient of both sentences added.
-GradientImportance gradient_head_importance(Context& ctx, const BertEncoder& encoder, const EncoderWeights& weights,
+GradientImportance gradient_head_importance(Context& ctx, const BertEncoder& encoder,
+                                            const EncoderWeights& weights,
                                             const std::vector<StsPair>& pairs,
                                             const GradientImportanceOptions& options = {});
 
@@ -79,16 +81,17 @@ struct DistillOptions {
   double seconds = 0;            // wall-clock budget when steps == 0
   std::int64_t batch_size = 16;  // sentences per step (all of one token count)
   std::int64_t min_tokens = 8, max_tokens = 64;  // sentences kept by token count ([CLS], [SEP] in)
-  std::uint64_t seed = 0;        // the batch order
-  train::OptimConfig optim = {.lr = 1e-4, .min_lr = 1e-4, .warmup_steps = 20, .weight_decay = 0.01, .grad_clip = 1.0};
+  std::uint64_t seed = 0;                        // the batch order
+  train::OptimConfig optim = {
+      .lr = 1e-4, .min_lr = 1e-4, .warmup_steps = 20, .weight_decay = 0.01, .grad_clip = 1.0};
   Kernel kernel = Kernel::streaming;
   std::function<void(std::int64_t step, double loss)> progress;
 };
 
 struct DistillResult {
-  EncoderWeights student;        // the trained weights (the student's config)
+  EncoderWeights student;  // the trained weights (the student's config)
   std::int64_t steps = 0, sentences = 0, batches_available = 0;
-  double first_loss = 0, last_loss = 0;  // MSE per element of the final hidden states
+  double first_loss = 0, last_loss = 0;      // MSE per element of the final hidden states
   double wall_seconds = 0, cpu_seconds = 0;  // the training loop; cpu: getrusage, user + system
 };
 
@@ -99,7 +102,9 @@ std::vector<std::string> split_sentences(const std::string& text);
 // hidden states: L = mean over tokens and features of (h_student - h_teacher)², on batches of
 // `sentences` of one token count, in a seeded random order (cycled), AdamW on every layer
 // tensor; the embeddings stay the teacher's.
-DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher, const EncoderWeights& student,
-                              const std::vector<std::string>& sentences, const DistillOptions& options);
+DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher,
+                              const EncoderWeights& student,
+                              const std::vector<std::string>& sentences,
+                              const DistillOptions& options);
 
 }  // namespace headcount

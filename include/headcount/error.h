@@ -32,9 +32,9 @@ void check(bool ok, std::string_view param, const Expected& expected, const Got&
 
 // The same as check(), but the message parts are only evaluated when `ok` is false: use it
 // where building the message would allocate on a hot path.
-#define HEADCOUNT_CHECK(ok, param, expected, got)                        \
-  do {                                                                  \
-    if (!(ok)) ::headcount::check(false, (param), (expected), (got));   \
+#define HEADCOUNT_CHECK(ok, param, expected, got)                     \
+  do {                                                                \
+    if (!(ok)) ::headcount::check(false, (param), (expected), (got)); \
   } while (0)
 
 // Throws Error("<param>: <what>") for errors that are not a simple comparison.

@@ -27,28 +27,41 @@ void check_unpruned(const EncoderConfig& config);
 inline constexpr std::array<std::int64_t, 7> kHeadOffsets = {-3, -2, -1, 0, 1, 2, 3};
 inline constexpr std::size_t kOffsetIndex0 = 3;  // index of offset 0 in kHeadOffsets
 
-enum class HeadRole { previous_token, self, next_token, positional, cls_sink, sep_sink, punctuation, broad, mixed };
+enum class HeadRole {
+  previous_token,
+  self,
+  next_token,
+  positional,
+  cls_sink,
+  sep_sink,
+  punctuation,
+  broad,
+  mixed
+};
 inline constexpr std::array<HeadRole, 9> kAllHeadRoles = {
-    HeadRole::previous_token, HeadRole::self,  HeadRole::next_token, HeadRole::positional, HeadRole::cls_sink,
-    HeadRole::sep_sink,       HeadRole::punctuation, HeadRole::broad, HeadRole::mixed};
+    HeadRole::previous_token, HeadRole::self,     HeadRole::next_token,
+    HeadRole::positional,     HeadRole::cls_sink, HeadRole::sep_sink,
+    HeadRole::punctuation,    HeadRole::broad,    HeadRole::mixed};
 
 // One head's statistics, each the mean over every valid query row of every sentence.
 struct HeadStatistics {
   std::int64_t layer = 0, head = 0;
-  std::int64_t rows = 0;                    // query rows averaged
-  std::array<double, 7> offsets{};          // attention to i + kHeadOffsets[k]
-  double cls = 0, sep = 0, punctuation = 0; // attention to [CLS], [SEP], punctuation tokens
-  double entropy = 0;                       // nats
-  double uniform_entropy = 0;               // ln(visible keys): a uniform row's entropy
-  double distance = 0;                      // mean |j - i|, tokens
-  double mass = 0;                          // sum of the row's probabilities (1: a check)
+  std::int64_t rows = 0;                     // query rows averaged
+  std::array<double, 7> offsets{};           // attention to i + kHeadOffsets[k]
+  double cls = 0, sep = 0, punctuation = 0;  // attention to [CLS], [SEP], punctuation tokens
+  double entropy = 0;                        // nats
+  double uniform_entropy = 0;                // ln(visible keys): a uniform row's entropy
+  double distance = 0;                       // mean |j - i|, tokens
+  double mass = 0;                           // sum of the row's probabilities (1: a check)
   HeadRole role = HeadRole::mixed;
 
   double previous() const { return offsets[kOffsetIndex0 - 1]; }
   double self() const { return offsets[kOffsetIndex0]; }
   double next() const { return offsets[kOffsetIndex0 + 1]; }
   // entropy / uniform_entropy: 1 for a head that averages evenly, near 0 for one that points.
-  double normalized_entropy() const { return uniform_entropy > 0 ? entropy / uniform_entropy : 0.0; }
+  double normalized_entropy() const {
+    return uniform_entropy > 0 ? entropy / uniform_entropy : 0.0;
+  }
 };
 
 // The role rules, applied in order to a head's averages:
@@ -61,8 +74,8 @@ struct HeadStatistics {
 inline constexpr double kRoleTargetShare = 0.5;
 inline constexpr double kRoleBroadEntropy = 0.9;
 HeadRole assign_role(const HeadStatistics& head);
-const char* role_name(HeadRole role);         // "previous-token", "[SEP] sink", ...
-const char* role_rule(HeadRole role);         // the rule, for legends
+const char* role_name(HeadRole role);                 // "previous-token", "[SEP] sink", ...
+const char* role_rule(HeadRole role);                 // the rule, for legends
 std::string role_target(const HeadStatistics& head);  // e.g. "prev 0.62"
 
 struct HeadAnalysisOptions {
@@ -81,7 +94,8 @@ struct HeadAnalysis {
 
 // Runs the encoder over `sentences` (dynamic batching by length) and averages each head's row
 // statistics over all valid query rows. Throws Error for an empty list.
-HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::vector<std::string>& sentences,
+HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder,
+                           const std::vector<std::string>& sentences,
                            const HeadAnalysisOptions& options = {});
 
 struct HeadAblationOptions {
@@ -91,14 +105,15 @@ struct HeadAblationOptions {
 
 struct HeadAblation {
   std::int64_t pairs = 0;
-  double baseline = 0;               // Spearman x100 with every head
-  std::vector<double> spearman;      // [layer * heads + head]: with that head alone removed
+  double baseline = 0;           // Spearman x100 with every head
+  std::vector<double> spearman;  // [layer * heads + head]: with that head alone removed
   // Importance of a head: baseline - spearman (points of Spearman x100 lost without it).
   double importance(std::size_t index) const { return baseline - spearman[index]; }
 };
 
 // One STS evaluation with all heads, then one per head with that head's mask 0.
-HeadAblation ablate_heads(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
+HeadAblation ablate_heads(Context& ctx, const BertEncoder& encoder,
+                          const std::vector<StsPair>& pairs,
                           const HeadAblationOptions& options = {});
 
 // Many heads can go (seed 003): remove the `counts[i]` least important heads of `ranking`
@@ -108,8 +123,10 @@ struct PruningPoint {
   std::int64_t heads_removed = 0;
   double spearman = 0;  // x 100
 };
-std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder& encoder, const HeadAblation& ranking,
-                                                const std::vector<StsPair>& pairs, const std::vector<std::int64_t>& counts,
+std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder& encoder,
+                                                const HeadAblation& ranking,
+                                                const std::vector<StsPair>& pairs,
+                                                const std::vector<std::int64_t>& counts,
                                                 const HeadAblationOptions& options = {});
 // Head indices (layer * heads + head) by importance; ties keep index order.
 std::vector<std::size_t> least_important_first(const HeadAblation& ranking);
@@ -118,11 +135,13 @@ std::vector<std::size_t> most_important_first(const HeadAblation& ranking);
 // The head mask that removes the first `count` heads of `order` (layer * heads + head), skipping
 // any that would remove its layer's last head (a pruned layer keeps at least one head). Error if
 // `order` has fewer removable heads or count > layers * (heads - 1).
-std::vector<float> removal_mask(const EncoderConfig& config, const std::vector<std::size_t>& order, std::int64_t count);
+std::vector<float> removal_mask(const EncoderConfig& config, const std::vector<std::size_t>& order,
+                                std::int64_t count);
 
 // STS Spearman x100 on `pairs` under each head mask (the sentences tokenised and batched once;
 // equal masks evaluated once).
-std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
+std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& encoder,
+                                           const std::vector<StsPair>& pairs,
                                            const std::vector<std::vector<float>>& masks,
                                            const HeadAblationOptions& options = {});
 
@@ -130,16 +149,19 @@ std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& enco
 // ablated on top of the heads removed so far, and the least important are removed until
 // `count` heads are gone (never a layer's last head). Returns the removal order; its first
 // counts[i] entries are the heads removed at step i. Costs one ablation pass per step.
-std::vector<std::size_t> iterative_removal_order(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
+std::vector<std::size_t> iterative_removal_order(Context& ctx, const BertEncoder& encoder,
+                                                 const std::vector<StsPair>& pairs,
                                                  const std::vector<std::int64_t>& counts,
                                                  const HeadAblationOptions& options = {});
 
 struct AttentionMaps {
   std::vector<std::string> tokens;  // [CLS] ... [SEP]
   std::int64_t layers = 0, heads = 0, n = 0;
-  std::vector<float> probs;         // [layers, heads, n, n], from the reference kernel
+  std::vector<float> probs;  // [layers, heads, n, n], from the reference kernel
 
-  const float* map(std::int64_t layer, std::int64_t head) const { return probs.data() + (layer * heads + head) * n * n; }
+  const float* map(std::int64_t layer, std::int64_t head) const {
+    return probs.data() + (layer * heads + head) * n * n;
+  }
 };
 AttentionMaps attention_maps(Context& ctx, const BertEncoder& encoder, const std::string& text);
 

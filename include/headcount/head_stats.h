@@ -32,15 +32,25 @@
 
 namespace headcount {
 
-enum RowStatsField : std::int64_t { kRowMass = 0, kRowEntropy, kRowVisible, kRowDistance, kRowFixedFields };
+enum RowStatsField : std::int64_t {
+  kRowMass = 0,
+  kRowEntropy,
+  kRowVisible,
+  kRowDistance,
+  kRowFixedFields
+};
 
 struct RowStatsSpec {
   std::vector<std::int64_t> offsets;          // relative key positions, each reported as a mass
   std::span<const std::uint8_t> key_classes;  // [batch, kv_len] bit sets, row-major; or empty
-  int classes = 0;                            // class bits in use, 0..8 (0 when key_classes is empty)
+  int classes = 0;  // class bits in use, 0..8 (0 when key_classes is empty)
 
-  std::int64_t fields() const { return kRowFixedFields + static_cast<std::int64_t>(offsets.size()) + classes; }
-  std::int64_t offset_field(std::size_t index) const { return kRowFixedFields + static_cast<std::int64_t>(index); }
+  std::int64_t fields() const {
+    return kRowFixedFields + static_cast<std::int64_t>(offsets.size()) + classes;
+  }
+  std::int64_t offset_field(std::size_t index) const {
+    return kRowFixedFields + static_cast<std::int64_t>(index);
+  }
   std::int64_t class_field(int bit) const {
     return kRowFixedFields + static_cast<std::int64_t>(offsets.size()) + bit;
   }

@@ -22,9 +22,10 @@ enum class Isa {
 };
 
 const char* isa_name(Isa isa);
-Isa parse_isa(const std::string& name);  // "best", "generic", "avx2", "avx512", "avx512_bf16", "amx_bf16"
-bool isa_supported(Isa isa);             // by this CPU, under the HEADCOUNT_ISA cap
-Isa isa_ceiling();                       // the HEADCOUNT_ISA cap (Isa::best: none)
-Isa best_isa();                          // the fastest supported target
+Isa parse_isa(
+    const std::string& name);  // "best", "generic", "avx2", "avx512", "avx512_bf16", "amx_bf16"
+bool isa_supported(Isa isa);   // by this CPU, under the HEADCOUNT_ISA cap
+Isa isa_ceiling();             // the HEADCOUNT_ISA cap (Isa::best: none)
+Isa best_isa();                // the fastest supported target
 
 }  // namespace headcount

@@ -79,8 +79,10 @@ class KvCache {
   TensorView k_tensor(std::int64_t layer) const;
   TensorView v_tensor(std::int64_t layer) const;
   // The dequantised value of one element, whatever the dtype (for tests and tools).
-  float k_at(std::int64_t layer, std::int64_t b, std::int64_t h, std::int64_t j, std::int64_t d) const;
-  float v_at(std::int64_t layer, std::int64_t b, std::int64_t h, std::int64_t j, std::int64_t e) const;
+  float k_at(std::int64_t layer, std::int64_t b, std::int64_t h, std::int64_t j,
+             std::int64_t d) const;
+  float v_at(std::int64_t layer, std::int64_t b, std::int64_t h, std::int64_t j,
+             std::int64_t e) const;
 
  private:
   struct LayerData {

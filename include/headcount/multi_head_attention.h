@@ -43,10 +43,12 @@ struct MultiHeadAttentionWeights {
   Tensor w_k;  // [kv_dim, kv_heads * head_dim]
   Tensor w_v;  // [kv_dim, kv_heads * v_head_dim]
   Tensor w_o;  // [heads * v_head_dim, d_model]
-  Tensor b_q, b_k, b_v, b_o;  // [heads*head_dim], [kv_heads*head_dim], [kv_heads*v_head_dim], [d_model]
+  Tensor b_q, b_k, b_v,
+      b_o;  // [heads*head_dim], [kv_heads*head_dim], [kv_heads*v_head_dim], [d_model]
 
   // Xavier-uniform weights, small uniform biases; deterministic in `seed`.
-  static MultiHeadAttentionWeights random(const MultiHeadAttentionConfig& config, std::uint64_t seed);
+  static MultiHeadAttentionWeights random(const MultiHeadAttentionConfig& config,
+                                          std::uint64_t seed);
 };
 
 struct AttentionOptions {
@@ -54,7 +56,7 @@ struct AttentionOptions {
   bool causal = false;
   std::int64_t window_left = -1, window_right = -1;
   std::span<const std::int64_t> key_lengths;  // per batch element, keys past it are padding
-  TensorView bias;                             // [batch or 1, heads or 1, q_len, kv_len]
+  TensorView bias;                            // [batch or 1, heads or 1, q_len, kv_len]
   std::optional<float> scale;
   // need_weights: the probabilities come from the reference kernel, which the layer then
   // uses whatever `kernel` says. probs: [B, heads, q_len, kv_len] or [B, q_len, kv_len].
@@ -73,8 +75,9 @@ struct AttentionOptions {
 
 // Decoding with a KV cache (src/layers/multi_head_attention_decode.cpp).
 struct PrefillOptions {
-  Kernel kernel = Kernel::streaming;            // the prompt's causal self-attention
-  std::span<const std::int64_t> prompt_lengths;  // per sequence, <= n (the rest is padding); empty: n
+  Kernel kernel = Kernel::streaming;  // the prompt's causal self-attention
+  std::span<const std::int64_t>
+      prompt_lengths;  // per sequence, <= n (the rest is padding); empty: n
   std::optional<float> scale;
 };
 struct DecodeStepOptions {

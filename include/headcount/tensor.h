@@ -33,7 +33,8 @@ inline float to_float(bf16 value) {
 inline bf16 to_bf16(float value) {
   std::uint32_t word;
   std::memcpy(&word, &value, sizeof word);
-  if ((word & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<std::uint16_t>((word >> 16) | 0x40)};
+  if ((word & 0x7fffffffu) > 0x7f800000u)
+    return bf16{static_cast<std::uint16_t>((word >> 16) | 0x40)};
   word += 0x7fffu + ((word >> 16) & 1u);
   return bf16{static_cast<std::uint16_t>(word >> 16)};
 }

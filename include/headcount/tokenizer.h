@@ -25,10 +25,10 @@
 namespace headcount {
 
 struct TokenizerOptions {
-  bool lowercase = true;              // tokenizer_config.json do_lower_case
-  bool strip_accents = true;          // tokenizer_config.json strip_accents (null: = lowercase)
+  bool lowercase = true;      // tokenizer_config.json do_lower_case
+  bool strip_accents = true;  // tokenizer_config.json strip_accents (null: = lowercase)
   bool tokenize_chinese_chars = true;
-  std::int64_t max_length = 256;      // ids per sequence including [CLS] and [SEP]; >= 2
+  std::int64_t max_length = 256;  // ids per sequence including [CLS] and [SEP]; >= 2
   std::int64_t max_input_chars_per_word = 100;
 };
 

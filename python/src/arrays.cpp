@@ -17,13 +17,26 @@ std::string type_of(nb::handle object) { return nb::type_name(object.type()).c_s
 std::string dtype_string(nb::dlpack::dtype t) {
   const char* kind = "?";
   switch (static_cast<nb::dlpack::dtype_code>(t.code)) {
-    case nb::dlpack::dtype_code::Int: kind = "int"; break;
-    case nb::dlpack::dtype_code::UInt: kind = "uint"; break;
-    case nb::dlpack::dtype_code::Float: kind = "float"; break;
-    case nb::dlpack::dtype_code::Bfloat: kind = "bfloat"; break;
-    case nb::dlpack::dtype_code::Complex: kind = "complex"; break;
-    case nb::dlpack::dtype_code::Bool: kind = "bool"; break;
-    default: break;
+    case nb::dlpack::dtype_code::Int:
+      kind = "int";
+      break;
+    case nb::dlpack::dtype_code::UInt:
+      kind = "uint";
+      break;
+    case nb::dlpack::dtype_code::Float:
+      kind = "float";
+      break;
+    case nb::dlpack::dtype_code::Bfloat:
+      kind = "bfloat";
+      break;
+    case nb::dlpack::dtype_code::Complex:
+      kind = "complex";
+      break;
+    case nb::dlpack::dtype_code::Bool:
+      kind = "bool";
+      break;
+    default:
+      break;
   }
   return std::string(kind) + std::to_string(t.bits);
 }
@@ -51,7 +64,8 @@ float half_to_float(std::uint16_t h) {
 }
 
 // Copies any supported dtype, any strides, into a C-ordered float32 tensor.
-Tensor convert(const nb::ndarray<nb::ro>& a, nb::dlpack::dtype t, const std::vector<std::int64_t>& shape) {
+Tensor convert(const nb::ndarray<nb::ro>& a, nb::dlpack::dtype t,
+               const std::vector<std::int64_t>& shape) {
   Tensor out(DType::f32, shape);
   float* dst = out.data<float>();
   const int rank = static_cast<int>(shape.size());
@@ -87,7 +101,8 @@ Tensor convert(const nb::ndarray<nb::ro>& a, nb::dlpack::dtype t, const std::vec
 
 void check_rank_and_device(const nb::ndarray<nb::ro>& a, const char* name, int rank) {
   check(a.device_type() == nb::device::cpu::value, std::string(name) + ": device",
-        "a CPU array (headcount computes on the CPU)", "device type " + std::to_string(a.device_type()));
+        "a CPU array (headcount computes on the CPU)",
+        "device type " + std::to_string(a.device_type()));
   const int ndim = static_cast<int>(a.ndim());
   if (rank > 0) {
     check(ndim == rank, std::string(name) + ": dimensions", rank, ndim);
@@ -101,18 +116,21 @@ void check_rank_and_device(const nb::ndarray<nb::ro>& a, const char* name, int r
 Input as_input(nb::handle object, const char* name, int rank, bool allow_bf16, bool unit_rows) {
   nb::ndarray<nb::ro> a;
   if (!nb::try_cast(object, a, /*convert=*/false))
-    fail(name, "expected a numpy array or a DLPack tensor (e.g. torch.Tensor), got " + type_of(object));
+    fail(name,
+         "expected a numpy array or a DLPack tensor (e.g. torch.Tensor), got " + type_of(object));
   check_rank_and_device(a, name, rank);
   const nb::dlpack::dtype t = a.dtype();
   const bool f32 = is(t, nb::dlpack::dtype_code::Float, 32);
   const bool b16 = is(t, nb::dlpack::dtype_code::Bfloat, 16);
-  check(f32 || b16 || is(t, nb::dlpack::dtype_code::Float, 64) || is(t, nb::dlpack::dtype_code::Float, 16),
+  check(f32 || b16 || is(t, nb::dlpack::dtype_code::Float, 64) ||
+            is(t, nb::dlpack::dtype_code::Float, 16),
         std::string(name) + ": dtype", "float32, bfloat16, float16 or float64", dtype_string(t));
   std::vector<std::int64_t> shape(a.ndim());
   for (std::size_t d = 0; d < a.ndim(); ++d) shape[d] = static_cast<std::int64_t>(a.shape(d));
 
   Input in;
-  const bool rows_ok = !unit_rows || a.ndim() == 0 || a.stride(a.ndim() - 1) == 1 || a.shape(a.ndim() - 1) <= 1;
+  const bool rows_ok =
+      !unit_rows || a.ndim() == 0 || a.stride(a.ndim() - 1) == 1 || a.shape(a.ndim() - 1) <= 1;
   if ((f32 || (b16 && allow_bf16)) && rows_ok) {
     TensorView& v = in.view;
     v.data = const_cast<void*>(a.data());  // inputs are only read
@@ -129,7 +147,8 @@ Input as_input(nb::handle object, const char* name, int rank, bool allow_bf16, b
   return in;
 }
 
-std::optional<Input> as_optional_input(nb::handle object, const char* name, int rank, bool allow_bf16) {
+std::optional<Input> as_optional_input(nb::handle object, const char* name, int rank,
+                                       bool allow_bf16) {
   if (object.is_none()) return std::nullopt;
   return as_input(object, name, rank, allow_bf16);
 }
@@ -142,13 +161,15 @@ TensorView as_output(nb::handle object, const char* name) {
         "device type " + std::to_string(a.device_type()));
   check(is(a.dtype(), nb::dlpack::dtype_code::Float, 32), std::string(name) + ": dtype", "float32",
         dtype_string(a.dtype()));
-  check(a.ndim() >= 1 && a.ndim() <= kMaxRank, std::string(name) + ": dimensions", "1 to 4", a.ndim());
+  check(a.ndim() >= 1 && a.ndim() <= kMaxRank, std::string(name) + ": dimensions", "1 to 4",
+        a.ndim());
   TensorView v;
   v.data = a.data();
   v.dtype = DType::f32;
   v.rank = static_cast<int>(a.ndim());
   for (int d = 0; d < v.rank; ++d) {
-    v.shape[static_cast<std::size_t>(d)] = static_cast<std::int64_t>(a.shape(static_cast<std::size_t>(d)));
+    v.shape[static_cast<std::size_t>(d)] =
+        static_cast<std::int64_t>(a.shape(static_cast<std::size_t>(d)));
     v.strides[static_cast<std::size_t>(d)] = a.stride(static_cast<std::size_t>(d));
   }
   return v;

@@ -35,8 +35,10 @@ struct Input {
 // views (attention's q, k, v); elsewhere bf16 is converted to float32 like float16.
 // unit_rows: the last dimension must have stride 1 (the layer's GEMMs read rows); an input
 // without it is copied.
-Input as_input(nb::handle object, const char* name, int rank, bool allow_bf16 = false, bool unit_rows = false);
-std::optional<Input> as_optional_input(nb::handle object, const char* name, int rank, bool allow_bf16 = false);
+Input as_input(nb::handle object, const char* name, int rank, bool allow_bf16 = false,
+               bool unit_rows = false);
+std::optional<Input> as_optional_input(nb::handle object, const char* name, int rank,
+                                       bool allow_bf16 = false);
 
 // An `out=` argument: a writable float32 CPU array, viewed in place.
 TensorView as_output(nb::handle object, const char* name);

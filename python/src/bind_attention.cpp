@@ -35,7 +35,9 @@ MaskArgs parse_masks(nb::handle scale, nb::handle window, nb::handle key_lengths
   MaskArgs m;
   if (!scale.is_none()) {
     double s = 0;
-    if (!nb::try_cast(scale, s)) fail("scale", "expected a number or None, got " + std::string(nb::type_name(scale.type()).c_str()));
+    if (!nb::try_cast(scale, s))
+      fail("scale",
+           "expected a number or None, got " + std::string(nb::type_name(scale.type()).c_str()));
     check(std::isfinite(s) && std::isfinite(static_cast<float>(s)), "scale", "a finite number", s);
     m.scale = static_cast<float>(s);
   }
@@ -43,12 +45,15 @@ MaskArgs parse_masks(nb::handle scale, nb::handle window, nb::handle key_lengths
     // (left, right): keys i - left .. i + right stay visible; None or -1: unbounded side.
     check(nb::isinstance<nb::tuple>(window) || nb::isinstance<nb::list>(window), "window",
           "a (left, right) pair", nb::type_name(window.type()).c_str());
-    check(nb::len(window) == 2, "window", "a (left, right) pair", std::to_string(nb::len(window)) + " values");
+    check(nb::len(window) == 2, "window", "a (left, right) pair",
+          std::to_string(nb::len(window)) + " values");
     std::int64_t* sides[2] = {&m.window_left, &m.window_right};
     for (int i = 0; i < 2; ++i) {
       nb::handle side = window[i];
       if (side.is_none()) continue;
-      if (!nb::try_cast(side, *sides[i])) fail("window", "expected integers or None, got " + std::string(nb::type_name(side.type()).c_str()));
+      if (!nb::try_cast(side, *sides[i]))
+        fail("window",
+             "expected integers or None, got " + std::string(nb::type_name(side.type()).c_str()));
     }
   }
   m.key_lengths = as_int_list(key_lengths, "key_lengths");
@@ -56,7 +61,8 @@ MaskArgs parse_masks(nb::handle scale, nb::handle window, nb::handle key_lengths
   return m;
 }
 
-AttentionParams make_params(const Input& q, const Input& k, const Input& v, const MaskArgs& m, bool causal) {
+AttentionParams make_params(const Input& q, const Input& k, const Input& v, const MaskArgs& m,
+                            bool causal) {
   AttentionParams p;
   p.q = q.view;
   p.k = k.view;
@@ -82,10 +88,12 @@ void unify_dtypes(Input& q, Input& k, Input& v, nb::handle qo, nb::handle ko, nb
 std::int64_t dim(const TensorView& v, int d) { return v.shape[static_cast<std::size_t>(d)]; }
 
 nb::object attention_py(nb::handle qo, nb::handle ko, nb::handle vo, bool causal, nb::handle scale,
-                        nb::handle window, nb::handle key_lengths, nb::handle bias, const std::string& kernel_name,
-                        bool return_lse, nb::handle out_object, PyContext* context) {
+                        nb::handle window, nb::handle key_lengths, nb::handle bias,
+                        const std::string& kernel_name, bool return_lse, nb::handle out_object,
+                        PyContext* context) {
   const Kernel kernel = parse_kernel(kernel_name);
-  Input q = as_input(qo, "q", 4, true), k = as_input(ko, "k", 4, true), v = as_input(vo, "v", 4, true);
+  Input q = as_input(qo, "q", 4, true), k = as_input(ko, "k", 4, true),
+        v = as_input(vo, "v", 4, true);
   unify_dtypes(q, k, v, qo, ko, vo);
   const MaskArgs masks = parse_masks(scale, window, key_lengths, bias);
   AttentionParams p = make_params(q, k, v, masks, causal);
@@ -113,24 +121,30 @@ nb::object attention_py(nb::handle qo, nb::handle ko, nb::handle vo, bool causal
 }
 
 nb::object attention_backward_py(nb::handle qo, nb::handle ko, nb::handle vo, nb::handle out_object,
-                                 nb::handle lse_object, nb::handle d_out_object, bool causal, nb::handle scale,
-                                 nb::handle window, nb::handle key_lengths, nb::handle bias,
-                                 const std::string& kernel_name, bool return_d_bias, PyContext* context) {
+                                 nb::handle lse_object, nb::handle d_out_object, bool causal,
+                                 nb::handle scale, nb::handle window, nb::handle key_lengths,
+                                 nb::handle bias, const std::string& kernel_name,
+                                 bool return_d_bias, PyContext* context) {
   const Kernel kernel = parse_kernel(kernel_name);
-  Input q = as_input(qo, "q", 4, true), k = as_input(ko, "k", 4, true), v = as_input(vo, "v", 4, true);
+  Input q = as_input(qo, "q", 4, true), k = as_input(ko, "k", 4, true),
+        v = as_input(vo, "v", 4, true);
   unify_dtypes(q, k, v, qo, ko, vo);
   const MaskArgs masks = parse_masks(scale, window, key_lengths, bias);
   AttentionParams p = make_params(q, k, v, masks, causal);
   const std::optional<Input> out = as_optional_input(out_object, "out", 4);
   const std::optional<Input> lse = as_optional_input(lse_object, "lse", 3);
   if (kernel == Kernel::streaming) {
-    check(out && lse, "out, lse", "the forward's out and lse (attention(..., return_lse=True)) for the "
-          "streaming backward", "None");
+    check(out && lse, "out, lse",
+          "the forward's out and lse (attention(..., return_lse=True)) for the "
+          "streaming backward",
+          "None");
   }
   if (out) p.out = out->view;
   if (lse) p.lse = lse->view;
   const Input d_out = as_input(d_out_object, "d_out", 4);
-  if (return_d_bias) check(masks.bias.has_value(), "return_d_bias", "a bias (the gradient of which bias?)", "bias=None");
+  if (return_d_bias)
+    check(masks.bias.has_value(), "return_d_bias", "a bias (the gradient of which bias?)",
+          "bias=None");
 
   Tensor d_q(DType::f32, {dim(q.view, 0), dim(q.view, 1), dim(q.view, 2), dim(q.view, 3)});
   Tensor d_k(DType::f32, {dim(k.view, 0), dim(k.view, 1), dim(k.view, 2), dim(k.view, 3)});
@@ -144,9 +158,10 @@ nb::object attention_backward_py(nb::handle qo, nb::handle ko, nb::handle vo, nb
   }
   with_context(context, [&](Context& ctx) { return attention_backward(ctx, kernel, p, g); });
   if (return_d_bias)
-    return nb::make_tuple(to_numpy(std::move(d_q)), to_numpy(std::move(d_k)), to_numpy(std::move(d_v)),
-                          to_numpy(std::move(d_bias)));
-  return nb::make_tuple(to_numpy(std::move(d_q)), to_numpy(std::move(d_k)), to_numpy(std::move(d_v)));
+    return nb::make_tuple(to_numpy(std::move(d_q)), to_numpy(std::move(d_k)),
+                          to_numpy(std::move(d_v)), to_numpy(std::move(d_bias)));
+  return nb::make_tuple(to_numpy(std::move(d_q)), to_numpy(std::move(d_k)),
+                        to_numpy(std::move(d_v)));
 }
 
 }  // namespace
@@ -168,7 +183,8 @@ void register_attention(nb::module_& m) {
       [](nb::handle qo, nb::handle ko, nb::handle vo, int repeats, const std::string& kernel_name,
          PyContext* context) {
         const Kernel kernel = parse_kernel(kernel_name);
-        const Input q = as_input(qo, "q", 4, true), k = as_input(ko, "k", 4, true), v = as_input(vo, "v", 4, true);
+        const Input q = as_input(qo, "q", 4, true), k = as_input(ko, "k", 4, true),
+                    v = as_input(vo, "v", 4, true);
         AttentionParams p = make_params(q, k, v, MaskArgs{}, false);
         Tensor out(DType::f32, {dim(q.view, 0), dim(q.view, 1), dim(q.view, 2), dim(v.view, 3)});
         p.out = out.view();
@@ -187,16 +203,21 @@ void register_attention(nb::module_& m) {
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("repeats"), nb::arg("kernel") = "streaming",
       nb::arg("context") = nb::none());
   m.def("attention", &attention_py,
-        nb::sig("def attention(q: numpy.typing.ArrayLike, k: numpy.typing.ArrayLike, v: numpy.typing.ArrayLike, *, "
-                "causal: bool = False, scale: float | None = None, window: tuple[int | None, int | None] | None = None, "
-                "key_lengths: collections.abc.Sequence[int] | None = None, bias: numpy.typing.ArrayLike | None = None, "
-                "kernel: str = 'streaming', return_lse: bool = False, out: numpy.typing.ArrayLike | None = None, "
+        nb::sig("def attention(q: numpy.typing.ArrayLike, k: numpy.typing.ArrayLike, v: "
+                "numpy.typing.ArrayLike, *, "
+                "causal: bool = False, scale: float | None = None, window: tuple[int | None, int | "
+                "None] | None = None, "
+                "key_lengths: collections.abc.Sequence[int] | None = None, bias: "
+                "numpy.typing.ArrayLike | None = None, "
+                "kernel: str = 'streaming', return_lse: bool = False, out: numpy.typing.ArrayLike "
+                "| None = None, "
                 "context: Context | None = None) -> numpy.typing.NDArray[numpy.float32] | "
                 "tuple[numpy.typing.NDArray[numpy.float32], numpy.typing.NDArray[numpy.float32]]"),
-        nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(),
-        nb::arg("causal") = false, nb::arg("scale") = nb::none(), nb::arg("window") = nb::none(),
-        nb::arg("key_lengths") = nb::none(), nb::arg("bias") = nb::none(), nb::arg("kernel") = "streaming",
-        nb::arg("return_lse") = false, nb::arg("out") = nb::none(), nb::arg("context") = nb::none(),
+        nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(), nb::arg("causal") = false,
+        nb::arg("scale") = nb::none(), nb::arg("window") = nb::none(),
+        nb::arg("key_lengths") = nb::none(), nb::arg("bias") = nb::none(),
+        nb::arg("kernel") = "streaming", nb::arg("return_lse") = false, nb::arg("out") = nb::none(),
+        nb::arg("context") = nb::none(),
         R"doc(Exact attention softmax(scale * q k^T + bias) v over the visible keys.
 
 q [batch, q_len, heads, head_dim], k [batch, kv_len, kv_heads, head_dim],
@@ -214,16 +235,22 @@ A row that sees no key outputs zeros and lse = -inf.
 Returns out float32 [batch, q_len, heads, v_head_dim] (or writes `out`, float32, and
 returns it); with return_lse=True the pair (out, lse [batch, heads, q_len]).)doc");
   m.def("attention_backward", &attention_backward_py,
-        nb::sig("def attention_backward(q: numpy.typing.ArrayLike, k: numpy.typing.ArrayLike, v: numpy.typing.ArrayLike, "
-                "out: numpy.typing.ArrayLike | None, lse: numpy.typing.ArrayLike | None, d_out: numpy.typing.ArrayLike, *, "
-                "causal: bool = False, scale: float | None = None, window: tuple[int | None, int | None] | None = None, "
-                "key_lengths: collections.abc.Sequence[int] | None = None, bias: numpy.typing.ArrayLike | None = None, "
-                "kernel: str = 'streaming', return_d_bias: bool = False, context: Context | None = None) -> "
+        nb::sig("def attention_backward(q: numpy.typing.ArrayLike, k: numpy.typing.ArrayLike, v: "
+                "numpy.typing.ArrayLike, "
+                "out: numpy.typing.ArrayLike | None, lse: numpy.typing.ArrayLike | None, d_out: "
+                "numpy.typing.ArrayLike, *, "
+                "causal: bool = False, scale: float | None = None, window: tuple[int | None, int | "
+                "None] | None = None, "
+                "key_lengths: collections.abc.Sequence[int] | None = None, bias: "
+                "numpy.typing.ArrayLike | None = None, "
+                "kernel: str = 'streaming', return_d_bias: bool = False, context: Context | None = "
+                "None) -> "
                 "tuple[numpy.typing.NDArray[numpy.float32], ...]"),
-        nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out").none(),
-        nb::arg("lse").none(), nb::arg("d_out"), nb::kw_only(), nb::arg("causal") = false, nb::arg("scale") = nb::none(),
-        nb::arg("window") = nb::none(), nb::arg("key_lengths") = nb::none(), nb::arg("bias") = nb::none(),
-        nb::arg("kernel") = "streaming", nb::arg("return_d_bias") = false, nb::arg("context") = nb::none(),
+        nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out").none(), nb::arg("lse").none(),
+        nb::arg("d_out"), nb::kw_only(), nb::arg("causal") = false, nb::arg("scale") = nb::none(),
+        nb::arg("window") = nb::none(), nb::arg("key_lengths") = nb::none(),
+        nb::arg("bias") = nb::none(), nb::arg("kernel") = "streaming",
+        nb::arg("return_d_bias") = false, nb::arg("context") = nb::none(),
         R"doc(Gradients of sum(out * d_out) with respect to q, k, v (and bias).
 
 The same q, k, v and mask arguments as the forward; out and lse are the forward's results

@@ -16,13 +16,16 @@ void register_cost(nb::module_& m) {
   m.def(
       "cost_json",
       [](std::int64_t d_model, std::int64_t heads, std::optional<std::int64_t> kv_heads,
-         std::int64_t seq_len, std::optional<std::int64_t> kv_len, std::optional<std::int64_t> head_dim,
-         std::optional<std::int64_t> v_head_dim, std::int64_t batch, std::optional<std::int64_t> d_ff,
-         const std::string& dtype, int threads, std::int64_t context, std::int64_t layers) {
+         std::int64_t seq_len, std::optional<std::int64_t> kv_len,
+         std::optional<std::int64_t> head_dim, std::optional<std::int64_t> v_head_dim,
+         std::int64_t batch, std::optional<std::int64_t> d_ff, const std::string& dtype,
+         int threads, std::int64_t context, std::int64_t layers) {
         check(dtype == "f32" || dtype == "bf16", "dtype", "f32 or bf16", dtype);
         // 0 means "the default" in CostConfig; None is how Python says it, so an explicit 0
         // is passed through as -1 to be refused by resolve() rather than read as a default.
-        const auto given = [](const std::optional<std::int64_t>& v) { return v ? (*v == 0 ? -1 : *v) : 0; };
+        const auto given = [](const std::optional<std::int64_t>& v) {
+          return v ? (*v == 0 ? -1 : *v) : 0;
+        };
         const CostConfig config{.d_model = d_model,
                                 .heads = heads,
                                 .kv_heads = given(kv_heads),
@@ -41,8 +44,8 @@ void register_cost(nb::module_& m) {
       nb::arg("d_model"), nb::arg("heads"), nb::kw_only(), nb::arg("kv_heads") = nb::none(),
       nb::arg("seq_len") = 1, nb::arg("kv_len") = nb::none(), nb::arg("head_dim") = nb::none(),
       nb::arg("v_head_dim") = nb::none(), nb::arg("batch") = 1, nb::arg("d_ff") = nb::none(),
-      nb::arg("dtype") = "f32", nb::arg("threads") = 1, nb::arg("context") = 0, nb::arg("layers") = 1,
-      "The cost model's JSON text (what `headcount cost --json` prints).");
+      nb::arg("dtype") = "f32", nb::arg("threads") = 1, nb::arg("context") = 0,
+      nb::arg("layers") = 1, "The cost model's JSON text (what `headcount cost --json` prints).");
 }
 
 }  // namespace headcount::python

@@ -35,8 +35,8 @@ std::vector<std::string> as_strings(nb::handle object, const char* name) {
   check(!nb::isinstance<nb::str>(object), name, "a list of strings", "one str (wrap it in a list)");
   std::vector<std::string> out;
   for (nb::handle item : object) {
-    check(nb::isinstance<nb::str>(item), name, "a list of strings", std::string("an element of type ") +
-          nb::type_name(item.type()).c_str());
+    check(nb::isinstance<nb::str>(item), name, "a list of strings",
+          std::string("an element of type ") + nb::type_name(item.type()).c_str());
     out.push_back(nb::cast<std::string>(item));
   }
   return out;
@@ -50,7 +50,8 @@ std::vector<StsPair> as_sts_pairs(nb::handle object) {
   }
   std::vector<StsPair> pairs;
   for (nb::handle item : object) {
-    check(nb::len(item) == 3, "pairs", "(sentence1, sentence2, score) triples", std::to_string(nb::len(item)) + " values");
+    check(nb::len(item) == 3, "pairs", "(sentence1, sentence2, score) triples",
+          std::to_string(nb::len(item)) + " values");
     pairs.push_back(StsPair{.score = nb::cast<double>(item[2]),
                             .sentence1 = nb::cast<std::string>(item[0]),
                             .sentence2 = nb::cast<std::string>(item[1])});
@@ -66,7 +67,8 @@ nb::dict head_to_dict(const HeadStatistics& h) {
   d["role"] = role_name(h.role);
   d["rows"] = h.rows;
   nb::dict offsets;
-  for (std::size_t i = 0; i < kHeadOffsets.size(); ++i) offsets[nb::int_(kHeadOffsets[i])] = h.offsets[i];
+  for (std::size_t i = 0; i < kHeadOffsets.size(); ++i)
+    offsets[nb::int_(kHeadOffsets[i])] = h.offsets[i];
   d["offsets"] = offsets;
   d["previous"] = h.previous();
   d["self"] = h.self();
@@ -85,22 +87,26 @@ nb::dict head_to_dict(const HeadStatistics& h) {
 }  // namespace
 
 void register_encoder(nb::module_& m) {
-  nb::class_<BertEncoder>(m, "Encoder",
-                          "A BERT sentence encoder (all-MiniLM-L6-v2 and any directory with model.safetensors,\n"
-                          "config.json and vocab.txt) run on headcount's attention layer.")
+  nb::class_<BertEncoder>(
+      m, "Encoder",
+      "A BERT sentence encoder (all-MiniLM-L6-v2 and any directory with model.safetensors,\n"
+      "config.json and vocab.txt) run on headcount's attention layer.")
       .def_static(
           "load",
           [](std::optional<std::string> dir, const std::string& dtype) {
             const EncoderLoadOptions options{.dtype = parse_encoder_dtype(dtype)};
             const std::string path = dir.value_or(default_model_dir());
             if (!std::filesystem::exists(path))
-              throw FileError{"model: expected a directory with model.safetensors, config.json, vocab.txt, got " +
-                              path + " (it does not exist; scripts/setup.sh fetches all-MiniLM-L6-v2)"};
+              throw FileError{
+                  "model: expected a directory with model.safetensors, config.json, vocab.txt, "
+                  "got " +
+                  path + " (it does not exist; scripts/setup.sh fetches all-MiniLM-L6-v2)"};
             nb::gil_scoped_release release;
             return reading_files([&] { return BertEncoder::load(path, options); });
           },
           nb::arg("dir") = nb::none(), nb::kw_only(), nb::arg("dtype") = "fp32",
-          "Loads a model directory (default: models/all-MiniLM-L6-v2 of the checkout the library was\n"
+          "Loads a model directory (default: models/all-MiniLM-L6-v2 of the checkout the library "
+          "was\n"
           "built from, which scripts/setup.sh fills). Every tensor is checked against its shape.\n"
           "dtype: how the projections compute, as the CLI's --dtype: 'fp32', 'bf16' (weights and\n"
           "each projection's input rows rounded to bf16, fp32 sums) or 'int8' (int8 weights per\n"
@@ -117,20 +123,25 @@ void register_encoder(nb::module_& m) {
       .def_prop_ro("heads", [](const BertEncoder& e) { return e.config().heads; })
       .def(
           "embed",
-          [](const BertEncoder& e, nb::handle texts, std::int64_t batch_size, bool normalize, const std::string& kernel,
-             PyContext* context) {
+          [](const BertEncoder& e, nb::handle texts, std::int64_t batch_size, bool normalize,
+             const std::string& kernel, PyContext* context) {
             const std::vector<std::string> t = as_strings(texts, "texts");
-            const EmbedOptions options{.batch_size = batch_size, .normalize = normalize, .kernel = parse_kernel(kernel)};
-            Tensor out = with_context(context, [&](Context& ctx) { return e.embed(ctx, t, options); });
+            const EmbedOptions options{
+                .batch_size = batch_size, .normalize = normalize, .kernel = parse_kernel(kernel)};
+            Tensor out =
+                with_context(context, [&](Context& ctx) { return e.embed(ctx, t, options); });
             return to_numpy(std::move(out));
           },
           nb::arg("texts"), nb::kw_only(), nb::arg("batch_size") = 32, nb::arg("normalize") = true,
           nb::arg("kernel") = "streaming", nb::arg("context") = nb::none(),
-          "Sentence embeddings in input order: float32 [len(texts), dim] (mean pooling, L2-normalised\n"
-          "when normalize and the model asks for it). Texts are batched by length (dynamic batching).")
+          "Sentence embeddings in input order: float32 [len(texts), dim] (mean pooling, "
+          "L2-normalised\n"
+          "when normalize and the model asks for it). Texts are batched by length (dynamic "
+          "batching).")
       .def(
           "sts",
-          [](const BertEncoder& e, nb::handle pairs_object, std::int64_t batch_size, PyContext* context) {
+          [](const BertEncoder& e, nb::handle pairs_object, std::int64_t batch_size,
+             PyContext* context) {
             const std::vector<StsPair> pairs = as_sts_pairs(pairs_object);
             const StsResult r = with_context(context, [&](Context& ctx) {
               return evaluate_sts(ctx, e, pairs, EmbedOptions{.batch_size = batch_size});
@@ -141,30 +152,38 @@ void register_encoder(nb::module_& m) {
             d["pairs"] = r.pairs;
             return d;
           },
-          nb::arg("pairs"), nb::kw_only(), nb::arg("batch_size") = 32, nb::arg("context") = nb::none(),
-          "STS evaluation of an STS-B file path or (sentence1, sentence2, score) triples: Spearman and\n"
+          nb::arg("pairs"), nb::kw_only(), nb::arg("batch_size") = 32,
+          nb::arg("context") = nb::none(),
+          "STS evaluation of an STS-B file path or (sentence1, sentence2, score) triples: Spearman "
+          "and\n"
           "Pearson (x 100) of the cosine similarities against the gold scores.")
       .def(
           "head_stats",
-          [](const BertEncoder& e, nb::handle sentences, std::int64_t batch_size, const std::string& kernel,
-             PyContext* context) {
+          [](const BertEncoder& e, nb::handle sentences, std::int64_t batch_size,
+             const std::string& kernel, PyContext* context) {
             const std::vector<std::string> s = as_strings(sentences, "sentences");
-            const HeadAnalysisOptions options{.batch_size = batch_size, .stats_kernel = parse_kernel(kernel)};
-            const HeadAnalysis a = with_context(context, [&](Context& ctx) { return analyze_heads(ctx, e, s, options); });
+            const HeadAnalysisOptions options{.batch_size = batch_size,
+                                              .stats_kernel = parse_kernel(kernel)};
+            const HeadAnalysis a = with_context(
+                context, [&](Context& ctx) { return analyze_heads(ctx, e, s, options); });
             nb::list heads;
             for (const HeadStatistics& h : a.per_head) heads.append(head_to_dict(h));
             return heads;
           },
-          nb::arg("sentences"), nb::kw_only(), nb::arg("batch_size") = 32, nb::arg("kernel") = "streaming",
-          nb::arg("context") = nb::none(),
-          "Per-head attention statistics (Clark et al. 2019) averaged over every token of `sentences`,\n"
-          "with a role per head: a list of dicts, layer-major (layer, head, role, previous, self, next,\n"
+          nb::arg("sentences"), nb::kw_only(), nb::arg("batch_size") = 32,
+          nb::arg("kernel") = "streaming", nb::arg("context") = nb::none(),
+          "Per-head attention statistics (Clark et al. 2019) averaged over every token of "
+          "`sentences`,\n"
+          "with a role per head: a list of dicts, layer-major (layer, head, role, previous, self, "
+          "next,\n"
           "offsets -3..3, cls, sep, punctuation, entropy, uniform_entropy, distance, rows, mass).\n"
-          "kernel 'streaming': from the kernel's log-sum-exp, no n^2 probabilities; 'reference': from\n"
+          "kernel 'streaming': from the kernel's log-sum-exp, no n^2 probabilities; 'reference': "
+          "from\n"
           "the reference kernel's probabilities.")
       .def(
           "importance",
-          [](const BertEncoder& e, nb::handle pairs_object, std::int64_t batch_size, PyContext* context) {
+          [](const BertEncoder& e, nb::handle pairs_object, std::int64_t batch_size,
+             PyContext* context) {
             const std::vector<StsPair> pairs = as_sts_pairs(pairs_object);
             const HeadAblation a = with_context(context, [&](Context& ctx) {
               return ablate_heads(ctx, e, pairs, HeadAblationOptions{.batch_size = batch_size});
@@ -182,9 +201,12 @@ void register_encoder(nb::module_& m) {
             d["importance"] = to_numpy(std::move(importance));
             return d;
           },
-          nb::arg("pairs"), nb::kw_only(), nb::arg("batch_size") = 32, nb::arg("context") = nb::none(),
-          "Each head's importance: STS Spearman (x 100) with every head (baseline) minus with that\n"
-          "head alone removed. pairs: an STS-B file path or (sentence1, sentence2, score) triples.\n"
+          nb::arg("pairs"), nb::kw_only(), nb::arg("batch_size") = 32,
+          nb::arg("context") = nb::none(),
+          "Each head's importance: STS Spearman (x 100) with every head (baseline) minus with "
+          "that\n"
+          "head alone removed. pairs: an STS-B file path or (sentence1, sentence2, score) "
+          "triples.\n"
           "Returns {baseline, pairs, spearman [layers, heads], importance [layers, heads]}.");
 }
 

@@ -28,7 +28,8 @@ void register_context(nb::module_& m) {
       .def_prop_ro("threads", [](PyContext& c) { return c.ctx.threads(); })
       .def_prop_ro("isa", [](PyContext& c) { return std::string(isa_name(c.ctx.isa())); })
       .def("__repr__", [](PyContext& c) {
-        return "Context(threads=" + std::to_string(c.ctx.threads()) + ", isa='" + isa_name(c.ctx.isa()) + "')";
+        return "Context(threads=" + std::to_string(c.ctx.threads()) + ", isa='" +
+               isa_name(c.ctx.isa()) + "')";
       });
 }
 

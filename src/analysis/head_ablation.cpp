@@ -18,7 +18,8 @@ namespace {
 // from cached inputs of layer l instead of the embeddings.
 class StsEvaluator {
  public:
-  StsEvaluator(const BertEncoder& encoder, const std::vector<StsPair>& pairs, std::int64_t batch_size)
+  StsEvaluator(const BertEncoder& encoder, const std::vector<StsPair>& pairs,
+               std::int64_t batch_size)
       : encoder_(encoder) {
     check(!pairs.empty(), "pairs", "at least one", "none");
     std::map<std::string, std::size_t> index;
@@ -48,8 +49,10 @@ class StsEvaluator {
       const TokenBatch& b = batches_[i].tokens;
       std::vector<float>& hidden = cache_[i];
       hidden.resize(static_cast<std::size_t>(b.batch * b.seq_len * d));
-      encoder_.forward(ctx, b, TensorView::contiguous(hidden.data(), DType::f32, {b.batch, b.seq_len, d}),
-                       EncoderForwardOptions{.head_mask = mask, .first_layer = layer == 0 ? 0 : layer - 1, .end_layer = layer});
+      encoder_.forward(
+          ctx, b, TensorView::contiguous(hidden.data(), DType::f32, {b.batch, b.seq_len, d}),
+          EncoderForwardOptions{
+              .head_mask = mask, .first_layer = layer == 0 ? 0 : layer - 1, .end_layer = layer});
     }
     cached_layer_ = layer;
   }
@@ -63,8 +66,11 @@ class StsEvaluator {
     for (std::size_t i = 0; i < batches_.size(); ++i) {
       const TokenBatch& b = batches_[i].tokens;
       const std::int64_t first = cache_.empty() ? 0 : cached_layer_;
-      hidden = cache_.empty() ? std::vector<float>(static_cast<std::size_t>(b.batch * b.seq_len * d)) : cache_[i];
-      encoder_.forward(ctx, b, TensorView::contiguous(hidden.data(), DType::f32, {b.batch, b.seq_len, d}),
+      hidden = cache_.empty()
+                   ? std::vector<float>(static_cast<std::size_t>(b.batch * b.seq_len * d))
+                   : cache_[i];
+      encoder_.forward(ctx, b,
+                       TensorView::contiguous(hidden.data(), DType::f32, {b.batch, b.seq_len, d}),
                        EncoderForwardOptions{.head_mask = mask, .first_layer = first});
       pooled.resize(static_cast<std::size_t>(b.batch * d));
       encoder_.pool(b, hidden.data(), pooled.data());
@@ -92,8 +98,8 @@ class StsEvaluator {
 
 }  // namespace
 
-HeadAblation ablate_heads(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
-                          const HeadAblationOptions& options) {
+HeadAblation ablate_heads(Context& ctx, const BertEncoder& encoder,
+                          const std::vector<StsPair>& pairs, const HeadAblationOptions& options) {
   const EncoderConfig& c = encoder.config();
   check_unpruned(c);
   const std::int64_t total_heads = c.layers * c.heads;
@@ -122,23 +128,32 @@ std::vector<std::size_t> by_importance(const HeadAblation& ranking, bool most_fi
   std::vector<std::size_t> order(ranking.spearman.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return most_first ? ranking.importance(a) > ranking.importance(b) : ranking.importance(a) < ranking.importance(b);
+    return most_first ? ranking.importance(a) > ranking.importance(b)
+                      : ranking.importance(a) < ranking.importance(b);
   });
   return order;
 }
 }  // namespace
 
-std::vector<std::size_t> least_important_first(const HeadAblation& ranking) { return by_importance(ranking, false); }
-std::vector<std::size_t> most_important_first(const HeadAblation& ranking) { return by_importance(ranking, true); }
+std::vector<std::size_t> least_important_first(const HeadAblation& ranking) {
+  return by_importance(ranking, false);
+}
+std::vector<std::size_t> most_important_first(const HeadAblation& ranking) {
+  return by_importance(ranking, true);
+}
 
-std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder& encoder, const HeadAblation& ranking,
-                                                const std::vector<StsPair>& pairs, const std::vector<std::int64_t>& counts,
+std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder& encoder,
+                                                const HeadAblation& ranking,
+                                                const std::vector<StsPair>& pairs,
+                                                const std::vector<std::int64_t>& counts,
                                                 const HeadAblationOptions& options) {
   check_unpruned(encoder.config());
   const std::int64_t total_heads = encoder.config().layers * encoder.config().heads;
   check(static_cast<std::int64_t>(ranking.spearman.size()) == total_heads, "ranking",
         detail::concat(total_heads, " heads (an ablation of this model)"), ranking.spearman.size());
-  for (std::int64_t n : counts) check(n >= 0 && n <= total_heads, "prune count", detail::concat("in [0, ", total_heads, "]"), n);
+  for (std::int64_t n : counts)
+    check(n >= 0 && n <= total_heads, "prune count", detail::concat("in [0, ", total_heads, "]"),
+          n);
   const StsEvaluator evaluator(encoder, pairs, options.batch_size);
   const std::vector<std::size_t> order = least_important_first(ranking);
   std::vector<PruningPoint> points;
@@ -146,16 +161,19 @@ std::vector<PruningPoint> prune_least_important(Context& ctx, const BertEncoder&
     std::vector<float> mask(static_cast<std::size_t>(total_heads), 1.0f);
     for (std::int64_t k = 0; k < counts[i]; ++k) mask[order[static_cast<std::size_t>(k)]] = 0.0f;
     points.push_back({counts[i], evaluator.spearman_with(ctx, mask)});
-    if (options.progress) options.progress(static_cast<std::int64_t>(i) + 1, static_cast<std::int64_t>(counts.size()));
+    if (options.progress)
+      options.progress(static_cast<std::int64_t>(i) + 1, static_cast<std::int64_t>(counts.size()));
   }
   return points;
 }
 
-std::vector<float> removal_mask(const EncoderConfig& c, const std::vector<std::size_t>& order, std::int64_t count) {
+std::vector<float> removal_mask(const EncoderConfig& c, const std::vector<std::size_t>& order,
+                                std::int64_t count) {
   check_unpruned(c);
   const std::int64_t total = c.layers * c.heads;
   check(count >= 0 && count <= c.layers * (c.heads - 1), "heads to remove",
-        detail::concat("in [0, ", c.layers * (c.heads - 1), "] (one head stays in each layer)"), count);
+        detail::concat("in [0, ", c.layers * (c.heads - 1), "] (one head stays in each layer)"),
+        count);
   std::vector<float> mask(static_cast<std::size_t>(total), 1.0f);
   std::vector<std::int64_t> left(static_cast<std::size_t>(c.layers), c.heads);
   std::int64_t removed = 0;
@@ -172,8 +190,10 @@ std::vector<float> removal_mask(const EncoderConfig& c, const std::vector<std::s
   return mask;
 }
 
-std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
-                                           const std::vector<std::vector<float>>& masks, const HeadAblationOptions& options) {
+std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& encoder,
+                                           const std::vector<StsPair>& pairs,
+                                           const std::vector<std::vector<float>>& masks,
+                                           const HeadAblationOptions& options) {
   const StsEvaluator evaluator(encoder, pairs, options.batch_size);
   std::vector<double> out;
   std::map<std::vector<float>, double> seen;  // equal masks (e.g. every order's 0%) are scored once
@@ -181,13 +201,16 @@ std::vector<double> sts_spearman_for_masks(Context& ctx, const BertEncoder& enco
     auto it = seen.find(masks[i]);
     if (it == seen.end()) it = seen.emplace(masks[i], evaluator.spearman_with(ctx, masks[i])).first;
     out.push_back(it->second);
-    if (options.progress) options.progress(static_cast<std::int64_t>(i) + 1, static_cast<std::int64_t>(masks.size()));
+    if (options.progress)
+      options.progress(static_cast<std::int64_t>(i) + 1, static_cast<std::int64_t>(masks.size()));
   }
   return out;
 }
 
-std::vector<std::size_t> iterative_removal_order(Context& ctx, const BertEncoder& encoder, const std::vector<StsPair>& pairs,
-                                                 const std::vector<std::int64_t>& counts, const HeadAblationOptions& options) {
+std::vector<std::size_t> iterative_removal_order(Context& ctx, const BertEncoder& encoder,
+                                                 const std::vector<StsPair>& pairs,
+                                                 const std::vector<std::int64_t>& counts,
+                                                 const HeadAblationOptions& options) {
   const EncoderConfig& c = encoder.config();
   check_unpruned(c);
   const std::int64_t total = c.layers * c.heads;
@@ -198,8 +221,9 @@ std::vector<std::size_t> iterative_removal_order(Context& ctx, const BertEncoder
   std::int64_t done = 0;
   for (std::size_t step = 0; step < counts.size(); ++step) {
     const std::int64_t target = counts[step];
-    check(target >= static_cast<std::int64_t>(order.size()) && target <= c.layers * (c.heads - 1), "prune counts",
-          detail::concat("ascending, in [0, ", c.layers * (c.heads - 1), "]"), target);
+    check(target >= static_cast<std::int64_t>(order.size()) && target <= c.layers * (c.heads - 1),
+          "prune counts", detail::concat("ascending, in [0, ", c.layers * (c.heads - 1), "]"),
+          target);
     if (target == static_cast<std::int64_t>(order.size())) continue;
     // Re-rank: each head still kept (and not its layer's last) removed alone on top of `mask`.
     std::vector<std::pair<double, std::size_t>> scores;
@@ -214,7 +238,8 @@ std::vector<std::size_t> iterative_removal_order(Context& ctx, const BertEncoder
         mask[head] = 1.0f;
       }
     }
-    std::stable_sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(scores.begin(), scores.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [score, head] : scores) {
       if (static_cast<std::int64_t>(order.size()) == target) break;
       std::int64_t& in_layer = left[head / static_cast<std::size_t>(c.heads)];

@@ -17,7 +17,8 @@ namespace {
 enum KeyClassBit : int { kClassCls = 0, kClassSep, kClassPunctuation, kKeyClasses };
 
 // Per token: which of [CLS], [SEP], punctuation it is (bits of KeyClassBit); padding is none.
-std::vector<std::uint8_t> key_classes(const WordPieceTokenizer& tokenizer, const TokenBatch& batch) {
+std::vector<std::uint8_t> key_classes(const WordPieceTokenizer& tokenizer,
+                                      const TokenBatch& batch) {
   std::vector<std::uint8_t> classes(batch.ids.size(), 0);
   for (std::int64_t b = 0; b < batch.batch; ++b)
     for (std::int64_t j = 0; j < batch.lengths[static_cast<std::size_t>(b)]; ++j) {
@@ -36,7 +37,8 @@ std::vector<std::uint8_t> key_classes(const WordPieceTokenizer& tokenizer, const
 void reference_probabilities(Context& ctx, const AttentionParams& params, const TensorView& probs,
                              std::vector<float>& scratch_out) {
   AttentionParams ref = params;
-  const std::int64_t B = params.q.shape[0], n = params.q.shape[1], heads = params.q.shape[2], dv = params.v.shape[3];
+  const std::int64_t B = params.q.shape[0], n = params.q.shape[1], heads = params.q.shape[2],
+                     dv = params.v.shape[3];
   scratch_out.resize(static_cast<std::size_t>(B * n * heads * dv));
   ref.out = TensorView::contiguous(scratch_out.data(), DType::f32, {B, n, heads, dv});
   ref.lse = {};
@@ -54,7 +56,8 @@ struct HeadSums {
 
 }  // namespace
 
-HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::vector<std::string>& sentences,
+HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder,
+                           const std::vector<std::string>& sentences,
                            const HeadAnalysisOptions& options) {
   check(!sentences.empty(), "sentences", "at least one sentence", "none");
   check(options.batch_size >= 1, "batch size", ">= 1", options.batch_size);
@@ -72,25 +75,29 @@ HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::
   std::vector<HeadSums> sums(static_cast<std::size_t>(layers * heads));
   for (HeadSums& s : sums) s.fields.assign(static_cast<std::size_t>(fields), 0.0);
 
-  HeadAnalysis result{.layers = layers, .heads = heads, .sentences = static_cast<std::int64_t>(sentences.size())};
+  HeadAnalysis result{
+      .layers = layers, .heads = heads, .sentences = static_cast<std::int64_t>(sentences.size())};
   std::vector<double> row_stats;
   std::vector<float> hidden, probs, scratch_out;
   const std::int64_t count = static_cast<std::int64_t>(ids.size());
   std::int64_t done = 0;
-  for (const LengthBatch& length_batch : batch_by_length(ids, options.batch_size, tokenizer.pad_id())) {
+  for (const LengthBatch& length_batch :
+       batch_by_length(ids, options.batch_size, tokenizer.pad_id())) {
     const TokenBatch& batch = length_batch.tokens;
     const std::int64_t B = batch.batch, n = batch.seq_len;
     const std::vector<std::uint8_t> classes = key_classes(tokenizer, batch);
     spec.key_classes = classes;
     row_stats.resize(static_cast<std::size_t>(B * heads * n * fields));
-    const TensorView stats_view = TensorView::contiguous(row_stats.data(), DType::f64, {B, heads, n, fields});
+    const TensorView stats_view =
+        TensorView::contiguous(row_stats.data(), DType::f64, {B, heads, n, fields});
 
     auto observe = [&](std::int64_t layer, const AttentionParams& params) {
       if (options.stats_kernel == Kernel::streaming) {
         attention_row_stats(ctx, params, spec, stats_view);
       } else {
         probs.resize(static_cast<std::size_t>(B * heads * n * n));
-        const TensorView probs_view = TensorView::contiguous(probs.data(), DType::f32, {B, heads, n, n});
+        const TensorView probs_view =
+            TensorView::contiguous(probs.data(), DType::f32, {B, heads, n, n});
         reference_probabilities(ctx, params, probs_view, scratch_out);
         attention_row_stats_from_probs(params, probs_view, spec, stats_view);
       }
@@ -99,7 +106,8 @@ HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::
           HeadSums& s = sums[static_cast<std::size_t>(layer * heads + h)];
           for (std::int64_t i = 0; i < batch.lengths[static_cast<std::size_t>(b)]; ++i) {
             const double* row = row_stats.data() + ((b * heads + h) * n + i) * fields;
-            for (std::int64_t f = 0; f < fields; ++f) s.fields[static_cast<std::size_t>(f)] += row[f];
+            for (std::int64_t f = 0; f < fields; ++f)
+              s.fields[static_cast<std::size_t>(f)] += row[f];
             s.uniform_entropy += std::log(std::max(row[kRowVisible], 1.0));
             ++s.rows;
           }
@@ -117,9 +125,12 @@ HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder, const std::
     for (std::int64_t h = 0; h < heads; ++h) {
       const HeadSums& s = sums[static_cast<std::size_t>(l * heads + h)];
       const double rows = static_cast<double>(s.rows);
-      auto mean = [&](std::int64_t field) { return s.fields[static_cast<std::size_t>(field)] / rows; };
+      auto mean = [&](std::int64_t field) {
+        return s.fields[static_cast<std::size_t>(field)] / rows;
+      };
       HeadStatistics stats{.layer = l, .head = h, .rows = s.rows};
-      for (std::size_t o = 0; o < kHeadOffsets.size(); ++o) stats.offsets[o] = mean(spec.offset_field(o));
+      for (std::size_t o = 0; o < kHeadOffsets.size(); ++o)
+        stats.offsets[o] = mean(spec.offset_field(o));
       stats.cls = mean(spec.class_field(kClassCls));
       stats.sep = mean(spec.class_field(kClassSep));
       stats.punctuation = mean(spec.class_field(kClassPunctuation));
@@ -152,8 +163,11 @@ Target dominant_target(const HeadStatistics& s) {
                           : offset == 0 ? HeadRole::self
                           : offset == 1 ? HeadRole::next_token
                                         : HeadRole::positional;
-    consider(role, s.offsets[o], offset == -1 ? "prev" : offset == 0 ? "self" : offset == 1 ? "next"
-                                                  : concat(offset > 0 ? "+" : "", offset));
+    consider(role, s.offsets[o],
+             offset == -1  ? "prev"
+             : offset == 0 ? "self"
+             : offset == 1 ? "next"
+                           : concat(offset > 0 ? "+" : "", offset));
   }
   consider(HeadRole::cls_sink, s.cls, "[CLS]");
   consider(HeadRole::sep_sink, s.sep, "[SEP]");
@@ -179,36 +193,56 @@ std::string role_target(const HeadStatistics& head) {
 
 const char* role_name(HeadRole role) {
   switch (role) {
-    case HeadRole::previous_token: return "previous-token";
-    case HeadRole::self: return "self";
-    case HeadRole::next_token: return "next-token";
-    case HeadRole::positional: return "positional";
-    case HeadRole::cls_sink: return "[CLS] sink";
-    case HeadRole::sep_sink: return "[SEP] sink";
-    case HeadRole::punctuation: return "punctuation";
-    case HeadRole::broad: return "broad";
-    case HeadRole::mixed: return "mixed";
+    case HeadRole::previous_token:
+      return "previous-token";
+    case HeadRole::self:
+      return "self";
+    case HeadRole::next_token:
+      return "next-token";
+    case HeadRole::positional:
+      return "positional";
+    case HeadRole::cls_sink:
+      return "[CLS] sink";
+    case HeadRole::sep_sink:
+      return "[SEP] sink";
+    case HeadRole::punctuation:
+      return "punctuation";
+    case HeadRole::broad:
+      return "broad";
+    case HeadRole::mixed:
+      return "mixed";
   }
   return "mixed";
 }
 
 const char* role_rule(HeadRole role) {
   switch (role) {
-    case HeadRole::previous_token: return ">= 50% of attention on the previous token (i-1)";
-    case HeadRole::self: return ">= 50% of attention on the token itself";
-    case HeadRole::next_token: return ">= 50% of attention on the next token (i+1)";
-    case HeadRole::positional: return ">= 50% of attention on one fixed offset (i+-2, i+-3)";
-    case HeadRole::cls_sink: return ">= 50% of attention on [CLS]";
-    case HeadRole::sep_sink: return ">= 50% of attention on [SEP]";
-    case HeadRole::punctuation: return ">= 50% of attention on punctuation tokens";
-    case HeadRole::broad: return "no target >= 50%, entropy >= 90% of the uniform row's";
-    case HeadRole::mixed: return "no target >= 50%, entropy < 90% of the uniform row's";
+    case HeadRole::previous_token:
+      return ">= 50% of attention on the previous token (i-1)";
+    case HeadRole::self:
+      return ">= 50% of attention on the token itself";
+    case HeadRole::next_token:
+      return ">= 50% of attention on the next token (i+1)";
+    case HeadRole::positional:
+      return ">= 50% of attention on one fixed offset (i+-2, i+-3)";
+    case HeadRole::cls_sink:
+      return ">= 50% of attention on [CLS]";
+    case HeadRole::sep_sink:
+      return ">= 50% of attention on [SEP]";
+    case HeadRole::punctuation:
+      return ">= 50% of attention on punctuation tokens";
+    case HeadRole::broad:
+      return "no target >= 50%, entropy >= 90% of the uniform row's";
+    case HeadRole::mixed:
+      return "no target >= 50%, entropy < 90% of the uniform row's";
   }
   return "";
 }
 
 void check_unpruned(const EncoderConfig& c) {
-  check(!c.is_pruned(), "model", detail::concat("every layer with all ", c.heads, " heads (the analyses index heads as layer x heads)"),
+  check(!c.is_pruned(), "model",
+        detail::concat("every layer with all ", c.heads,
+                       " heads (the analyses index heads as layer x heads)"),
         "a pruned model");
 }
 
@@ -224,12 +258,14 @@ AttentionMaps attention_maps(Context& ctx, const BertEncoder& encoder, const std
   maps.probs.assign(static_cast<std::size_t>(c.layers * heads * n * n), 0.0f);
   std::vector<float> scratch_out;
   auto observe = [&](std::int64_t layer, const AttentionParams& params) {
-    reference_probabilities(
-        ctx, params, TensorView::contiguous(maps.probs.data() + layer * heads * n * n, DType::f32, {1, heads, n, n}),
-        scratch_out);
+    reference_probabilities(ctx, params,
+                            TensorView::contiguous(maps.probs.data() + layer * heads * n * n,
+                                                   DType::f32, {1, heads, n, n}),
+                            scratch_out);
   };
   std::vector<float> hidden(static_cast<std::size_t>(n * c.hidden_size));
-  encoder.forward(ctx, batch, TensorView::contiguous(hidden.data(), DType::f32, {1, n, c.hidden_size}),
+  encoder.forward(ctx, batch,
+                  TensorView::contiguous(hidden.data(), DType::f32, {1, n, c.hidden_size}),
                   EncoderForwardOptions{.observe_attention = observe});
   return maps;
 }

@@ -41,7 +41,8 @@ Layout layout_of(const KvCacheConfig& c) {
 }
 
 // One row of `n` values from a strided f32 view into the cache's element type.
-void store_row(CacheDType dtype, const float* src, i64 src_stride, i64 n, std::byte* dst, float* scale) {
+void store_row(CacheDType dtype, const float* src, i64 src_stride, i64 n, std::byte* dst,
+               float* scale) {
   switch (dtype) {
     case CacheDType::f32: {
       auto* out = reinterpret_cast<float*>(dst);
@@ -76,21 +77,26 @@ void check_source(const TensorView& t, const char* name, i64 batch, i64 kv_heads
   HEADCOUNT_CHECK(t.rank == 4 && t.dtype == DType::f32, name,
                   "an f32 tensor [batch, n, kv_heads, dim]",
                   concat(dtype_name(t.dtype), ' ', t.shape_string()));
-  HEADCOUNT_CHECK(t.shape[0] == batch && t.shape[1] >= 1 && t.shape[2] == kv_heads && t.shape[3] == dim,
-                  concat(name, " shape"),
-                  concat("[", batch, ", n >= 1, ", kv_heads, ", ", dim, "] (the cache's batch, kv_heads, dim)"),
-                  t.shape_string());
+  HEADCOUNT_CHECK(
+      t.shape[0] == batch && t.shape[1] >= 1 && t.shape[2] == kv_heads && t.shape[3] == dim,
+      concat(name, " shape"),
+      concat("[", batch, ", n >= 1, ", kv_heads, ", ", dim, "] (the cache's batch, kv_heads, dim)"),
+      t.shape_string());
   for (int d = 0; d < 4; ++d)
-    HEADCOUNT_CHECK(t.strides[d] >= 0, concat(name, " strides"), "non-negative strides", t.strides_string());
+    HEADCOUNT_CHECK(t.strides[d] >= 0, concat(name, " strides"), "non-negative strides",
+                    t.strides_string());
 }
 
 }  // namespace
 
 const char* cache_dtype_name(CacheDType dtype) {
   switch (dtype) {
-    case CacheDType::f32: return "f32";
-    case CacheDType::bf16: return "bf16";
-    case CacheDType::int8: return "int8";
+    case CacheDType::f32:
+      return "f32";
+    case CacheDType::bf16:
+      return "bf16";
+    case CacheDType::int8:
+      return "int8";
   }
   return "?";
 }
@@ -117,10 +123,12 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config) {
   HEADCOUNT_CHECK(c.kv_heads >= 1, "kv cache kv_heads", ">= 1", c.kv_heads);
   HEADCOUNT_CHECK(c.head_dim >= 1, "kv cache head_dim", ">= 1", c.head_dim);
   if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
-  HEADCOUNT_CHECK(c.v_head_dim >= 1, "kv cache v_head_dim", ">= 1 (or 0 for head_dim)", c.v_head_dim);
+  HEADCOUNT_CHECK(c.v_head_dim >= 1, "kv cache v_head_dim", ">= 1 (or 0 for head_dim)",
+                  c.v_head_dim);
   HEADCOUNT_CHECK(c.capacity >= 1, "kv cache capacity", ">= 1 position", c.capacity);
-  HEADCOUNT_CHECK(c.dtype == CacheDType::f32 || c.dtype == CacheDType::bf16 || c.dtype == CacheDType::int8,
-                  "kv cache dtype", "f32, bf16 or int8", static_cast<int>(c.dtype));
+  HEADCOUNT_CHECK(
+      c.dtype == CacheDType::f32 || c.dtype == CacheDType::bf16 || c.dtype == CacheDType::int8,
+      "kv cache dtype", "f32, bf16 or int8", static_cast<int>(c.dtype));
   lengths_.assign(static_cast<std::size_t>(c.layers * c.batch), 0);
   map_storage();
 }
@@ -147,7 +155,8 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
 void KvCache::map_storage() {
   const Layout l = layout_of(config_);
   storage_bytes_ = static_cast<std::size_t>(l.layer_bytes * config_.layers);
-  void* p = mmap(nullptr, storage_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p =
+      mmap(nullptr, storage_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     storage_bytes_ = 0;
     throw std::bad_alloc();
@@ -184,7 +193,8 @@ void KvCache::check_layer(i64 layer, const char* what) const {
 
 i64 KvCache::length(i64 layer, i64 b) const {
   check_layer(layer, "kv cache length");
-  HEADCOUNT_CHECK(b >= 0 && b < config_.batch, "kv cache length batch", concat("0 to ", config_.batch - 1), b);
+  HEADCOUNT_CHECK(b >= 0 && b < config_.batch, "kv cache length batch",
+                  concat("0 to ", config_.batch - 1), b);
   return lengths_[static_cast<std::size_t>(layer * config_.batch + b)];
 }
 
@@ -194,13 +204,15 @@ std::span<const i64> KvCache::lengths(i64 layer) const {
                                                 static_cast<std::size_t>(config_.batch));
 }
 
-void KvCache::append(i64 layer, const TensorView& k, const TensorView& v, std::span<const i64> counts) {
+void KvCache::append(i64 layer, const TensorView& k, const TensorView& v,
+                     std::span<const i64> counts) {
   const KvCacheConfig& c = config_;
   check_layer(layer, "kv cache append");
   check_source(k, "kv cache append k", c.batch, c.kv_heads, c.head_dim);
   check_source(v, "kv cache append v", c.batch, c.kv_heads, c.v_head_dim);
   const i64 n = k.shape[1];
-  HEADCOUNT_CHECK(v.shape[1] == n, "kv cache append v shape", concat("n = ", n, " positions (as k)"), v.shape_string());
+  HEADCOUNT_CHECK(v.shape[1] == n, "kv cache append v shape",
+                  concat("n = ", n, " positions (as k)"), v.shape_string());
   if (!counts.empty())
     HEADCOUNT_CHECK(static_cast<i64>(counts.size()) == c.batch, "kv cache append counts",
                     concat(c.batch, " entries (one per sequence)"), counts.size());
@@ -208,10 +220,13 @@ void KvCache::append(i64 layer, const TensorView& k, const TensorView& v, std::s
   // Check everything before writing anything: an append past the capacity changes nothing.
   for (i64 b = 0; b < c.batch; ++b) {
     const i64 count = counts.empty() ? n : counts[static_cast<std::size_t>(b)];
-    HEADCOUNT_CHECK(count >= 0 && count <= n, concat("kv cache append counts[", b, "]"), concat("0 to n = ", n), count);
-    HEADCOUNT_CHECK(len[b] + count <= c.capacity, concat("kv cache append (layer ", layer, ", sequence ", b, ")"),
-                    concat("length + new positions <= capacity = ", c.capacity, " (reserve() to grow)"),
-                    concat(len[b], " + ", count, " = ", len[b] + count));
+    HEADCOUNT_CHECK(count >= 0 && count <= n, concat("kv cache append counts[", b, "]"),
+                    concat("0 to n = ", n), count);
+    HEADCOUNT_CHECK(
+        len[b] + count <= c.capacity,
+        concat("kv cache append (layer ", layer, ", sequence ", b, ")"),
+        concat("length + new positions <= capacity = ", c.capacity, " (reserve() to grow)"),
+        concat(len[b], " + ", count, " = ", len[b] + count));
   }
   for (const TensorView* t : {&k, &v}) {
     const float* data = t->ptr<const float>();
@@ -223,7 +238,8 @@ void KvCache::append(i64 layer, const TensorView& k, const TensorView& v, std::s
             const float x = data[t->offset({b, j, h, d})];
             if (!std::isfinite(x))
               fail(t == &k ? "kv cache append k" : "kv cache append v",
-                   concat("expected finite values, got ", x, " at [", b, ", ", j, ", ", h, ", ", d, "]"));
+                   concat("expected finite values, got ", x, " at [", b, ", ", j, ", ", h, ", ", d,
+                          "]"));
           }
     }
   }
@@ -238,8 +254,9 @@ void KvCache::append(i64 layer, const TensorView& k, const TensorView& v, std::s
         const i64 row = row0 + j;
         store_row(c.dtype, k.ptr<const float>() + k.offset({b, j, h, 0}), k.strides[3], c.head_dim,
                   data.k + row * c.head_dim * element, data.k_scale ? data.k_scale + row : nullptr);
-        store_row(c.dtype, v.ptr<const float>() + v.offset({b, j, h, 0}), v.strides[3], c.v_head_dim,
-                  data.v + row * c.v_head_dim * element, data.v_scale ? data.v_scale + row : nullptr);
+        store_row(c.dtype, v.ptr<const float>() + v.offset({b, j, h, 0}), v.strides[3],
+                  c.v_head_dim, data.v + row * c.v_head_dim * element,
+                  data.v_scale ? data.v_scale + row : nullptr);
       }
     }
     len[b] += count;
@@ -247,10 +264,12 @@ void KvCache::append(i64 layer, const TensorView& k, const TensorView& v, std::s
 }
 
 void KvCache::truncate(i64 b, i64 length) {
-  HEADCOUNT_CHECK(b >= 0 && b < config_.batch, "kv cache truncate sequence", concat("0 to ", config_.batch - 1), b);
+  HEADCOUNT_CHECK(b >= 0 && b < config_.batch, "kv cache truncate sequence",
+                  concat("0 to ", config_.batch - 1), b);
   for (i64 layer = 0; layer < config_.layers; ++layer) {
     i64& len = lengths_[static_cast<std::size_t>(layer * config_.batch + b)];
-    HEADCOUNT_CHECK(length >= 0 && length <= len, concat("kv cache truncate (layer ", layer, ", sequence ", b, ")"),
+    HEADCOUNT_CHECK(length >= 0 && length <= len,
+                    concat("kv cache truncate (layer ", layer, ", sequence ", b, ")"),
                     concat("a length from 0 to the current ", len), length);
   }
   for (i64 layer = 0; layer < config_.layers; ++layer)
@@ -264,9 +283,13 @@ void KvCache::reserve(i64 capacity) {
   HEADCOUNT_CHECK(capacity >= 1 && capacity >= longest, "kv cache reserve capacity",
                   concat(">= the longest cached sequence (", longest, ") and >= 1"), capacity);
   if (capacity == config_.capacity) return;
-  KvCache grown(KvCacheConfig{.layers = config_.layers, .batch = config_.batch, .kv_heads = config_.kv_heads,
-                              .head_dim = config_.head_dim, .v_head_dim = config_.v_head_dim,
-                              .capacity = capacity, .dtype = config_.dtype});
+  KvCache grown(KvCacheConfig{.layers = config_.layers,
+                              .batch = config_.batch,
+                              .kv_heads = config_.kv_heads,
+                              .head_dim = config_.head_dim,
+                              .v_head_dim = config_.v_head_dim,
+                              .capacity = capacity,
+                              .dtype = config_.dtype});
   const i64 element = cache_element_bytes(config_.dtype);
   for (i64 layer = 0; layer < config_.layers; ++layer) {
     const LayerData from = layer_data(layer), to = grown.layer_data(layer);
@@ -275,9 +298,11 @@ void KvCache::reserve(i64 capacity) {
       for (i64 h = 0; h < config_.kv_heads; ++h) {
         const i64 src = (b * config_.kv_heads + h) * config_.capacity;
         const i64 dst = (b * config_.kv_heads + h) * capacity;
-        std::memcpy(to.k + dst * config_.head_dim * element, from.k + src * config_.head_dim * element,
+        std::memcpy(to.k + dst * config_.head_dim * element,
+                    from.k + src * config_.head_dim * element,
                     static_cast<std::size_t>(len * config_.head_dim * element));
-        std::memcpy(to.v + dst * config_.v_head_dim * element, from.v + src * config_.v_head_dim * element,
+        std::memcpy(to.v + dst * config_.v_head_dim * element,
+                    from.v + src * config_.v_head_dim * element,
                     static_cast<std::size_t>(len * config_.v_head_dim * element));
         if (from.k_scale) {
           std::memcpy(to.k_scale + dst, from.k_scale + src, static_cast<std::size_t>(len) * 4);
@@ -312,8 +337,8 @@ KvView KvCache::view(i64 layer) const {
 }
 
 TensorView KvCache::cache_view(void* data, i64 dim, const char* what) const {
-  HEADCOUNT_CHECK(config_.dtype != CacheDType::int8, concat(what, " dtype"), "f32 or bf16 (int8 has no TensorView)",
-                  cache_dtype_name(config_.dtype));
+  HEADCOUNT_CHECK(config_.dtype != CacheDType::int8, concat(what, " dtype"),
+                  "f32 or bf16 (int8 has no TensorView)", cache_dtype_name(config_.dtype));
   const KvCacheConfig& c = config_;
   return TensorView::strided(data, c.dtype == CacheDType::f32 ? DType::f32 : DType::bf16,
                              {c.batch, c.capacity, c.kv_heads, dim},
@@ -331,12 +356,16 @@ TensorView KvCache::v_tensor(i64 layer) const {
 }
 
 namespace {
-float element_at(CacheDType dtype, const std::byte* base, const float* scales, i64 row, i64 dim, i64 i) {
+float element_at(CacheDType dtype, const std::byte* base, const float* scales, i64 row, i64 dim,
+                 i64 i) {
   switch (dtype) {
-    case CacheDType::f32: return reinterpret_cast<const float*>(base)[row * dim + i];
-    case CacheDType::bf16: return to_float(reinterpret_cast<const bf16*>(base)[row * dim + i]);
+    case CacheDType::f32:
+      return reinterpret_cast<const float*>(base)[row * dim + i];
+    case CacheDType::bf16:
+      return to_float(reinterpret_cast<const bf16*>(base)[row * dim + i]);
     case CacheDType::int8:
-      return scales[row] * static_cast<float>(reinterpret_cast<const std::int8_t*>(base)[row * dim + i]);
+      return scales[row] *
+             static_cast<float>(reinterpret_cast<const std::int8_t*>(base)[row * dim + i]);
   }
   return 0.0f;
 }
@@ -345,15 +374,15 @@ float element_at(CacheDType dtype, const std::byte* base, const float* scales, i
 float KvCache::k_at(i64 layer, i64 b, i64 h, i64 j, i64 d) const {
   check_layer(layer, "kv cache k_at");
   const LayerData data = layer_data(layer);
-  return element_at(config_.dtype, data.k, data.k_scale, (b * config_.kv_heads + h) * config_.capacity + j,
-                    config_.head_dim, d);
+  return element_at(config_.dtype, data.k, data.k_scale,
+                    (b * config_.kv_heads + h) * config_.capacity + j, config_.head_dim, d);
 }
 
 float KvCache::v_at(i64 layer, i64 b, i64 h, i64 j, i64 e) const {
   check_layer(layer, "kv cache v_at");
   const LayerData data = layer_data(layer);
-  return element_at(config_.dtype, data.v, data.v_scale, (b * config_.kv_heads + h) * config_.capacity + j,
-                    config_.v_head_dim, e);
+  return element_at(config_.dtype, data.v, data.v_scale,
+                    (b * config_.kv_heads + h) * config_.capacity + j, config_.v_head_dim, e);
 }
 
 }  // namespace headcount

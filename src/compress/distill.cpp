@@ -52,7 +52,9 @@ std::vector<std::string> split_sentences(const std::string& text) {
     current.push_back(ch);
     if (ch == '.' || ch == '!' || ch == '?') {
       // Closing quotes and brackets stay with their sentence.
-      while (i + 1 < text.size() && (text[i + 1] == '"' || text[i + 1] == '\'' || text[i + 1] == ')')) current.push_back(text[++i]);
+      while (i + 1 < text.size() &&
+             (text[i + 1] == '"' || text[i + 1] == '\'' || text[i + 1] == ')'))
+        current.push_back(text[++i]);
       flush();
     }
   }
@@ -69,7 +71,8 @@ double cpu_seconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
-std::vector<TokenBatch> equal_length_batches(const BertEncoder& teacher, const std::vector<std::string>& sentences,
+std::vector<TokenBatch> equal_length_batches(const BertEncoder& teacher,
+                                             const std::vector<std::string>& sentences,
                                              const DistillOptions& o, std::int64_t& kept) {
   std::map<std::int64_t, std::vector<std::vector<std::int32_t>>> buckets;
   for (const std::string& s : sentences) {
@@ -95,19 +98,25 @@ std::vector<TokenBatch> equal_length_batches(const BertEncoder& teacher, const s
 
 }  // namespace
 
-DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher, const EncoderWeights& student,
+DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher,
+                              const EncoderWeights& student,
                               const std::vector<std::string>& sentences, const DistillOptions& o) {
   HEADCOUNT_CHECK(o.steps > 0 || (std::isfinite(o.seconds) && o.seconds > 0), "uptraining budget",
-                  "a step count > 0 or a number of seconds > 0", concat(o.steps, " steps, ", o.seconds, " s"));
+                  "a step count > 0 or a number of seconds > 0",
+                  concat(o.steps, " steps, ", o.seconds, " s"));
   HEADCOUNT_CHECK(o.batch_size >= 1, "uptraining batch size", ">= 1", o.batch_size);
   HEADCOUNT_CHECK(o.min_tokens >= 1 && o.min_tokens <= o.max_tokens, "uptraining token range",
                   "1 <= min_tokens <= max_tokens", concat(o.min_tokens, " .. ", o.max_tokens));
-  const EncoderConfig& tc = teacher.config(), &sc = student.config;
-  HEADCOUNT_CHECK(!tc.is_pruned() && !tc.is_grouped(), "teacher", "an unpruned multi-head model", "a pruned or grouped one");
-  HEADCOUNT_CHECK(sc.hidden_size == tc.hidden_size && sc.layers == tc.layers && sc.heads == tc.heads &&
-                      sc.intermediate_size == tc.intermediate_size && !sc.is_pruned(),
-                  "student", concat("the teacher's shape but for K/V heads (", tc.layers, " layers, d ", tc.hidden_size, ")"),
-                  concat(sc.layers, " layers, d ", sc.hidden_size, sc.is_pruned() ? ", pruned" : ""));
+  const EncoderConfig &tc = teacher.config(), &sc = student.config;
+  HEADCOUNT_CHECK(!tc.is_pruned() && !tc.is_grouped(), "teacher", "an unpruned multi-head model",
+                  "a pruned or grouped one");
+  HEADCOUNT_CHECK(
+      sc.hidden_size == tc.hidden_size && sc.layers == tc.layers && sc.heads == tc.heads &&
+          sc.intermediate_size == tc.intermediate_size && !sc.is_pruned(),
+      "student",
+      concat("the teacher's shape but for K/V heads (", tc.layers, " layers, d ", tc.hidden_size,
+             ")"),
+      concat(sc.layers, " layers, d ", sc.hidden_size, sc.is_pruned() ? ", pruned" : ""));
   DistillResult r;
   const std::vector<TokenBatch> batches = equal_length_batches(teacher, sentences, o, r.sentences);
   r.batches_available = static_cast<std::int64_t>(batches.size());
@@ -127,14 +136,17 @@ DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher, const En
   const std::int64_t d = tc.hidden_size;
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = cpu_seconds();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   for (std::int64_t step = 0; o.steps > 0 ? step < o.steps : elapsed() < o.seconds; ++step) {
     const TokenBatch& b = batches[order[static_cast<std::size_t>(step) % order.size()]];
     const std::int64_t n = b.batch * b.seq_len * d;
     const Tensor x = encoder_layer_input(ctx, teacher, b);
     Tensor target(DType::f32, {b.batch, b.seq_len, d}), hidden(DType::f32, {b.batch, b.seq_len, d});
     teacher.forward(ctx, b, target.view(), o.kernel);
-    model.forward_hidden(ctx, b.batch, b.seq_len, x.data<const float>(), hidden.data<float>(), {.kernel = o.kernel});
+    model.forward_hidden(ctx, b.batch, b.seq_len, x.data<const float>(), hidden.data<float>(),
+                         {.kernel = o.kernel});
     float* g = hidden.data<float>();  // becomes dL/dh_s in place
     const float* t = target.data<const float>();
     double loss = 0;
@@ -144,7 +156,8 @@ DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher, const En
       g[i] = static_cast<float>(2.0 * diff / static_cast<double>(n));
     }
     loss /= static_cast<double>(n);
-    HEADCOUNT_CHECK(std::isfinite(loss), "uptraining loss", "a finite value", concat(loss, " at step ", step));
+    HEADCOUNT_CHECK(std::isfinite(loss), "uptraining loss", "a finite value",
+                    concat(loss, " at step ", step));
     model.backward_hidden(ctx, g);
     if (optim.grad_clip > 0) train::clip_grad_norm(model.parameters(), optim.grad_clip);
     adam.step(ctx, model.parameters(), train::learning_rate(optim, step));

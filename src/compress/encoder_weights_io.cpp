@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "compress/tensor_copy.h"
 #include "headcount/compress.h"
 #include "headcount/error.h"
 #include "headcount/safetensors.h"
-#include "compress/tensor_copy.h"
 #include "io/atomic_file.h"
 
 namespace headcount {
@@ -25,9 +25,14 @@ namespace {
 // The files besides the weights and config.json that a sentence-transformers model directory
 // needs; nothing else is copied (other weight formats, ONNX exports, READMEs would describe the
 // unpruned model).
-constexpr const char* kCopiedFiles[] = {"vocab.txt",         "tokenizer.json",        "tokenizer_config.json",
-                                        "special_tokens_map.json", "modules.json", "sentence_bert_config.json",
-                                        "config_sentence_transformers.json", "1_Pooling/config.json"};
+constexpr const char* kCopiedFiles[] = {"vocab.txt",
+                                        "tokenizer.json",
+                                        "tokenizer_config.json",
+                                        "special_tokens_map.json",
+                                        "modules.json",
+                                        "sentence_bert_config.json",
+                                        "config_sentence_transformers.json",
+                                        "1_Pooling/config.json"};
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -51,7 +56,8 @@ struct DirectoryGuard {
 
 EncoderWeights read_encoder_weights(const std::string& model_dir) {
   EncoderWeights w{.source_dir = model_dir, .config = read_encoder_config(model_dir)};
-  const SafetensorsFile file = SafetensorsFile::open((fs::path(model_dir) / "model.safetensors").string());
+  const SafetensorsFile file =
+      SafetensorsFile::open((fs::path(model_dir) / "model.safetensors").string());
   const std::string prefix = file.find("embeddings.word_embeddings.weight") == nullptr &&
                                      file.find("bert.embeddings.word_embeddings.weight") != nullptr
                                  ? "bert."
@@ -63,10 +69,11 @@ EncoderWeights read_encoder_weights(const std::string& model_dir) {
   }
   for (const WeightSpec& spec : bert_weight_table(w.config)) {
     const auto it = w.tensors.find(spec.name);
-    check(it != w.tensors.end(), concat(file.path(), ": tensor '", prefix + spec.name, "'"), "present", "missing");
-    check(it->second.shape() == spec.shape, concat(file.path(), ": tensor '", prefix + spec.name, "'"),
-          concat("shape ", shape_string(spec.shape)),
-          it->second.view().shape_string());
+    check(it != w.tensors.end(), concat(file.path(), ": tensor '", prefix + spec.name, "'"),
+          "present", "missing");
+    check(it->second.shape() == spec.shape,
+          concat(file.path(), ": tensor '", prefix + spec.name, "'"),
+          concat("shape ", shape_string(spec.shape)), it->second.view().shape_string());
   }
   return w;
 }
@@ -76,8 +83,10 @@ void write_encoder_dir(const EncoderWeights& w, const std::string& out_dir) {
   validate_head_layout(c, "weights");
   for (const WeightSpec& spec : bert_weight_table(c)) {
     const auto it = w.tensors.find(spec.name);
-    check(it != w.tensors.end() && it->second.shape() == spec.shape, concat("weights: tensor '", spec.name, "'"),
-          "present with the shape the head layout implies", it == w.tensors.end() ? "missing" : it->second.view().shape_string());
+    check(it != w.tensors.end() && it->second.shape() == spec.shape,
+          concat("weights: tensor '", spec.name, "'"),
+          "present with the shape the head layout implies",
+          it == w.tensors.end() ? "missing" : it->second.view().shape_string());
   }
   check(!out_dir.empty(), "--out", "a directory path", "an empty path");
   const fs::path out = fs::path(out_dir).lexically_normal();
@@ -85,21 +94,25 @@ void write_encoder_dir(const EncoderWeights& w, const std::string& out_dir) {
   check(!fs::exists(out, ec) || (fs::is_directory(out, ec) && fs::is_empty(out, ec)), "--out",
         "a directory that does not exist yet (or is empty)", out.string());
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  check(fs::is_directory(parent, ec), "--out", "a path whose parent directory exists", out.string());
+  check(fs::is_directory(parent, ec), "--out", "a path whose parent directory exists",
+        out.string());
 
   // 1. Everything goes into a sibling temporary directory first.
   const fs::path temp = parent / concat(".", out.filename().string(), ".partial.", ::getpid());
   fs::remove_all(temp, ec);
-  if (!fs::create_directories(temp / "1_Pooling", ec)) fail(temp.string(), concat("cannot create (", ec.message(), ")"));
+  if (!fs::create_directories(temp / "1_Pooling", ec))
+    fail(temp.string(), concat("cannot create (", ec.message(), ")"));
   DirectoryGuard guard{.path = temp};
 
   // 2. Weights, in name order (the map's).
   std::vector<SafetensorsTensor> tensors;
-  for (const auto& [name, tensor] : w.tensors) tensors.push_back({.name = name, .view = tensor.view()});
+  for (const auto& [name, tensor] : w.tensors)
+    tensors.push_back({.name = name, .view = tensor.view()});
   write_safetensors((temp / "model.safetensors").string(), tensors, {{"format", "pt"}});
 
   // 3. config.json: the source's fields, with the head layout replaced.
-  nlohmann::ordered_json config = nlohmann::ordered_json::parse(read_text(fs::path(w.source_dir) / "config.json"));
+  nlohmann::ordered_json config =
+      nlohmann::ordered_json::parse(read_text(fs::path(w.source_dir) / "config.json"));
   config.erase("pruned_heads");
   config.erase("headcount_kv_heads");
   if (c.is_pruned()) {
@@ -120,7 +133,9 @@ void write_encoder_dir(const EncoderWeights& w, const std::string& out_dir) {
   // 5. Into place: rename over the (absent or empty) final directory.
   if (fs::exists(out, ec)) fs::remove(out, ec);
   fs::rename(temp, out, ec);
-  if (ec) fail(out.string(), concat("cannot move the finished model directory into place (", ec.message(), ")"));
+  if (ec)
+    fail(out.string(),
+         concat("cannot move the finished model directory into place (", ec.message(), ")"));
   guard.keep = true;
 }
 
@@ -132,13 +147,15 @@ BertEncoder encoder_from_weights(const EncoderWeights& w) {
   const auto source = [&w](const std::string& name, const std::vector<std::int64_t>& shape) {
     const auto it = w.tensors.find(name);
     check(it != w.tensors.end() && it->second.dtype() == DType::f32 && it->second.shape() == shape,
-          concat("weights: tensor '", name, "'"), concat("an f32 tensor of shape ", shape_string(shape)),
-          it == w.tensors.end() ? std::string("missing")
-                                : concat(dtype_name(it->second.dtype()), " ", it->second.view().shape_string()));
+          concat("weights: tensor '", name, "'"),
+          concat("an f32 tensor of shape ", shape_string(shape)),
+          it == w.tensors.end()
+              ? std::string("missing")
+              : concat(dtype_name(it->second.dtype()), " ", it->second.view().shape_string()));
     return compress::clone(it->second);
   };
-  WordPieceTokenizer tokenizer =
-      WordPieceTokenizer::from_vocab_file((fs::path(w.source_dir) / "vocab.txt").string(), w.config.tokenizer);
+  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(
+      (fs::path(w.source_dir) / "vocab.txt").string(), w.config.tokenizer);
   return BertEncoder(w.config, source, std::move(tokenizer));
 }
 

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <numeric>
 
+#include "compress/tensor_copy.h"
 #include "headcount/compress.h"
 #include "headcount/error.h"
-#include "compress/tensor_copy.h"
 
 namespace headcount {
 
@@ -35,7 +35,8 @@ Matrix head_map(const Tensor& weight, const Tensor& bias, std::int64_t head, std
   Matrix m(static_cast<std::size_t>(hd * (cols + 1)));
   for (std::int64_t r = 0; r < hd; ++r) {
     for (std::int64_t c = 0; c < cols; ++c)
-      m[static_cast<std::size_t>(r * (cols + 1) + c)] = weight.data<const float>()[(head * hd + r) * cols + c];
+      m[static_cast<std::size_t>(r * (cols + 1) + c)] =
+          weight.data<const float>()[(head * hd + r) * cols + c];
     m[static_cast<std::size_t>(r * (cols + 1) + cols)] = bias.data<const float>()[head * hd + r];
   }
   return m;
@@ -45,7 +46,9 @@ Matrix head_map(const Tensor& weight, const Tensor& bias, std::int64_t head, std
 void symmetric_eigen(Matrix a, std::int64_t n, std::vector<double>& w, Matrix& v) {
   v.assign(static_cast<std::size_t>(n * n), 0.0);
   for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i * n + i)] = 1.0;
-  auto at = [&](Matrix& m, std::int64_t r, std::int64_t c) -> double& { return m[static_cast<std::size_t>(r * n + c)]; };
+  auto at = [&](Matrix& m, std::int64_t r, std::int64_t c) -> double& {
+    return m[static_cast<std::size_t>(r * n + c)];
+  };
   for (int sweep = 0; sweep < 100; ++sweep) {
     double off = 0, total = 0;
     for (std::int64_t i = 0; i < n; ++i)
@@ -56,7 +59,8 @@ void symmetric_eigen(Matrix a, std::int64_t n, std::vector<double>& w, Matrix& v
         const double apq = at(a, p, q);
         if (std::fabs(apq) < 1e-300) continue;
         const double theta = (at(a, q, q) - at(a, p, p)) / (2 * apq);
-        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
+        const double t =
+            (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
         const double c = 1 / std::sqrt(t * t + 1), s = t * c;
         for (std::int64_t k = 0; k < n; ++k) {  // a <- J^T a J, columns then rows
           const double akp = at(a, k, p), akq = at(a, k, q);
@@ -86,14 +90,16 @@ Matrix procrustes(const Matrix& a, const Matrix& t, std::int64_t hd, std::int64_
   for (std::int64_t i = 0; i < hd; ++i)
     for (std::int64_t j = 0; j < hd; ++j) {
       double s = 0;
-      for (std::int64_t k = 0; k < cols; ++k) s += a[static_cast<std::size_t>(i * cols + k)] * t[static_cast<std::size_t>(j * cols + k)];
+      for (std::int64_t k = 0; k < cols; ++k)
+        s += a[static_cast<std::size_t>(i * cols + k)] * t[static_cast<std::size_t>(j * cols + k)];
       m[static_cast<std::size_t>(i * hd + j)] = s;
     }
   Matrix mtm(static_cast<std::size_t>(hd * hd), 0.0);
   for (std::int64_t i = 0; i < hd; ++i)
     for (std::int64_t j = 0; j < hd; ++j) {
       double s = 0;
-      for (std::int64_t k = 0; k < hd; ++k) s += m[static_cast<std::size_t>(k * hd + i)] * m[static_cast<std::size_t>(k * hd + j)];
+      for (std::int64_t k = 0; k < hd; ++k)
+        s += m[static_cast<std::size_t>(k * hd + i)] * m[static_cast<std::size_t>(k * hd + j)];
       mtm[static_cast<std::size_t>(i * hd + j)] = s;
     }
   std::vector<double> w;
@@ -107,13 +113,16 @@ Matrix procrustes(const Matrix& a, const Matrix& t, std::int64_t hd, std::int64_
     const double f = 1 / std::sqrt(wk);
     for (std::int64_t i = 0; i < hd; ++i)
       for (std::int64_t j = 0; j < hd; ++j)
-        inv_sqrt[static_cast<std::size_t>(i * hd + j)] += f * v[static_cast<std::size_t>(i * hd + k)] * v[static_cast<std::size_t>(j * hd + k)];
+        inv_sqrt[static_cast<std::size_t>(i * hd + j)] +=
+            f * v[static_cast<std::size_t>(i * hd + k)] * v[static_cast<std::size_t>(j * hd + k)];
   }
   Matrix r(static_cast<std::size_t>(hd * hd), 0.0);
   for (std::int64_t i = 0; i < hd; ++i)
     for (std::int64_t j = 0; j < hd; ++j) {
       double s = 0;
-      for (std::int64_t k = 0; k < hd; ++k) s += m[static_cast<std::size_t>(i * hd + k)] * inv_sqrt[static_cast<std::size_t>(k * hd + j)];
+      for (std::int64_t k = 0; k < hd; ++k)
+        s += m[static_cast<std::size_t>(i * hd + k)] *
+             inv_sqrt[static_cast<std::size_t>(k * hd + j)];
       r[static_cast<std::size_t>(i * hd + j)] = s;
     }
   return r;
@@ -125,14 +134,16 @@ Matrix rotate(const Matrix& r, const Matrix& a, std::int64_t hd, std::int64_t co
   for (std::int64_t i = 0; i < hd; ++i)
     for (std::int64_t k = 0; k < hd; ++k) {
       const double f = r[static_cast<std::size_t>(k * hd + i)];
-      for (std::int64_t c = 0; c < cols; ++c) out[static_cast<std::size_t>(i * cols + c)] += f * a[static_cast<std::size_t>(k * cols + c)];
+      for (std::int64_t c = 0; c < cols; ++c)
+        out[static_cast<std::size_t>(i * cols + c)] +=
+            f * a[static_cast<std::size_t>(k * cols + c)];
     }
   return out;
 }
 
 // One rotation per head of `members` aligning its map (from weight/bias) to the group.
-std::vector<Matrix> align_group(const Tensor& weight, const Tensor& bias, const std::vector<std::int64_t>& members,
-                                std::int64_t hd) {
+std::vector<Matrix> align_group(const Tensor& weight, const Tensor& bias,
+                                const std::vector<std::int64_t>& members, std::int64_t hd) {
   const std::int64_t cols = weight.size(1) + 1;
   std::vector<Matrix> maps, rotations(members.size());
   for (std::int64_t head : members) maps.push_back(head_map(weight, bias, head, hd));
@@ -142,7 +153,8 @@ std::vector<Matrix> align_group(const Tensor& weight, const Tensor& bias, const 
     for (std::size_t j = 0; j < members.size(); ++j) {
       rotations[j] = procrustes(maps[j], target, hd, cols);
       const Matrix aligned = rotate(rotations[j], maps[j], hd, cols);
-      for (std::size_t k = 0; k < mean.size(); ++k) mean[k] += aligned[k] / static_cast<double>(members.size());
+      for (std::size_t k = 0; k < mean.size(); ++k)
+        mean[k] += aligned[k] / static_cast<double>(members.size());
     }
     target = std::move(mean);
   }
@@ -150,13 +162,16 @@ std::vector<Matrix> align_group(const Tensor& weight, const Tensor& bias, const 
 }
 
 // Rows [head*hd, (head+1)*hd) of weight [*, cols] and bias <- R^T (those rows).
-void rotate_rows(Tensor& weight, Tensor& bias, std::int64_t head, std::int64_t hd, const Matrix& r) {
+void rotate_rows(Tensor& weight, Tensor& bias, std::int64_t head, std::int64_t hd,
+                 const Matrix& r) {
   const std::int64_t cols = weight.size(1);
   const Matrix rotated = rotate(r, head_map(weight, bias, head, hd), hd, cols + 1);
   for (std::int64_t i = 0; i < hd; ++i) {
     for (std::int64_t c = 0; c < cols; ++c)
-      weight.data<float>()[(head * hd + i) * cols + c] = static_cast<float>(rotated[static_cast<std::size_t>(i * (cols + 1) + c)]);
-    bias.data<float>()[head * hd + i] = static_cast<float>(rotated[static_cast<std::size_t>(i * (cols + 1) + cols)]);
+      weight.data<float>()[(head * hd + i) * cols + c] =
+          static_cast<float>(rotated[static_cast<std::size_t>(i * (cols + 1) + c)]);
+    bias.data<float>()[head * hd + i] =
+        static_cast<float>(rotated[static_cast<std::size_t>(i * (cols + 1) + cols)]);
   }
 }
 
@@ -168,10 +183,12 @@ void rotate_columns(Tensor& w_o, std::int64_t head, std::int64_t hd, const Matri
     float* p = w_o.data<float>() + r * cols + head * hd;
     for (std::int64_t j = 0; j < hd; ++j) {
       double acc = 0;
-      for (std::int64_t k = 0; k < hd; ++k) acc += static_cast<double>(p[k]) * s[static_cast<std::size_t>(k * hd + j)];
+      for (std::int64_t k = 0; k < hd; ++k)
+        acc += static_cast<double>(p[k]) * s[static_cast<std::size_t>(k * hd + j)];
       row[static_cast<std::size_t>(j)] = acc;
     }
-    for (std::int64_t j = 0; j < hd; ++j) p[j] = static_cast<float>(row[static_cast<std::size_t>(j)]);
+    for (std::int64_t j = 0; j < hd; ++j)
+      p[j] = static_cast<float>(row[static_cast<std::size_t>(j)]);
   }
 }
 
@@ -187,8 +204,8 @@ double map_cosine(const Matrix& a, const Matrix& b) {
 
 // Equal-size groups by key similarity: the lowest-index free head seeds a group, which then
 // takes, one at a time, the free head with the highest mean cosine to its members.
-std::vector<std::int64_t> cluster_order(const Tensor& w_k, const Tensor& b_k, std::int64_t heads, std::int64_t per_group,
-                                        std::int64_t hd) {
+std::vector<std::int64_t> cluster_order(const Tensor& w_k, const Tensor& b_k, std::int64_t heads,
+                                        std::int64_t per_group, std::int64_t hd) {
   std::vector<Matrix> maps;
   for (std::int64_t h = 0; h < heads; ++h) maps.push_back(head_map(w_k, b_k, h, hd));
   std::vector<bool> used(static_cast<std::size_t>(heads), false);
@@ -203,7 +220,8 @@ std::vector<std::int64_t> cluster_order(const Tensor& w_k, const Tensor& b_k, st
       for (std::int64_t h = 0; h < heads; ++h) {
         if (used[static_cast<std::size_t>(h)]) continue;
         double score = 0;
-        for (std::int64_t m : group) score += map_cosine(maps[static_cast<std::size_t>(h)], maps[static_cast<std::size_t>(m)]);
+        for (std::int64_t m : group)
+          score += map_cosine(maps[static_cast<std::size_t>(h)], maps[static_cast<std::size_t>(m)]);
         score /= static_cast<double>(group.size());
         if (score > best_score) best_score = score, best = h;
       }
@@ -215,27 +233,32 @@ std::vector<std::int64_t> cluster_order(const Tensor& w_k, const Tensor& b_k, st
   return order;
 }
 
-Tensor permute_row_blocks(const Tensor& t, const std::vector<std::int64_t>& order, std::int64_t hd) {
+Tensor permute_row_blocks(const Tensor& t, const std::vector<std::int64_t>& order,
+                          std::int64_t hd) {
   const std::int64_t cols = t.rank() == 2 ? t.size(1) : 1;
   Tensor out(DType::f32, t.shape());
   for (std::size_t i = 0; i < order.size(); ++i)
-    std::memcpy(out.data<float>() + static_cast<std::int64_t>(i) * hd * cols, t.data<const float>() + order[i] * hd * cols,
+    std::memcpy(out.data<float>() + static_cast<std::int64_t>(i) * hd * cols,
+                t.data<const float>() + order[i] * hd * cols,
                 static_cast<std::size_t>(hd * cols) * sizeof(float));
   return out;
 }
 
-Tensor permute_column_blocks(const Tensor& t, const std::vector<std::int64_t>& order, std::int64_t hd) {
+Tensor permute_column_blocks(const Tensor& t, const std::vector<std::int64_t>& order,
+                             std::int64_t hd) {
   const std::int64_t rows = t.size(0), cols = t.size(1);
   Tensor out(DType::f32, t.shape());
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::size_t i = 0; i < order.size(); ++i)
-      std::memcpy(out.data<float>() + r * cols + static_cast<std::int64_t>(i) * hd, t.data<const float>() + r * cols + order[i] * hd,
+      std::memcpy(out.data<float>() + r * cols + static_cast<std::int64_t>(i) * hd,
+                  t.data<const float>() + r * cols + order[i] * hd,
                   static_cast<std::size_t>(hd) * sizeof(float));
   return out;
 }
 
 // The double-accumulated mean of each group's `per_group` consecutive row blocks.
-Tensor pool_row_blocks(const Tensor& t, std::int64_t groups, std::int64_t per_group, std::int64_t hd) {
+Tensor pool_row_blocks(const Tensor& t, std::int64_t groups, std::int64_t per_group,
+                       std::int64_t hd) {
   const std::int64_t cols = t.rank() == 2 ? t.size(1) : 1;
   std::vector<std::int64_t> shape = t.shape();
   shape[0] = groups * hd;
@@ -243,8 +266,10 @@ Tensor pool_row_blocks(const Tensor& t, std::int64_t groups, std::int64_t per_gr
   for (std::int64_t g = 0; g < groups; ++g)
     for (std::int64_t i = 0; i < hd * cols; ++i) {
       double sum = 0;
-      for (std::int64_t k = 0; k < per_group; ++k) sum += t.data<const float>()[(g * per_group + k) * hd * cols + i];
-      out.data<float>()[g * hd * cols + i] = static_cast<float>(sum / static_cast<double>(per_group));
+      for (std::int64_t k = 0; k < per_group; ++k)
+        sum += t.data<const float>()[(g * per_group + k) * hd * cols + i];
+      out.data<float>()[g * hd * cols + i] =
+          static_cast<float>(sum / static_cast<double>(per_group));
     }
   return out;
 }
@@ -270,9 +295,11 @@ const char* kv_convert_method_name(KvConvertMethod method) {
   return "?";
 }
 
-EncoderWeights convert_kv_heads(const EncoderWeights& w, std::int64_t kv_heads, KvConvertMethod method) {
+EncoderWeights convert_kv_heads(const EncoderWeights& w, std::int64_t kv_heads,
+                                KvConvertMethod method) {
   const EncoderConfig& c = w.config;
-  check(!c.is_grouped(), "model", "a multi-head model (every layer with as many K/V heads as heads)", "a grouped one");
+  check(!c.is_grouped(), "model",
+        "a multi-head model (every layer with as many K/V heads as heads)", "a grouped one");
   for (std::int64_t l = 0; l < c.layers; ++l)
     check(kv_heads >= 1 && c.layer_heads(l) % kv_heads == 0, "--kv-heads",
           concat("a divisor of layer ", l, "'s ", c.layer_heads(l), " heads"), kv_heads);
@@ -322,7 +349,8 @@ EncoderWeights repeat_kv_heads(const EncoderWeights& w) {
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::int64_t h = c.layer_heads(l), group = h / c.layer_kv_heads(l);
     std::vector<std::int64_t> source(static_cast<std::size_t>(h));
-    for (std::int64_t i = 0; i < h; ++i) source[static_cast<std::size_t>(i)] = i / group;  // kv_head_of
+    for (std::int64_t i = 0; i < h; ++i)
+      source[static_cast<std::size_t>(i)] = i / group;  // kv_head_of
     const std::string p = concat("encoder.layer.", l, ".attention.self.");
     for (const char* name : {"key.weight", "key.bias", "value.weight", "value.bias"}) {
       Tensor& x = out.tensors.at(p + name);
@@ -331,7 +359,8 @@ EncoderWeights repeat_kv_heads(const EncoderWeights& w) {
       const std::int64_t cols = x.rank() == 2 ? x.size(1) : 1;
       Tensor repeated(DType::f32, shape);
       for (std::int64_t i = 0; i < h; ++i)
-        std::memcpy(repeated.data<float>() + i * hd * cols, x.data<const float>() + source[static_cast<std::size_t>(i)] * hd * cols,
+        std::memcpy(repeated.data<float>() + i * hd * cols,
+                    x.data<const float>() + source[static_cast<std::size_t>(i)] * hd * cols,
                     static_cast<std::size_t>(hd * cols) * sizeof(float));
       x = std::move(repeated);
     }

@@ -9,9 +9,9 @@
 #include <set>
 #include <sstream>
 
+#include "compress/tensor_copy.h"
 #include "headcount/compress.h"
 #include "headcount/error.h"
-#include "compress/tensor_copy.h"
 
 namespace headcount {
 
@@ -21,42 +21,50 @@ using detail::concat;
 namespace {
 
 // Row blocks `blocks` (each `block` rows) of a [rows, cols] (or [rows]) tensor, in order.
-Tensor take_row_blocks(const Tensor& t, const std::vector<std::int64_t>& blocks, std::int64_t block) {
+Tensor take_row_blocks(const Tensor& t, const std::vector<std::int64_t>& blocks,
+                       std::int64_t block) {
   std::vector<std::int64_t> shape = t.shape();
   const std::int64_t cols = t.rank() == 2 ? shape[1] : 1;
   shape[0] = static_cast<std::int64_t>(blocks.size()) * block;
   Tensor out(DType::f32, shape);
   for (std::size_t i = 0; i < blocks.size(); ++i)
     std::memcpy(out.data<float>() + static_cast<std::int64_t>(i) * block * cols,
-                t.data<const float>() + blocks[i] * block * cols, static_cast<std::size_t>(block * cols) * sizeof(float));
+                t.data<const float>() + blocks[i] * block * cols,
+                static_cast<std::size_t>(block * cols) * sizeof(float));
   return out;
 }
 
 // Column blocks of a [rows, cols] tensor, in order.
-Tensor take_column_blocks(const Tensor& t, const std::vector<std::int64_t>& blocks, std::int64_t block) {
-  const std::int64_t rows = t.size(0), cols = t.size(1), new_cols = static_cast<std::int64_t>(blocks.size()) * block;
+Tensor take_column_blocks(const Tensor& t, const std::vector<std::int64_t>& blocks,
+                          std::int64_t block) {
+  const std::int64_t rows = t.size(0), cols = t.size(1),
+                     new_cols = static_cast<std::int64_t>(blocks.size()) * block;
   Tensor out(DType::f32, {rows, new_cols});
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::size_t i = 0; i < blocks.size(); ++i)
       std::memcpy(out.data<float>() + r * new_cols + static_cast<std::int64_t>(i) * block,
-                  t.data<const float>() + r * cols + blocks[i] * block, static_cast<std::size_t>(block) * sizeof(float));
+                  t.data<const float>() + r * cols + blocks[i] * block,
+                  static_cast<std::size_t>(block) * sizeof(float));
   return out;
 }
 
 }  // namespace
 
-EncoderWeights prune_heads(const EncoderWeights& w, const std::vector<std::vector<std::int64_t>>& remove) {
+EncoderWeights prune_heads(const EncoderWeights& w,
+                           const std::vector<std::vector<std::int64_t>>& remove) {
   const EncoderConfig& c = w.config;
-  check(static_cast<std::int64_t>(remove.size()) == c.layers, "heads to remove", concat("one list per layer (", c.layers, ")"),
-        remove.size());
+  check(static_cast<std::int64_t>(remove.size()) == c.layers, "heads to remove",
+        concat("one list per layer (", c.layers, ")"), remove.size());
   EncoderWeights out{.source_dir = w.source_dir, .config = c};
   for (const auto& [name, t] : w.tensors) out.tensors.emplace(name, clone(t));
-  if (out.config.pruned_heads.empty()) out.config.pruned_heads.assign(static_cast<std::size_t>(c.layers), {});
+  if (out.config.pruned_heads.empty())
+    out.config.pruned_heads.assign(static_cast<std::size_t>(c.layers), {});
   const bool grouped = !c.kv_heads.empty();
   const std::int64_t hd = c.head_dim();
 
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    const std::set<std::int64_t> drop(remove[static_cast<std::size_t>(l)].begin(), remove[static_cast<std::size_t>(l)].end());
+    const std::set<std::int64_t> drop(remove[static_cast<std::size_t>(l)].begin(),
+                                      remove[static_cast<std::size_t>(l)].end());
     if (drop.empty()) continue;
     // Current positions of the heads to drop (originals -> index among the layer's heads now).
     const std::int64_t h = c.layer_heads(l), g = c.layer_kv_heads(l), group = h / g;
@@ -68,41 +76,52 @@ EncoderWeights prune_heads(const EncoderWeights& w, const std::vector<std::vecto
         found.insert(c.original_head(l, i));
       }
     for (std::int64_t head : drop)
-      check(found.count(head) == 1, concat("layer ", l, " head ", head), "a head the model still has",
-            head < 0 || head >= c.heads ? concat("an index outside [0, ", c.heads, ")") : std::string("one pruned before"));
+      check(found.count(head) == 1, concat("layer ", l, " head ", head),
+            "a head the model still has",
+            head < 0 || head >= c.heads ? concat("an index outside [0, ", c.heads, ")")
+                                        : std::string("one pruned before"));
     std::vector<std::int64_t> kept_q, kept_kv;
     for (std::int64_t kv = 0; kv < g; ++kv) {
       std::int64_t gone = 0;
-      for (std::int64_t i = kv * group; i < (kv + 1) * group; ++i) gone += dropped[static_cast<std::size_t>(i)] ? 1 : 0;
+      for (std::int64_t i = kv * group; i < (kv + 1) * group; ++i)
+        gone += dropped[static_cast<std::size_t>(i)] ? 1 : 0;
       check(gone == 0 || gone == group, concat("layer ", l, " K/V group ", kv),
-            concat("all or none of its ", group, " query heads removed (a K/V head goes only with its whole group)"),
+            concat("all or none of its ", group,
+                   " query heads removed (a K/V head goes only with its whole group)"),
             concat(gone, " of them"));
       if (gone == 0) kept_kv.push_back(kv);
     }
     for (std::int64_t i = 0; i < h; ++i)
       if (!dropped[static_cast<std::size_t>(i)]) kept_q.push_back(i);
-    check(!kept_q.empty(), concat("layer ", l), "at least one head left", concat("all ", h, " removed"));
+    check(!kept_q.empty(), concat("layer ", l), "at least one head left",
+          concat("all ", h, " removed"));
 
     const std::string p = concat("encoder.layer.", l, ".attention.");
     auto& t = out.tensors;
     for (const char* part : {"weight", "bias"}) {
-      t[concat(p, "self.query.", part)] = take_row_blocks(w.tensors.at(concat(p, "self.query.", part)), kept_q, hd);
-      t[concat(p, "self.key.", part)] = take_row_blocks(w.tensors.at(concat(p, "self.key.", part)), kept_kv, hd);
-      t[concat(p, "self.value.", part)] = take_row_blocks(w.tensors.at(concat(p, "self.value.", part)), kept_kv, hd);
+      t[concat(p, "self.query.", part)] =
+          take_row_blocks(w.tensors.at(concat(p, "self.query.", part)), kept_q, hd);
+      t[concat(p, "self.key.", part)] =
+          take_row_blocks(w.tensors.at(concat(p, "self.key.", part)), kept_kv, hd);
+      t[concat(p, "self.value.", part)] =
+          take_row_blocks(w.tensors.at(concat(p, "self.value.", part)), kept_kv, hd);
     }
-    t[p + "output.dense.weight"] = take_column_blocks(w.tensors.at(p + "output.dense.weight"), kept_q, hd);
+    t[p + "output.dense.weight"] =
+        take_column_blocks(w.tensors.at(p + "output.dense.weight"), kept_q, hd);
 
     std::vector<std::int64_t>& pruned = out.config.pruned_heads[static_cast<std::size_t>(l)];
     pruned.insert(pruned.end(), drop.begin(), drop.end());
     std::sort(pruned.begin(), pruned.end());
-    if (grouped) out.config.kv_heads[static_cast<std::size_t>(l)] = static_cast<std::int64_t>(kept_kv.size());
+    if (grouped)
+      out.config.kv_heads[static_cast<std::size_t>(l)] = static_cast<std::int64_t>(kept_kv.size());
   }
   if (!out.config.is_pruned()) out.config.pruned_heads.clear();
   validate_head_layout(out.config, "pruned model");
   return out;
 }
 
-std::vector<std::vector<std::int64_t>> parse_head_list(const std::string& text, const EncoderConfig& c) {
+std::vector<std::vector<std::int64_t>> parse_head_list(const std::string& text,
+                                                       const EncoderConfig& c) {
   std::vector<std::vector<std::int64_t>> remove(static_cast<std::size_t>(c.layers));
   check(!text.empty(), "--heads", "a list LAYER:HEAD,... (e.g. 0:3,5:11)", "an empty string");
   std::stringstream items(text);
@@ -120,9 +139,10 @@ std::vector<std::vector<std::int64_t>> parse_head_list(const std::string& text, 
     } catch (const std::exception&) {
       layer = head = -1;
     }
-    check(layer >= 0 && layer < c.layers && head >= 0 && head < c.heads, "--heads",
-          concat("LAYER:HEAD items with LAYER in [0, ", c.layers, ") and HEAD in [0, ", c.heads, ")"),
-          concat("\"", item, "\""));
+    check(
+        layer >= 0 && layer < c.layers && head >= 0 && head < c.heads, "--heads",
+        concat("LAYER:HEAD items with LAYER in [0, ", c.layers, ") and HEAD in [0, ", c.heads, ")"),
+        concat("\"", item, "\""));
     remove[static_cast<std::size_t>(layer)].push_back(head);
   }
   return remove;

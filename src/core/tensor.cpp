@@ -13,20 +13,28 @@ namespace headcount {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::bf16: return 2;
-    case DType::i8: return 1;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::bf16:
+      return 2;
+    case DType::i8:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::bf16: return "bf16";
-    case DType::i8: return "i8";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::bf16:
+      return "bf16";
+    case DType::i8:
+      return "i8";
   }
   return "?";
 }
@@ -41,8 +49,8 @@ std::string join(const std::int64_t* values, int count) {
 }
 
 TensorView make_contiguous(void* data, DType dtype, const std::int64_t* shape, std::size_t rank) {
-  check(rank >= 1 && rank <= static_cast<std::size_t>(kMaxRank), "tensor rank",
-        "1 to 4 dimensions", rank);
+  check(rank >= 1 && rank <= static_cast<std::size_t>(kMaxRank), "tensor rank", "1 to 4 dimensions",
+        rank);
   TensorView view;
   view.data = data;
   view.dtype = dtype;
@@ -116,7 +124,8 @@ Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape)
       numel_ = 0;
       break;
     }
-    check(numel_ <= limit / extent, "tensor shape", "a size that fits in 64 bits", shape_string(shape_));
+    check(numel_ <= limit / extent, "tensor shape", "a size that fits in 64 bits",
+          shape_string(shape_));
     numel_ *= extent;
   }
   // The buffer is zeroed, so under overcommit an allocation above physical memory "succeeds" and
@@ -128,7 +137,8 @@ Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape)
     const auto memory = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
     check(pages <= 0 || page <= 0 || this->bytes() <= memory, "tensor shape",
           detail::concat("at most ", memory, " bytes (this machine's memory)"),
-          detail::concat(shape_string(shape_), " ", dtype_name(dtype_), " = ", this->bytes(), " bytes"));
+          detail::concat(shape_string(shape_), " ", dtype_name(dtype_), " = ", this->bytes(),
+                         " bytes"));
   }
   constexpr std::size_t kAlign = 64;  // one cache line, and one AVX-512 register
   std::size_t bytes = (this->bytes() + kAlign - 1) / kAlign * kAlign;
@@ -139,8 +149,6 @@ Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape)
   buffer_.reset(static_cast<std::byte*>(p));
 }
 
-TensorView Tensor::view() const {
-  return TensorView::contiguous(buffer_.get(), dtype_, shape_);
-}
+TensorView Tensor::view() const { return TensorView::contiguous(buffer_.get(), dtype_, shape_); }
 
 }  // namespace headcount

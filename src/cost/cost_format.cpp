@@ -81,8 +81,8 @@ std::string format_cost_table(const CostReport& report) {
   const std::int64_t tile = tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len);
   char approx[32];
   std::snprintf(approx, sizeof approx, "%.3g", static_cast<double>(report.projections.macs));
-  out << "\nprojections (Q, K, V, O together): " << grouped(report.projections.weights) << " weights, "
-      << grouped(report.projections.macs) << " multiply-adds (~" << approx << ")\n";
+  out << "\nprojections (Q, K, V, O together): " << grouped(report.projections.weights)
+      << " weights, " << grouped(report.projections.macs) << " multiply-adds (~" << approx << ")\n";
   out << "parameters: " << grouped(report.total_parameters)
       << " (weight matrices only; biases are not counted)\n"
       << "KV cache: " << grouped(report.kv_cache_bytes_per_token)
@@ -98,12 +98,13 @@ std::string format_cost_table(const CostReport& report) {
       << "  the peak of the two scores columns\n";
 
   if (!report.kv_cache_layouts.empty()) {
-    out << "\nKV cache for the whole context: " << grouped(c.context) << " positions x batch " << c.batch
-        << " x " << c.layers << " layer" << (c.layers == 1 ? "" : "s") << " (K and V)\n";
-    std::vector<std::array<std::string, 5>> kv_rows = {{"layout", "kv_heads", "f32 bytes", "bf16 bytes", "int8 bytes"}};
+    out << "\nKV cache for the whole context: " << grouped(c.context) << " positions x batch "
+        << c.batch << " x " << c.layers << " layer" << (c.layers == 1 ? "" : "s") << " (K and V)\n";
+    std::vector<std::array<std::string, 5>> kv_rows = {
+        {"layout", "kv_heads", "f32 bytes", "bf16 bytes", "int8 bytes"}};
     for (const KvCacheLayoutCost& l : report.kv_cache_layouts)
-      kv_rows.push_back({l.layout + (l.configured ? " *" : ""), std::to_string(l.kv_heads), grouped(l.f32_bytes),
-                         grouped(l.bf16_bytes), grouped(l.int8_bytes)});
+      kv_rows.push_back({l.layout + (l.configured ? " *" : ""), std::to_string(l.kv_heads),
+                         grouped(l.f32_bytes), grouped(l.bf16_bytes), grouped(l.int8_bytes)});
     std::array<std::size_t, 5> w{};
     for (const auto& row : kv_rows)
       for (int i = 0; i < 5; ++i) w[i] = std::max(w[i], row[i].size());
@@ -112,7 +113,8 @@ std::string format_cost_table(const CostReport& report) {
       for (int i = 1; i < 5; ++i) out << "  " << std::string(w[i] - row[i].size(), ' ') << row[i];
       out << '\n';
     }
-    out << "* = the configured kv_heads. bytes = layers * batch * context * kv_heads * (head_dim +\n"
+    out << "* = the configured kv_heads. bytes = layers * batch * context * kv_heads * (head_dim "
+           "+\n"
         << "  v_head_dim) * element bytes; int8 adds one fp32 scale per token, kv head and K/V.\n"
         << "  GQA, when not configured: the largest divisor of heads <= max(2, heads/4).\n";
   }
@@ -130,36 +132,40 @@ std::string cost_to_json(const CostReport& report, int indent) {
                       {"reference_score_entries", s.reference_score_entries},
                       {"streaming_score_entries", s.streaming_score_entries}});
   }
-  nlohmann::ordered_json doc = {{"config",
-                                       {{"d_model", c.d_model},
-                                        {"heads", c.heads},
-                                        {"kv_heads", c.kv_heads},
-                                        {"head_dim", c.head_dim},
-                                        {"v_head_dim", c.v_head_dim},
-                                        {"seq_len", c.seq_len},
-                                        {"kv_len", c.kv_len},
-                                        {"batch", c.batch},
-                                        {"d_ff", c.d_ff},
-                                        {"dtype", dtype_name(c.dtype)},
-                                        {"bytes_per_element", dtype_size(c.dtype)},
-                                        {"threads", c.threads}}},
-                                      {"stages", std::move(stages)},
-                                      {"kv_cache_bytes_per_token", report.kv_cache_bytes_per_token},
-                                      {"kv_cache_bytes", report.kv_cache_bytes},
-                                      {"total_parameters", report.total_parameters},
-                                      {"projections",
-                                       {{"weights", report.projections.weights},
-                                        {"macs", report.projections.macs},
-                                        {"activation_bytes", report.projections.activation_bytes}}},
-                                      {"streaming_tile_entries", tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len)}};
+  nlohmann::ordered_json doc = {
+      {"config",
+       {{"d_model", c.d_model},
+        {"heads", c.heads},
+        {"kv_heads", c.kv_heads},
+        {"head_dim", c.head_dim},
+        {"v_head_dim", c.v_head_dim},
+        {"seq_len", c.seq_len},
+        {"kv_len", c.kv_len},
+        {"batch", c.batch},
+        {"d_ff", c.d_ff},
+        {"dtype", dtype_name(c.dtype)},
+        {"bytes_per_element", dtype_size(c.dtype)},
+        {"threads", c.threads}}},
+      {"stages", std::move(stages)},
+      {"kv_cache_bytes_per_token", report.kv_cache_bytes_per_token},
+      {"kv_cache_bytes", report.kv_cache_bytes},
+      {"total_parameters", report.total_parameters},
+      {"projections",
+       {{"weights", report.projections.weights},
+        {"macs", report.projections.macs},
+        {"activation_bytes", report.projections.activation_bytes}}},
+      {"streaming_tile_entries", tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len)}};
   if (!report.kv_cache_layouts.empty()) {
     nlohmann::ordered_json layouts = nlohmann::ordered_json::array();
     for (const KvCacheLayoutCost& l : report.kv_cache_layouts)
-      layouts.push_back({{"layout", l.layout},
-                         {"kv_heads", l.kv_heads},
-                         {"configured", l.configured},
-                         {"bytes", {{"f32", l.f32_bytes}, {"bf16", l.bf16_bytes}, {"int8", l.int8_bytes}}}});
-    doc["kv_cache_context"] = {{"context", c.context}, {"layers", c.layers}, {"batch", c.batch},
+      layouts.push_back(
+          {{"layout", l.layout},
+           {"kv_heads", l.kv_heads},
+           {"configured", l.configured},
+           {"bytes", {{"f32", l.f32_bytes}, {"bf16", l.bf16_bytes}, {"int8", l.int8_bytes}}}});
+    doc["kv_cache_context"] = {{"context", c.context},
+                               {"layers", c.layers},
+                               {"batch", c.batch},
                                {"layouts", std::move(layouts)}};
   }
   return doc.dump(indent);

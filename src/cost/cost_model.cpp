@@ -126,7 +126,8 @@ CostReport estimate_cost(const CostConfig& config) {
       .macs = product("scores", {B, H, n, m, Dk}),
       .activation_bytes = product("scores", {B, H, n, m, bytes}),
       .reference_score_entries = product("scores", {B, H, n, m}),
-      .streaming_score_entries = product("scores", {c.threads, tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len)})};
+      .streaming_score_entries = product(
+          "scores", {c.threads, tuning::streaming_tile_entries(c.heads / c.kv_heads, c.seq_len)})};
   const StageCost weighted{.stage = "weighted sum",
                            .macs = product("weighted sum", {B, H, n, m, Dv}),
                            .activation_bytes = product("weighted sum", {B, n, H, Dv, bytes})};
@@ -162,7 +163,8 @@ CostReport estimate_cost(const CostConfig& config) {
       // A copy: clang before 16 cannot capture a structured binding in a lambda.
       const std::int64_t kv_heads = kv_heads_binding;
       auto bytes = [&](CacheDType dtype) {
-        return product("kv cache", {c.layers, B, c.context, cache_token_bytes(dtype, kv_heads, Dk, Dv)});
+        return product("kv cache",
+                       {c.layers, B, c.context, cache_token_bytes(dtype, kv_heads, Dk, Dv)});
       };
       report.kv_cache_layouts.push_back({.layout = name,
                                          .kv_heads = kv_heads,
@@ -185,13 +187,16 @@ CommunicationCost communication_cost(const CostConfig& config, int ranks) {
   if (c.kv_heads % P == 0) {
     out.heads_possible = true;
     out.allreduce_bytes = product(stage, {4, c.batch, c.seq_len, c.d_model});
-    out.allreduce_wire_bytes = out.allreduce_bytes / P * 2 * (P - 1) +
-                               out.allreduce_bytes % P * 2 * (P - 1) / P;  // 2(P-1)/P of it, rounded down
-    out.gather_bytes = P == 1 ? 0 : product(stage, {4, c.batch, c.seq_len, c.heads / P, c.v_head_dim + 1});
+    out.allreduce_wire_bytes =
+        out.allreduce_bytes / P * 2 * (P - 1) +
+        out.allreduce_bytes % P * 2 * (P - 1) / P;  // 2(P-1)/P of it, rounded down
+    out.gather_bytes =
+        P == 1 ? 0 : product(stage, {4, c.batch, c.seq_len, c.heads / P, c.v_head_dim + 1});
   }
   if (c.seq_len % (2 * P) == 0 && c.kv_len == c.seq_len) {
     out.ring_possible = true;
-    out.ring_bytes_per_step = product(stage, {4, c.batch, c.seq_len / P, c.kv_heads, c.head_dim + c.v_head_dim});
+    out.ring_bytes_per_step =
+        product(stage, {4, c.batch, c.seq_len / P, c.kv_heads, c.head_dim + c.v_head_dim});
     out.ring_bytes = product(stage, {P - 1, out.ring_bytes_per_step});
     out.ring_backward_bytes = P == 1 ? 0 : product(stage, {2 * P - 1, out.ring_bytes_per_step});
   }

@@ -57,7 +57,10 @@ struct Budget {
 // every lr in {1e-3, 3e-3, 1e-2}, already at step 200; the tie was broken by the mean
 // validation loss over h, 2.1e-3 / 2.6e-4 / 4.3e-5, so lr = 1e-2. The pilot never trained a
 // non-control variant.
-constexpr Budget kBudget{.relation_steps = 1000, .esp_steps = 900, .relation_batch = 32, .esp_batch = 32,
+constexpr Budget kBudget{.relation_steps = 1000,
+                         .esp_steps = 900,
+                         .relation_batch = 32,
+                         .esp_batch = 32,
                          .validation_sequences = 512};
 constexpr Budget kQuickBudget{.relation_steps = 12,
                               .esp_steps = 10,
@@ -448,22 +451,23 @@ Experiment make_blur(const ExperimentOptions& o) {
                            .config = c});
       }
   const std::size_t runs = e.cells.size() * static_cast<std::size_t>(o.seeds);
-  e.budget = concat("(a) multi-retrieval (control: unordered pair, pair, three, content), seq_len ",
-                    kRelationSeqLen, ", 1 layer d_model ", kRelationDModel, " d_ff ",
-                    4 * kRelationDModel, ", batch ", b.relation_batch, ", ", relation_steps,
-                    " steps (AdamW ", format_number(kRelationLr), " -> ",
-                    format_number(kRelationLr / 10), ", the learning rate chosen by a pilot on the "
-                    "control variant, averaged over every h); (b) esp 8 vertices 12 arcs, seq_len 16, "
-                    "attention-only 1 layer, batch ",
-                    b.esp_batch, ", ", esp_steps, " steps (AdamW 1e-3 -> 1e-4); ", e.cells.size(),
-                    " cells x ", o.seeds, " seeds = ", runs, " runs; steps to 99% read at ",
-                    e.eval_points - 1, " evenly spaced validation points (", e.eval_batches,
-                    " batches) and the final one (all ", b.validation_sequences, " sequences). ",
-                    o.quick ? "--quick: a smoke-sized run (< 60 s), not evidence."
-                            : "Steps were sized from measured step times so the default grid fits "
-                              "15 minutes on 2 cores "
-                              "(--threads 2); the models are trained at this budget only, and "
-                              "every verdict is about it.");
+  e.budget =
+      concat("(a) multi-retrieval (control: unordered pair, pair, three, content), seq_len ",
+             kRelationSeqLen, ", 1 layer d_model ", kRelationDModel, " d_ff ", 4 * kRelationDModel,
+             ", batch ", b.relation_batch, ", ", relation_steps, " steps (AdamW ",
+             format_number(kRelationLr), " -> ", format_number(kRelationLr / 10),
+             ", the learning rate chosen by a pilot on the "
+             "control variant, averaged over every h); (b) esp 8 vertices 12 arcs, seq_len 16, "
+             "attention-only 1 layer, batch ",
+             b.esp_batch, ", ", esp_steps, " steps (AdamW 1e-3 -> 1e-4); ", e.cells.size(),
+             " cells x ", o.seeds, " seeds = ", runs, " runs; steps to 99% read at ",
+             e.eval_points - 1, " evenly spaced validation points (", e.eval_batches,
+             " batches) and the final one (all ", b.validation_sequences, " sequences). ",
+             o.quick ? "--quick: a smoke-sized run (< 60 s), not evidence."
+                     : "Steps were sized from measured step times so the default grid fits "
+                       "15 minutes on 2 cores "
+                       "(--threads 2); the models are trained at this budget only, and "
+                       "every verdict is about it.");
   e.at_final = [](RunView& v) {
     const auto probe =
         train::probe_heads(v.ctx, v.trainer.model(), v.trainer.task(),

@@ -21,7 +21,7 @@ using detail::concat;
 
 namespace {
 constexpr double kLr = 3e-3, kMinLr = 3e-4;  // the pilot's choice (see the file comment)
-constexpr std::int64_t kCharLmSteps = 500;  // default run length (see the file comment)
+constexpr std::int64_t kCharLmSteps = 500;   // default run length (see the file comment)
 constexpr std::int64_t kQuickSteps = 40;
 constexpr std::int64_t kValidationSequences = 144;  // 12 batches of 12 windows of 64 characters
 }  // namespace
@@ -71,9 +71,10 @@ train::TrainConfig char_lm_config(const CharLmShape& s, std::int64_t heads, std:
 std::string char_lm_budget(const CharLmShape& s, const ExperimentOptions& o, std::size_t cells) {
   return concat("char-lm on data/pride-and-prejudice.txt, ", s.layers, " layers, d_model ",
                 s.d_model, ", context ", s.context, ", batch ", s.batch, ", ", s.steps,
-                " steps per run (AdamW lr ", kLr, " -> ", kMinLr, " cosine), ", cells, " cells x ", o.seeds,
-                " seeds = ", cells * static_cast<std::size_t>(o.seeds), " runs; validation on the ",
-                s.validation_sequences, " windows of the text's held-out tail. ",
+                " steps per run (AdamW lr ", kLr, " -> ", kMinLr, " cosine), ", cells, " cells x ",
+                o.seeds, " seeds = ", cells * static_cast<std::size_t>(o.seeds),
+                " runs; validation on the ", s.validation_sequences,
+                " windows of the text's held-out tail. ",
                 o.quick ? "--quick: a smoke-sized shape (< 60 s), not evidence."
                         : "The step count was set so that the default grid fits 15 minutes on 2 "
                           "idle cores (two runs at a time, one thread each); the models are not "

@@ -1,7 +1,8 @@
 // The char-LM setting head-sweep and scale share (issue 11): nanoGPT's CPU recipe shape
 // (4 layers, d_model 128, context 64, batch 12, AdamW cosine schedule, warm-up, weight decay
-// 0.1, clipping 1.0) at a higher learning rate (3e-3 -> 3e-4, from a pilot) on the committed text, with a step count chosen so the default grid
-// fits its time budget (kCharLmSteps; the measurement behind it is in char_lm_grid.cpp), and a
+// 0.1, clipping 1.0) at a higher learning rate (3e-3 -> 3e-4, from a pilot) on the committed text,
+// with a step count chosen so the default grid fits its time budget (kCharLmSteps; the measurement
+// behind it is in char_lm_grid.cpp), and a
 // --quick shape small enough for CI.
 #pragma once
 

@@ -31,8 +31,12 @@ struct Budget {
 // for a planned 11 minutes; that default grid then ran in 266 s (concurrently with blur), so
 // both step counts were multiplied by 3 (266 s x 3 = 13.3 minutes). The first run's JSON is
 // kept beside the final one (bench/results/2026-12-01-experiment-kv-heads-short.json).
-constexpr Budget kBudget{.mqar_steps = 1200, .lm_steps = 1500, .mqar_batch = 16, .lm_batch = 12,
-                         .mqar_validation = 256, .lm_validation = 240};
+constexpr Budget kBudget{.mqar_steps = 1200,
+                         .lm_steps = 1500,
+                         .mqar_batch = 16,
+                         .lm_batch = 12,
+                         .mqar_validation = 256,
+                         .lm_validation = 240};
 constexpr Budget kQuickBudget{.mqar_steps = 12,
                               .lm_steps = 12,
                               .mqar_batch = 8,

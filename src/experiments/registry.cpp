@@ -8,21 +8,26 @@ namespace headcount::experiments {
 std::vector<ExperimentSpec> experiment_specs() {
   return {
       {.name = "head-sweep",
-       .summary = "char LM, 4 layers, d_model 128: h = 1..64 at equal cost (head_dim 128..2), plus head_dim fixed at 16",
+       .summary = "char LM, 4 layers, d_model 128: h = 1..64 at equal cost (head_dim 128..2), plus "
+                  "head_dim fixed at 16",
        .make = make_head_sweep},
       {.name = "scale",
-       .summary = "head-sweep's model at h = 8 and 32: score scale 1/sqrt(head_dim) vs 1/sqrt(d_model)",
+       .summary =
+           "head-sweep's model at h = 8 and 32: score scale 1/sqrt(head_dim) vs 1/sqrt(d_model)",
        .make = make_scale},
       {.name = "blur",
-       .summary = "one softmax blurs: multi-relation variants at h = 1..8 (1 layer) and ESP, 1 vs 2 heads, cyclic vs acyclic",
+       .summary = "one softmax blurs: multi-relation variants at h = 1..8 (1 layer) and ESP, 1 vs "
+                  "2 heads, cyclic vs acyclic",
        .make = make_blur},
       {.name = "kv-heads",
-       .summary = "MQAR and the char LM with kv_heads h, h/2, h/4, 1; MHA mean-pooled to GQA, then uptrained 5%",
+       .summary = "MQAR and the char LM with kv_heads h, h/2, h/4, 1; MHA mean-pooled to GQA, then "
+                  "uptrained 5%",
        .make = make_kv_heads},
   };
 }
 
-const ExperimentSpec& find_experiment(const std::vector<ExperimentSpec>& specs, const std::string& name) {
+const ExperimentSpec& find_experiment(const std::vector<ExperimentSpec>& specs,
+                                      const std::string& name) {
   std::string names;
   for (const ExperimentSpec& s : specs) {
     if (s.name == name) return s;

@@ -133,8 +133,8 @@ RunRecord train_run(Context& ctx, const Experiment& e, const ExperimentOptions& 
   double window_sum = 0;
   std::int64_t window_count = 0, unreported = 0;
   auto last_report = Clock::now();
-  const std::size_t run_number = ci * static_cast<std::size_t>(options.seeds) +
-                                 static_cast<std::size_t>(si) + 1;
+  const std::size_t run_number =
+      ci * static_cast<std::size_t>(options.seeds) + static_cast<std::size_t>(si) + 1;
   for (std::int64_t s = 0; s < steps; ++s) {
     const auto t0 = Clock::now();
     const double loss = trainer.train_step();
@@ -209,8 +209,8 @@ ExperimentResult run_experiment(Context& ctx, const Experiment& e, const Experim
   // in about half the time. Every run computes on one thread whatever --threads is, so the
   // results do not depend on the thread count; a run's record depends only on its cell and
   // seed, and the records are kept in grid order.
-  const std::size_t lanes =
-      std::min<std::size_t>(static_cast<std::size_t>(std::max(1, ctx.threads())), shared.total_runs);
+  const std::size_t lanes = std::min<std::size_t>(
+      static_cast<std::size_t>(std::max(1, ctx.threads())), shared.total_runs);
   std::vector<RunRecord> runs(shared.total_runs);
   std::vector<std::exception_ptr> errors(shared.total_runs);
   std::atomic<std::size_t> next{0};

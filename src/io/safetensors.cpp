@@ -32,9 +32,9 @@ struct SafetensorsFile::Mapping {
 
 std::size_t safetensors_dtype_size(std::string_view dtype) {
   static const std::pair<std::string_view, std::size_t> kSizes[] = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
-      {"F64", 8},  {"I64", 8}, {"U64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
   for (const auto& [name, size] : kSizes)
     if (name == dtype) return size;
   return 0;
@@ -147,7 +147,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   check(header_length <= size - 8, path + ": header length",
         concat("at most ", size - 8, " (the file has ", size, " bytes)"), header_length);
   const char* header = reinterpret_cast<const char*>(base + 8);
-  const json root = json::parse(header, header + header_length, nullptr, /*allow_exceptions=*/false);
+  const json root =
+      json::parse(header, header + header_length, nullptr, /*allow_exceptions=*/false);
   check(!root.is_discarded() && root.is_object(), path + ": header",
         concat("a JSON object of ", header_length, " bytes"), "malformed JSON");
 
@@ -177,8 +178,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const SafetensorsEntry* previous = nullptr;
   for (const SafetensorsEntry* e : by_offset) {
     if (e->begin < covered)
-      fail(path, concat("tensor '", e->name, "' bytes [", e->begin, ", ", e->end, ") overlap tensor '",
-                        previous->name, "' bytes [", previous->begin, ", ", previous->end, ")"));
+      fail(path,
+           concat("tensor '", e->name, "' bytes [", e->begin, ", ", e->end, ") overlap tensor '",
+                  previous->name, "' bytes [", previous->begin, ", ", previous->end, ")"));
     if (e->begin > covered)
       fail(path, concat("data region has a hole: bytes [", covered, ", ", e->begin,
                         ") belong to no tensor (before tensor '", e->name, "')"));
@@ -196,8 +198,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 }
 
 const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const {
-  auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
-                             [](const SafetensorsEntry& e, std::string_view n) { return e.name < n; });
+  auto it =
+      std::lower_bound(entries_.begin(), entries_.end(), name,
+                       [](const SafetensorsEntry& e, std::string_view n) { return e.name < n; });
   return it != entries_.end() && it->name == name ? &*it : nullptr;
 }
 
@@ -231,7 +234,8 @@ Tensor SafetensorsFile::load_f32(std::string_view name,
                                  const std::vector<std::int64_t>& expected_shape) const {
   const SafetensorsEntry* e = find(name);
   if (e == nullptr)
-    fail(path_, concat("tensor '", name, "': missing (expected shape ", shape_string(expected_shape), ")"));
+    fail(path_, concat("tensor '", name, "': missing (expected shape ",
+                       shape_string(expected_shape), ")"));
   check(e->shape == expected_shape, concat(path_, ": tensor '", name, "' shape"),
         shape_string(expected_shape), shape_string(e->shape));
   return load_f32(name);

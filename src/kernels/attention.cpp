@@ -1,7 +1,8 @@
 // Kernel choice by name: the single entry the CLI and the layer call.
+#include "headcount/attention.h"
+
 #include <string>
 
-#include "headcount/attention.h"
 #include "headcount/error.h"
 
 namespace headcount {

@@ -51,8 +51,8 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
     return static_cast<double>(p.bias.ptr<const float>()[p.bias.offset({bb, bh, i, j})]);
   };
   // Element e of row (b, t, head) of a [batch, len, heads, dim] tensor, widened to double.
-  auto at = [&](const TensorView& t, std::int64_t b, std::int64_t row, std::int64_t head, std::int64_t e)
-                __attribute__((always_inline)) {
+  auto at = [&](const TensorView& t, std::int64_t b, std::int64_t row, std::int64_t head,
+                std::int64_t e) __attribute__((always_inline)) {
     return value(t, t.offset({b, row, head, e}));
   };
 
@@ -77,8 +77,10 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
           row[j] = minus_inf;
           if (j < keys.begin || j >= keys.end) continue;
           double dot = 0.0;
-          for (std::int64_t d = 0; d < s.head_dim; ++d) dot += at(p.q, b, i, h, d) * at(p.k, b, j, kv_h, d);
-          row[j] = static_cast<double>(s.scale) * dot + (p.bias.empty() ? 0.0 : bias_at(b, h, i, j));
+          for (std::int64_t d = 0; d < s.head_dim; ++d)
+            dot += at(p.q, b, i, h, d) * at(p.k, b, j, kv_h, d);
+          row[j] =
+              static_cast<double>(s.scale) * dot + (p.bias.empty() ? 0.0 : bias_at(b, h, i, j));
           ++entries;
         }
         // 2. softmax
@@ -90,14 +92,16 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
           for (std::int64_t j = 0; j < s.kv_len; ++j) sum += std::exp(row[j] - row_max);
           lse = row_max + std::log(sum);
         }
-        for (std::int64_t j = 0; j < s.kv_len; ++j) row[j] = lse == minus_inf ? 0.0 : std::exp(row[j] - lse);
+        for (std::int64_t j = 0; j < s.kv_len; ++j)
+          row[j] = lse == minus_inf ? 0.0 : std::exp(row[j] - lse);
         // 3. output and D
         std::fill(o.begin(), o.end(), 0.0);
         for (std::int64_t j = 0; j < s.kv_len; ++j)
           for (std::int64_t e = 0; e < s.v_head_dim; ++e)
             o[static_cast<std::size_t>(e)] += row[j] * at(p.v, b, j, kv_h, e);
         double dot = 0.0;
-        for (std::int64_t e = 0; e < s.v_head_dim; ++e) dot += at(g.d_out, b, i, h, e) * o[static_cast<std::size_t>(e)];
+        for (std::int64_t e = 0; e < s.v_head_dim; ++e)
+          dot += at(g.d_out, b, i, h, e) * o[static_cast<std::size_t>(e)];
         delta[static_cast<std::size_t>(i)] = dot;
       }
 
@@ -105,7 +109,8 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
       for (std::int64_t j = 0; j < s.kv_len; ++j)
         for (std::int64_t i = 0; i < s.q_len; ++i)
           for (std::int64_t e = 0; e < s.v_head_dim; ++e)
-            dv[static_cast<std::size_t>(j * s.v_head_dim + e)] += P[i * s.kv_len + j] * at(g.d_out, b, i, h, e);
+            dv[static_cast<std::size_t>(j * s.v_head_dim + e)] +=
+                P[i * s.kv_len + j] * at(g.d_out, b, i, h, e);
 
       // 5. dS, in place of P
       for (std::int64_t i = 0; i < s.q_len; ++i)
@@ -113,7 +118,8 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
           double& x = P[i * s.kv_len + j];
           if (x == 0.0) continue;  // masked (or underflowed): dS = 0 either way
           double dp = 0.0;
-          for (std::int64_t e = 0; e < s.v_head_dim; ++e) dp += at(g.d_out, b, i, h, e) * at(p.v, b, j, kv_h, e);
+          for (std::int64_t e = 0; e < s.v_head_dim; ++e)
+            dp += at(g.d_out, b, i, h, e) * at(p.v, b, j, kv_h, e);
           x *= dp - delta[static_cast<std::size_t>(i)];
         }
 
@@ -125,27 +131,31 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
         std::fill(dq_row.begin(), dq_row.end(), 0.0);
         for (std::int64_t j = 0; j < s.kv_len; ++j) {
           const double pj = P[i * s.kv_len + j];
-          for (std::int64_t d = 0; d < s.head_dim; ++d) dq_row[static_cast<std::size_t>(d)] += pj * at(p.k, b, j, kv_h, d);
+          for (std::int64_t d = 0; d < s.head_dim; ++d)
+            dq_row[static_cast<std::size_t>(d)] += pj * at(p.k, b, j, kv_h, d);
         }
         for (std::int64_t d = 0; d < s.head_dim; ++d)
-          d_q[g.d_q.offset({b, i, h, d})] = static_cast<float>(static_cast<double>(s.scale) * dq_row[static_cast<std::size_t>(d)]);
+          d_q[g.d_q.offset({b, i, h, d})] = static_cast<float>(static_cast<double>(s.scale) *
+                                                               dq_row[static_cast<std::size_t>(d)]);
       }
 
       // 7. dK
       for (std::int64_t j = 0; j < s.kv_len; ++j)
         for (std::int64_t i = 0; i < s.q_len; ++i)
           for (std::int64_t d = 0; d < s.head_dim; ++d)
-            dk[static_cast<std::size_t>(j * s.head_dim + d)] += P[i * s.kv_len + j] * at(p.q, b, i, h, d);
+            dk[static_cast<std::size_t>(j * s.head_dim + d)] +=
+                P[i * s.kv_len + j] * at(p.q, b, i, h, d);
     }
 
     float* d_k = g.d_k.ptr<float>();
     float* d_v = g.d_v.ptr<float>();
     for (std::int64_t j = 0; j < s.kv_len; ++j) {
       for (std::int64_t d = 0; d < s.head_dim; ++d)
-        d_k[g.d_k.offset({b, j, kv_h, d})] =
-            static_cast<float>(static_cast<double>(s.scale) * dk[static_cast<std::size_t>(j * s.head_dim + d)]);
+        d_k[g.d_k.offset({b, j, kv_h, d})] = static_cast<float>(
+            static_cast<double>(s.scale) * dk[static_cast<std::size_t>(j * s.head_dim + d)]);
       for (std::int64_t e = 0; e < s.v_head_dim; ++e)
-        d_v[g.d_v.offset({b, j, kv_h, e})] = static_cast<float>(dv[static_cast<std::size_t>(j * s.v_head_dim + e)]);
+        d_v[g.d_v.offset({b, j, kv_h, e})] =
+            static_cast<float>(dv[static_cast<std::size_t>(j * s.v_head_dim + e)]);
     }
     computed_entries[static_cast<std::size_t>(task)] = entries;
   });
@@ -161,18 +171,21 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
             double sum = 0.0;
             for (std::int64_t b = (nb == 1 ? 0 : bb); b < (nb == 1 ? s.batch : bb + 1); ++b)
               for (std::int64_t h = (nh == 1 ? 0 : bh); h < (nh == 1 ? s.heads : bh + 1); ++h)
-                sum += grid[static_cast<std::size_t>(((b * s.heads + h) * s.q_len + i) * s.kv_len + j)];
+                sum += grid[static_cast<std::size_t>(((b * s.heads + h) * s.q_len + i) * s.kv_len +
+                                                     j)];
             d_bias[g.d_bias.offset({bb, bh, i, j})] = static_cast<float>(sum);
           }
   }
 
   AttentionBackwardStats stats;
-  for (std::int64_t entries : computed_entries) stats.macs += entries * (3 * s.head_dim + 2 * s.v_head_dim);
+  for (std::int64_t entries : computed_entries)
+    stats.macs += entries * (3 * s.head_dim + 2 * s.v_head_dim);
   stats.peak_score_entries = s.batch * s.heads * s.q_len * s.kv_len;
   return stats;
 }
 
-AttentionBackwardStats attention_backward(Context& ctx, Kernel kernel, const AttentionParams& params,
+AttentionBackwardStats attention_backward(Context& ctx, Kernel kernel,
+                                          const AttentionParams& params,
                                           const AttentionGrads& grads) {
   return kernel == Kernel::reference ? attention_backward_reference(ctx, params, grads)
                                      : attention_backward_streaming(ctx, params, grads);

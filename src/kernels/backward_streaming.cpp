@@ -47,8 +47,8 @@
 #include "kernels/backward_checks.h"
 #include "kernels/masking.h"
 #include "kernels/task_rows.h"
-#include "simd/tuning.h"
 #include "simd/tiles.h"
+#include "simd/tuning.h"
 
 namespace headcount {
 
@@ -78,9 +78,11 @@ struct Plan {
   i64 outer_batches = 0, outer_heads = 0, outers = 0, chunks = 0, key_tiles = 0, q_tiles = 0;
   i64 dq_floats = 0;  // one dQ partial: q_len x group x dpad
   i64 qp_off = 0, qt_off = 0, dop_off = 0, dot_off = 0, lse_off = 0, delta_off = 0, st_off = 0,
-      dpt_off = 0, dk_off = 0, dv_off = 0, kp_off = 0, vp_off = 0, ones_off = 0, keys_off = 0, words = 0;
+      dpt_off = 0, dk_off = 0, dv_off = 0, kp_off = 0, vp_off = 0, ones_off = 0, keys_off = 0,
+      words = 0;
 
-  Plan(const AttentionParams& p, const AttentionGrads& g, const AttentionShape& shape, Isa isa) : s(shape) {
+  Plan(const AttentionParams& p, const AttentionGrads& g, const AttentionShape& shape, Isa isa)
+      : s(shape) {
     mask = MaskSpec::from(p, s);
     tiles = &simd::tile_kernels(isa);
     const i64 w = tiles->vector_floats;
@@ -130,8 +132,9 @@ struct Plan {
 // transposed [dim, rows_pad], all zero-padded, and the rows' lse and D (from
 // row_terms; padding rows get lse = +inf, so P = exp(S - lse) = 0 there).
 template <typename T>
-void pack_block(const Plan& plan, const AttentionParams& p, const AttentionGrads& g, const float* rows_lse,
-                const float* rows_delta, i64 b, i64 kv_head, i64 row0, i64 n, float* scratch) {
+void pack_block(const Plan& plan, const AttentionParams& p, const AttentionGrads& g,
+                const float* rows_lse, const float* rows_delta, i64 b, i64 kv_head, i64 row0, i64 n,
+                float* scratch) {
   const AttentionShape& s = plan.s;
   float* qp = scratch + plan.qp_off;
   float* qt = scratch + plan.qt_off;
@@ -173,7 +176,8 @@ void pack_block(const Plan& plan, const AttentionParams& p, const AttentionGrads
 
 // Rows of K (f32 [cols, dpad], zero-padded) or V (f32 [cols, v_head_dim]) of one key tile.
 template <typename T>
-void pack_rows(const TensorView& t, i64 b, i64 kv_head, i64 col0, i64 cols, i64 dim, i64 ld, float* dst) {
+void pack_rows(const TensorView& t, i64 b, i64 kv_head, i64 col0, i64 cols, i64 dim, i64 ld,
+               float* dst) {
   const T* src = t.ptr<const T>();
   for (i64 c = 0; c < cols; ++c) {
     const T* row = src + t.offset({b, col0 + c, kv_head, 0});
@@ -185,26 +189,29 @@ void pack_rows(const TensorView& t, i64 b, i64 kv_head, i64 col0, i64 cols, i64 
 // The per-row terms, once per call ([batch, heads, q_len] each): the lse with -inf turned
 // into +inf (so that exp(S - lse) = 0 on a row that sees no key) and D = dO · O, summed in
 // a fixed order.
-void row_terms(Context& ctx, const AttentionShape& s, const AttentionParams& p, const AttentionGrads& g,
-               float* rows_lse, float* rows_delta) {
+void row_terms(Context& ctx, const AttentionShape& s, const AttentionParams& p,
+               const AttentionGrads& g, float* rows_lse, float* rows_delta) {
   ctx.parallel_for(s.batch * s.heads, [&](i64 task, int /*worker*/) {
     const i64 b = task / s.heads, h = task % s.heads;
     for (i64 i = 0; i < s.q_len; ++i) {
       const float* o = p.out.ptr<const float>() + p.out.offset({b, i, h, 0});
       const float* d_o = g.d_out.ptr<const float>() + g.d_out.offset({b, i, h, 0});
       float sum = 0.0f;
-      for (i64 e = 0; e < s.v_head_dim; ++e) sum += d_o[e * g.d_out.strides[3]] * o[e * p.out.strides[3]];
+      for (i64 e = 0; e < s.v_head_dim; ++e)
+        sum += d_o[e * g.d_out.strides[3]] * o[e * p.out.strides[3]];
       const float l = p.lse.ptr<const float>()[p.lse.offset({b, h, i})];
       rows_delta[task * s.q_len + i] = sum;
-      rows_lse[task * s.q_len + i] = l == -std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::infinity() : l;
+      rows_lse[task * s.q_len + i] =
+          l == -std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::infinity() : l;
     }
   });
 }
 
 // One (batch, kv head) of a task: every key tile of its chunk.
 template <typename T>
-i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g, const float* rows_lse,
-             const float* rows_delta, i64 b, i64 kv_head, i64 chunk, float* scratch, float* dq) {
+i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g,
+             const float* rows_lse, const float* rows_delta, i64 b, i64 kv_head, i64 chunk,
+             float* scratch, float* dq) {
   const AttentionShape& s = plan.s;
   const simd::TileKernels& tiles = *plan.tiles;
   const i64 ld = plan.rows_pad, tk = plan.key_tile;
@@ -246,7 +253,8 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
       const KeyRange all = kernels::visible_keys(plan.mask, row0, n, key_length, keys_of);
       // The block's keys in this tile: [c_lo, c_hi) of the tile's columns. Only those are
       // computed, so a diagonal or window edge costs a block's width, not a tile's.
-      const i64 c_lo = std::max(all.begin, col0) - col0, c_hi = std::min(all.end, col0 + cols) - col0;
+      const i64 c_lo = std::max(all.begin, col0) - col0,
+                c_hi = std::min(all.end, col0 + cols) - col0;
       if (all.begin >= all.end || c_lo >= c_hi) continue;
       const i64 kc = c_hi - c_lo;
       if (!packed) {  // K and V of the tile, once, for the first block that needs them
@@ -271,7 +279,8 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
       float* dpt_lo = dpt + c_lo * ld;
 
       // S^T = scale · K · Q^T, then the masks at each query's interval edges and the bias.
-      tiles.scores_f32(k_rows + c_lo * ldk, ldk, qt, ld, s.head_dim, st_lo, ld, kc, ld, s.scale, nullptr);
+      tiles.scores_f32(k_rows + c_lo * ldk, ldk, qt, ld, s.head_dim, st_lo, ld, kc, ld, s.scale,
+                       nullptr);
       for (i64 i = 0; i < n; ++i) {
         const i64 lo = std::clamp(keys_of[i].begin - col0, c_lo, c_hi);
         const i64 hi = std::clamp(keys_of[i].end - col0, lo, c_hi);
@@ -282,15 +291,17 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
           for (i64 c = hi; c < c_hi; ++c) st[c * ld + r] = minus_inf;
           if (bias) {
             const i64 head = kv_head * s.group + hg;
-            const float* bias_row = bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b,
-                                                          p.bias.shape[1] == 1 ? 0 : head, row0 + i, col0});
+            const float* bias_row =
+                bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b, p.bias.shape[1] == 1 ? 0 : head,
+                                      row0 + i, col0});
             for (i64 c = lo; c < hi; ++c) st[c * ld + r] += bias_row[c * p.bias.strides[3]];
           }
         }
       }
 
       // dP^T = V · dO^T; then P and dS in place of S^T and dP^T.
-      tiles.scores_f32(v_rows + c_lo * ldv, ldv, dot, ld, s.v_head_dim, dpt_lo, ld, kc, ld, 1.0f, nullptr);
+      tiles.scores_f32(v_rows + c_lo * ldv, ldv, dot, ld, s.v_head_dim, dpt_lo, ld, kc, ld, 1.0f,
+                       nullptr);
       tiles.backward_probs(st_lo, dpt_lo, ld, kc, ld, lse, delta);
 
       if (d_bias) {
@@ -299,27 +310,30 @@ i64 run_pair(const Plan& plan, const AttentionParams& p, const AttentionGrads& g
           const i64 hi = std::clamp(keys_of[i].end - col0, lo, c_hi);
           for (i64 hg = 0; hg < s.group; ++hg) {
             const i64 r = i * s.group + hg, head = kv_head * s.group + hg;
-            float* row = d_bias + g.d_bias.offset({g.d_bias.shape[0] == 1 ? 0 : b,
-                                                   g.d_bias.shape[1] == 1 ? 0 : head, row0 + i, col0});
+            float* row =
+                d_bias + g.d_bias.offset({g.d_bias.shape[0] == 1 ? 0 : b,
+                                          g.d_bias.shape[1] == 1 ? 0 : head, row0 + i, col0});
             for (i64 c = lo; c < hi; ++c) row[c * g.d_bias.strides[3]] += dpt[c * ld + r];
           }
         }
       }
 
       // dV += P^T · dO;  dK += dS^T · Q;  dQ += dS · K  (the scale is applied once, at the end).
-      tiles.weighted_sum_f32(st_lo, ld, 1, dop, plan.dvpad, rows, dv_acc + c_lo * plan.dvpad, plan.dvpad, kc,
-                             plan.dvpad, ones);
-      tiles.weighted_sum_f32(dpt_lo, ld, 1, qp, plan.dpad, rows, dk_acc + c_lo * plan.dpad, plan.dpad, kc,
-                             plan.dpad, ones);
-      tiles.weighted_sum_f32(dpt_lo, 1, ld, k_rows + c_lo * ldk, ldk, kc, dq + row0 * s.group * plan.dpad,
-                             plan.dpad, rows, plan.dpad, ones);
+      tiles.weighted_sum_f32(st_lo, ld, 1, dop, plan.dvpad, rows, dv_acc + c_lo * plan.dvpad,
+                             plan.dvpad, kc, plan.dvpad, ones);
+      tiles.weighted_sum_f32(dpt_lo, ld, 1, qp, plan.dpad, rows, dk_acc + c_lo * plan.dpad,
+                             plan.dpad, kc, plan.dpad, ones);
+      tiles.weighted_sum_f32(dpt_lo, 1, ld, k_rows + c_lo * ldk, ldk, kc,
+                             dq + row0 * s.group * plan.dpad, plan.dpad, rows, plan.dpad, ones);
     }
 
     for (i64 c = 0; c < cols; ++c) {
       float* dk_row = d_k + g.d_k.offset({b, col0 + c, kv_head, 0});
       float* dv_row = d_v + g.d_v.offset({b, col0 + c, kv_head, 0});
-      for (i64 d = 0; d < s.head_dim; ++d) dk_row[d * g.d_k.strides[3]] = s.scale * dk_acc[c * plan.dpad + d];
-      for (i64 e = 0; e < s.v_head_dim; ++e) dv_row[e * g.d_v.strides[3]] = dv_acc[c * plan.dvpad + e];
+      for (i64 d = 0; d < s.head_dim; ++d)
+        dk_row[d * g.d_k.strides[3]] = s.scale * dk_acc[c * plan.dpad + d];
+      for (i64 e = 0; e < s.v_head_dim; ++e)
+        dv_row[e * g.d_v.strides[3]] = dv_acc[c * plan.dvpad + e];
     }
   }
   return entries;
@@ -342,10 +356,11 @@ AttentionBackwardStats attention_backward_streaming(Context& ctx, const Attentio
   }
   // Partials indexed [batch, kv head, chunk].
   auto* dq_all = static_cast<float*>(ctx.workspace(
-      kSlotDq, static_cast<std::size_t>(s.batch * s.kv_heads * plan.chunks * plan.dq_floats) * sizeof(float)));
+      kSlotDq, static_cast<std::size_t>(s.batch * s.kv_heads * plan.chunks * plan.dq_floats) *
+                   sizeof(float)));
 
-  auto* terms = static_cast<float*>(
-      ctx.workspace(kSlotRowTerms, static_cast<std::size_t>(2 * s.batch * s.heads * s.q_len) * sizeof(float)));
+  auto* terms = static_cast<float*>(ctx.workspace(
+      kSlotRowTerms, static_cast<std::size_t>(2 * s.batch * s.heads * s.q_len) * sizeof(float)));
   float* rows_lse = terms;
   float* rows_delta = terms + s.batch * s.heads * s.q_len;
   row_terms(ctx, s, p, g, rows_lse, rows_delta);
@@ -354,8 +369,9 @@ AttentionBackwardStats attention_backward_streaming(Context& ctx, const Attentio
   if (!g.d_bias.empty()) {
     const TensorView& db = g.d_bias;
     ctx.parallel_for(db.shape[0] * db.shape[1] * db.shape[2], [&](i64 row, int /*worker*/) {
-      float* dst = db.ptr<float>() + db.offset({row / (db.shape[1] * db.shape[2]), row / db.shape[2] % db.shape[1],
-                                                row % db.shape[2], 0});
+      float* dst =
+          db.ptr<float>() + db.offset({row / (db.shape[1] * db.shape[2]),
+                                       row / db.shape[2] % db.shape[1], row % db.shape[2], 0});
       for (i64 j = 0; j < db.shape[3]; ++j) dst[j * db.strides[3]] = 0.0f;
     });
   }
@@ -372,9 +388,10 @@ AttentionBackwardStats attention_backward_streaming(Context& ctx, const Attentio
     for (i64 b = b_first; b < b_end; ++b)
       for (i64 kv_head = h_first; kv_head < h_end; ++kv_head) {
         float* dq = dq_all + ((b * s.kv_heads + kv_head) * plan.chunks + chunk) * plan.dq_floats;
-        done += p.q.dtype == DType::bf16
-                    ? run_pair<bf16>(plan, p, g, rows_lse, rows_delta, b, kv_head, chunk, scratch, dq)
-                    : run_pair<float>(plan, p, g, rows_lse, rows_delta, b, kv_head, chunk, scratch, dq);
+        done +=
+            p.q.dtype == DType::bf16
+                ? run_pair<bf16>(plan, p, g, rows_lse, rows_delta, b, kv_head, chunk, scratch, dq)
+                : run_pair<float>(plan, p, g, rows_lse, rows_delta, b, kv_head, chunk, scratch, dq);
       }
     entries[static_cast<std::size_t>(task)] = done;
   });

@@ -28,6 +28,8 @@
 // each; at 32 heads, head_dim 128, 32k cache, batch 8: 8 MiB next to the 8 GiB of cache it
 // summarises). Both are borrowed from the context before the parallel region: nothing is
 // allocated once warm.
+#include "headcount/decode.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -35,7 +37,6 @@
 #include <limits>
 #include <new>
 
-#include "headcount/decode.h"
 #include "headcount/error.h"
 #include "kernels/lse_merge.h"
 #include "simd/decode.h"
@@ -60,18 +61,22 @@ i64 round_up(i64 x, i64 multiple) { return (x + multiple - 1) / multiple * multi
 
 void check_view_4d(const TensorView& t, const char* name, const char* dims) {
   HEADCOUNT_CHECK(!t.empty(), name, concat("a tensor ", dims), "no data");
-  HEADCOUNT_CHECK(t.rank == 4, concat(name, " rank"), concat("4 dims ", dims), concat(t.rank, " dims ", t.shape_string()));
+  HEADCOUNT_CHECK(t.rank == 4, concat(name, " rank"), concat("4 dims ", dims),
+                  concat(t.rank, " dims ", t.shape_string()));
   HEADCOUNT_CHECK(t.dtype == DType::f32, concat(name, " dtype"), "f32", dtype_name(t.dtype));
   for (int d = 0; d < 4; ++d) {
-    HEADCOUNT_CHECK(t.shape[d] >= 1, concat(name, " shape"), concat("every size >= 1 ", dims), t.shape_string());
-    HEADCOUNT_CHECK(t.strides[d] >= 0, concat(name, " strides"), "non-negative strides", t.strides_string());
+    HEADCOUNT_CHECK(t.shape[d] >= 1, concat(name, " shape"), concat("every size >= 1 ", dims),
+                    t.shape_string());
+    HEADCOUNT_CHECK(t.strides[d] >= 0, concat(name, " strides"), "non-negative strides",
+                    t.strides_string());
   }
 }
 
 void check_writable(const TensorView& t, const char* name) {
   for (int d = 0; d < t.rank; ++d)
     HEADCOUNT_CHECK(t.shape[d] == 1 || t.strides[d] > 0, concat(name, " strides"),
-                    "non-zero strides on every dimension of size > 1 (an output)", t.strides_string());
+                    "non-zero strides on every dimension of size > 1 (an output)",
+                    t.strides_string());
 }
 
 // The sizes of one call and where each buffer sits (in floats) in a worker's scratch and in
@@ -99,15 +104,20 @@ AttentionShape validate(const DecodeParams& p) {
   s.q_len = p.q.shape[1];
   s.heads = p.q.shape[2];
   s.head_dim = p.q.shape[3];
-  HEADCOUNT_CHECK(s.q_len <= kMaxDecodeTokens, "q_len", concat("1 to ", kMaxDecodeTokens, " new tokens per call"), s.q_len);
-  HEADCOUNT_CHECK(kv.k != nullptr && kv.v != nullptr, "kv cache", "a view with K and V data (KvCache::view)", "no data");
-  HEADCOUNT_CHECK(kv.dtype == CacheDType::f32 || kv.dtype == CacheDType::bf16 || kv.dtype == CacheDType::int8,
-                  "kv cache dtype", "f32, bf16 or int8", static_cast<int>(kv.dtype));
+  HEADCOUNT_CHECK(s.q_len <= kMaxDecodeTokens, "q_len",
+                  concat("1 to ", kMaxDecodeTokens, " new tokens per call"), s.q_len);
+  HEADCOUNT_CHECK(kv.k != nullptr && kv.v != nullptr, "kv cache",
+                  "a view with K and V data (KvCache::view)", "no data");
+  HEADCOUNT_CHECK(
+      kv.dtype == CacheDType::f32 || kv.dtype == CacheDType::bf16 || kv.dtype == CacheDType::int8,
+      "kv cache dtype", "f32, bf16 or int8", static_cast<int>(kv.dtype));
   if (kv.dtype == CacheDType::int8)
     HEADCOUNT_CHECK(kv.k_scale != nullptr && kv.v_scale != nullptr, "kv cache scales",
                     "one k and one v scale per (token, kv head) for an int8 cache", "none");
-  HEADCOUNT_CHECK(kv.batch == s.batch, "kv cache batch", concat(s.batch, " (the batch of q)"), kv.batch);
-  HEADCOUNT_CHECK(kv.head_dim == s.head_dim, "kv cache head_dim", concat(s.head_dim, " (the head_dim of q)"), kv.head_dim);
+  HEADCOUNT_CHECK(kv.batch == s.batch, "kv cache batch", concat(s.batch, " (the batch of q)"),
+                  kv.batch);
+  HEADCOUNT_CHECK(kv.head_dim == s.head_dim, "kv cache head_dim",
+                  concat(s.head_dim, " (the head_dim of q)"), kv.head_dim);
   HEADCOUNT_CHECK(kv.kv_heads >= 1 && s.heads % kv.kv_heads == 0, "kv cache kv_heads",
                   concat("a divisor of heads = ", s.heads), kv.kv_heads);
   HEADCOUNT_CHECK(kv.v_head_dim >= 1, "kv cache v_head_dim", ">= 1", kv.v_head_dim);
@@ -119,24 +129,29 @@ AttentionShape validate(const DecodeParams& p) {
                   concat(s.batch, " entries (one per sequence)"), kv.lengths.size());
   i64 longest = 0;
   for (std::size_t b = 0; b < kv.lengths.size(); ++b) {
-    HEADCOUNT_CHECK(kv.lengths[b] >= 0 && kv.lengths[b] <= kv.capacity, concat("kv cache lengths[", b, "]"),
-                    concat("0 to capacity = ", kv.capacity), kv.lengths[b]);
+    HEADCOUNT_CHECK(kv.lengths[b] >= 0 && kv.lengths[b] <= kv.capacity,
+                    concat("kv cache lengths[", b, "]"), concat("0 to capacity = ", kv.capacity),
+                    kv.lengths[b]);
     longest = std::max(longest, kv.lengths[b]);
   }
   s.kv_len = longest;
-  const bool out_ok = p.out.shape[0] == s.batch && p.out.shape[1] == s.q_len && p.out.shape[2] == s.heads &&
-                      p.out.shape[3] == s.v_head_dim;
+  const bool out_ok = p.out.shape[0] == s.batch && p.out.shape[1] == s.q_len &&
+                      p.out.shape[2] == s.heads && p.out.shape[3] == s.v_head_dim;
   HEADCOUNT_CHECK(out_ok, "out shape",
-                  concat("[", s.batch, ", ", s.q_len, ", ", s.heads, ", ", s.v_head_dim, "] [batch, q_len, heads, v_head_dim]"),
+                  concat("[", s.batch, ", ", s.q_len, ", ", s.heads, ", ", s.v_head_dim,
+                         "] [batch, q_len, heads, v_head_dim]"),
                   p.out.shape_string());
   if (!p.lse.empty()) {
-    HEADCOUNT_CHECK(p.lse.rank == 3 && p.lse.dtype == DType::f32, "lse", "an f32 tensor [batch, heads, q_len]",
+    HEADCOUNT_CHECK(p.lse.rank == 3 && p.lse.dtype == DType::f32, "lse",
+                    "an f32 tensor [batch, heads, q_len]",
                     concat(dtype_name(p.lse.dtype), ' ', p.lse.shape_string()));
-    HEADCOUNT_CHECK(p.lse.shape[0] == s.batch && p.lse.shape[1] == s.heads && p.lse.shape[2] == s.q_len, "lse shape",
-                    concat("[", s.batch, ", ", s.heads, ", ", s.q_len, "]"), p.lse.shape_string());
+    HEADCOUNT_CHECK(
+        p.lse.shape[0] == s.batch && p.lse.shape[1] == s.heads && p.lse.shape[2] == s.q_len,
+        "lse shape", concat("[", s.batch, ", ", s.heads, ", ", s.q_len, "]"), p.lse.shape_string());
     check_writable(p.lse, "lse");
   }
-  s.scale = p.scale ? *p.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  s.scale =
+      p.scale ? *p.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   HEADCOUNT_CHECK(std::isfinite(s.scale), "scale", "a finite number", s.scale);
   const float* q = p.q.ptr<const float>();
   for (i64 b = 0; b < s.batch; ++b)
@@ -145,7 +160,8 @@ AttentionShape validate(const DecodeParams& p) {
         for (i64 d = 0; d < s.head_dim; ++d) {
           const float x = q[p.q.offset({b, t, h, d})];
           if (!std::isfinite(x))
-            fail("q", concat("expected finite values, got ", x, " at [", b, ", ", t, ", ", h, ", ", d, "]"));
+            fail("q", concat("expected finite values, got ", x, " at [", b, ", ", t, ", ", h, ", ",
+                             d, "]"));
         }
   return s;
 }
@@ -174,12 +190,16 @@ AttentionStats attention_decode(Context& ctx, const DecodeParams& p) {
   // Tasks: for each sequence, kv_heads x chunks_of(length), chunk fastest, so that the
   // partials of one (b, h) are contiguous and in chunk order.
   i64 tasks = 0;
-  for (i64 b = 0; b < s.batch; ++b) tasks += s.kv_heads * chunks_of(kv.lengths[static_cast<std::size_t>(b)]);
+  for (i64 b = 0; b < s.batch; ++b)
+    tasks += s.kv_heads * chunks_of(kv.lengths[static_cast<std::size_t>(b)]);
   const std::size_t partial_bytes = static_cast<std::size_t>(tasks * plan.partial_floats) * 4;
-  const std::size_t counter_bytes = static_cast<std::size_t>(s.batch * s.kv_heads) * sizeof(std::atomic<std::int32_t>);
-  auto* workspace = static_cast<std::byte*>(ctx.workspace(kPartialsSlot, partial_bytes + counter_bytes + 64));
+  const std::size_t counter_bytes =
+      static_cast<std::size_t>(s.batch * s.kv_heads) * sizeof(std::atomic<std::int32_t>);
+  auto* workspace =
+      static_cast<std::byte*>(ctx.workspace(kPartialsSlot, partial_bytes + counter_bytes + 64));
   float* partials = reinterpret_cast<float*>(workspace);
-  auto* done = reinterpret_cast<std::atomic<std::int32_t>*>(workspace + round_up(static_cast<i64>(partial_bytes), 64));
+  auto* done = reinterpret_cast<std::atomic<std::int32_t>*>(
+      workspace + round_up(static_cast<i64>(partial_bytes), 64));
   for (i64 i = 0; i < s.batch * s.kv_heads; ++i) new (done + i) std::atomic<std::int32_t>(0);
 
   const int workers = static_cast<int>(std::min<i64>(ctx.threads(), std::max<i64>(tasks, 1)));
@@ -212,7 +232,8 @@ AttentionStats attention_decode(Context& ctx, const DecodeParams& p) {
           chunks,
           [&](i64 c) {
             const float* part = first + c * plan.partial_floats;
-            return kernels::LsePartial{part[r], part[plan.rows + r], part + 2 * plan.rows + r * plan.vp};
+            return kernels::LsePartial{part[r], part[plan.rows + r],
+                                       part + 2 * plan.rows + r * plan.vp};
           },
           s.v_head_dim, o);
       if (!(merged.m < std::numeric_limits<float>::infinity()) || !std::isfinite(merged.l))
@@ -278,7 +299,8 @@ AttentionStats attention_decode(Context& ctx, const DecodeParams& p) {
 
     // The last chunk of (b, h) to finish merges them all (acq_rel: it sees their partials).
     if (done[b * s.kv_heads + h].fetch_add(1, std::memory_order_acq_rel) + 1 == chunks)
-      merge(b, h, chunks, partials + (first_task + h * chunks) * plan.partial_floats, scratch + plan.o_off);
+      merge(b, h, chunks, partials + (first_task + h * chunks) * plan.partial_floats,
+            scratch + plan.o_off);
   });
   check(!overflow.load(), "scores", "finite fp32 values of scale * q·k",
         "an overflow (|score| > 3.4e38): scale q or k down");

@@ -27,7 +27,9 @@ struct MaskSpec {
   // accepts, did: fuzz/, tests/testdata/fuzz-regressions/attention_options-window-overflow).
   static MaskSpec from(const AttentionParams& params, const AttentionShape& shape) {
     const std::int64_t widest = shape.q_len + shape.kv_len;
-    auto clamp = [widest](std::int64_t window) { return window < 0 ? window : std::min(window, widest); };
+    auto clamp = [widest](std::int64_t window) {
+      return window < 0 ? window : std::min(window, widest);
+    };
     return MaskSpec{.causal = params.causal,
                     .window_left = clamp(params.window_left),
                     .window_right = clamp(params.window_right),
@@ -49,7 +51,8 @@ struct MaskSpec {
 // Valid keys of batch element b: key_lengths[b], or all of them.
 inline std::int64_t key_length_of(const AttentionParams& params, const AttentionShape& shape,
                                   std::int64_t b) {
-  return params.key_lengths.empty() ? shape.kv_len : params.key_lengths[static_cast<std::size_t>(b)];
+  return params.key_lengths.empty() ? shape.kv_len
+                                    : params.key_lengths[static_cast<std::size_t>(b)];
 }
 
 }  // namespace headcount::kernels

@@ -104,13 +104,15 @@ AttentionStats attention_reference(Context& ctx, const AttentionParams& p) {
         for (std::int64_t j = 0; j < s.kv_len; ++j) {
           double mean = 0.0;
           for (std::int64_t h = 0; h < s.heads; ++h) {
-            const double prob = probs[static_cast<std::size_t>(((b * s.heads + h) * s.q_len + i) * s.kv_len + j)];
+            const double prob =
+                probs[static_cast<std::size_t>(((b * s.heads + h) * s.q_len + i) * s.kv_len + j)];
             if (p.probs_mode == ProbsMode::per_head)
               dst[p.probs.offset({b, h, i, j})] = static_cast<float>(prob);
             mean += prob;
           }
           if (p.probs_mode == ProbsMode::averaged)
-            dst[p.probs.offset({b, i, j})] = static_cast<float>(mean / static_cast<double>(s.heads));
+            dst[p.probs.offset({b, i, j})] =
+                static_cast<float>(mean / static_cast<double>(s.heads));
         }
   }
 

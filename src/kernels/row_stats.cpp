@@ -21,41 +21,50 @@ namespace {
 constexpr std::int64_t kRowsPerTask = 16;
 
 void check_spec(const AttentionShape& s, const RowStatsSpec& spec) {
-  HEADCOUNT_CHECK(spec.classes >= 0 && spec.classes <= 8, "row stats classes", "0..8 (bits of a uint8)", spec.classes);
+  HEADCOUNT_CHECK(spec.classes >= 0 && spec.classes <= 8, "row stats classes",
+                  "0..8 (bits of a uint8)", spec.classes);
   if (spec.classes > 0) {
-    HEADCOUNT_CHECK(static_cast<std::int64_t>(spec.key_classes.size()) == s.batch * s.kv_len, "row stats key_classes",
-                    concat(s.batch * s.kv_len, " entries ([batch, kv_len] = [", s.batch, ", ", s.kv_len, "])"),
-                    spec.key_classes.size());
+    HEADCOUNT_CHECK(
+        static_cast<std::int64_t>(spec.key_classes.size()) == s.batch * s.kv_len,
+        "row stats key_classes",
+        concat(s.batch * s.kv_len, " entries ([batch, kv_len] = [", s.batch, ", ", s.kv_len, "])"),
+        spec.key_classes.size());
   }
   for (std::int64_t o : spec.offsets)
-    HEADCOUNT_CHECK(std::llabs(o) <= (std::int64_t{1} << 40), "row stats offset", "|offset| <= 2^40", o);
+    HEADCOUNT_CHECK(std::llabs(o) <= (std::int64_t{1} << 40), "row stats offset",
+                    "|offset| <= 2^40", o);
 }
 
 // No allocation unless the check fails: the second pass runs once per layer call in analysis.
 void check_out(const AttentionShape& s, const RowStatsSpec& spec, const TensorView& out) {
   const std::int64_t fields = spec.fields();
-  auto want = [&] { return shape_string(std::vector<std::int64_t>{s.batch, s.heads, s.q_len, fields}); };
+  auto want = [&] {
+    return shape_string(std::vector<std::int64_t>{s.batch, s.heads, s.q_len, fields});
+  };
   HEADCOUNT_CHECK(!out.empty() && out.dtype == DType::f64 && out.is_contiguous(), "row stats out",
                   concat("a contiguous f64 tensor ", want()),
-                  out.empty() ? std::string("no data") : concat(dtype_name(out.dtype), ' ', out.shape_string()));
-  HEADCOUNT_CHECK(out.rank == 4 && out.shape[0] == s.batch && out.shape[1] == s.heads && out.shape[2] == s.q_len &&
-                      out.shape[3] == fields,
+                  out.empty() ? std::string("no data")
+                              : concat(dtype_name(out.dtype), ' ', out.shape_string()));
+  HEADCOUNT_CHECK(out.rank == 4 && out.shape[0] == s.batch && out.shape[1] == s.heads &&
+                      out.shape[2] == s.q_len && out.shape[3] == fields,
                   "row stats out shape", want(), out.shape_string());
 }
 
 // lse must be what an attention call wrote: finite, or -inf for a row that sees no key. A NaN
 // here would turn every statistic of its row into NaN without a word.
 void check_lse(const AttentionShape& s, const TensorView& lse) {
-  HEADCOUNT_CHECK(lse.dtype == DType::f32 && lse.rank == 3 && lse.shape[0] == s.batch && lse.shape[1] == s.heads &&
-                      lse.shape[2] == s.q_len,
+  HEADCOUNT_CHECK(lse.dtype == DType::f32 && lse.rank == 3 && lse.shape[0] == s.batch &&
+                      lse.shape[1] == s.heads && lse.shape[2] == s.q_len,
                   "lse", concat("an f32 tensor [", s.batch, ", ", s.heads, ", ", s.q_len, "]"),
                   concat(dtype_name(lse.dtype), ' ', lse.shape_string()));
   for (std::int64_t b = 0; b < s.batch; ++b)
     for (std::int64_t h = 0; h < s.heads; ++h)
       for (std::int64_t i = 0; i < s.q_len; ++i) {
-        const float v = lse.ptr<const float>()[b * lse.strides[0] + h * lse.strides[1] + i * lse.strides[2]];
+        const float v =
+            lse.ptr<const float>()[b * lse.strides[0] + h * lse.strides[1] + i * lse.strides[2]];
         if (std::isnan(v) || v == std::numeric_limits<float>::infinity())
-          fail("lse", concat("expected the attention call's log-sum-exp (finite, or -inf for a row that sees no key), got ",
+          fail("lse", concat("expected the attention call's log-sum-exp (finite, or -inf for a row "
+                             "that sees no key), got ",
                              v, " at [", b, ", ", h, ", ", i, "]"));
       }
 }
@@ -65,7 +74,8 @@ struct BiasReader {
   const TensorView* bias;
   float at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
     if (bias->empty()) return 0.0f;
-    return bias->ptr<const float>()[bias->offset({bias->shape[0] == 1 ? 0 : b, bias->shape[1] == 1 ? 0 : h, i, j})];
+    return bias->ptr<const float>()[bias->offset(
+        {bias->shape[0] == 1 ? 0 : b, bias->shape[1] == 1 ? 0 : h, i, j})];
   }
 };
 
@@ -90,8 +100,8 @@ float dot(const float* q, const T* k, std::int64_t k_stride, std::int64_t n) {
 }
 
 template <typename T>
-void row_stats_pass(Context& ctx, const AttentionParams& p, const AttentionShape& s, const RowStatsSpec& spec,
-                    double* out) {
+void row_stats_pass(Context& ctx, const AttentionParams& p, const AttentionShape& s,
+                    const RowStatsSpec& spec, double* out) {
   const MaskSpec mask = MaskSpec::from(p, s);
   const BiasReader bias{&p.bias};
   const std::int64_t fields = spec.fields();
@@ -106,10 +116,13 @@ void row_stats_pass(Context& ctx, const AttentionParams& p, const AttentionShape
     const std::int64_t b = task / (blocks * s.heads);
     const std::int64_t kv_h = kv_head_of(h, s.group);
     const std::int64_t key_length = kernels::key_length_of(p, s, b);
-    float* q = static_cast<float*>(ctx.scratch(worker, static_cast<std::size_t>(s.head_dim) * sizeof(float)));
-    const std::uint8_t* classes = spec.classes > 0 ? spec.key_classes.data() + b * s.kv_len : nullptr;
+    float* q = static_cast<float*>(
+        ctx.scratch(worker, static_cast<std::size_t>(s.head_dim) * sizeof(float)));
+    const std::uint8_t* classes =
+        spec.classes > 0 ? spec.key_classes.data() + b * s.kv_len : nullptr;
 
-    for (std::int64_t i = block * kRowsPerTask; i < std::min(s.q_len, (block + 1) * kRowsPerTask); ++i) {
+    for (std::int64_t i = block * kRowsPerTask; i < std::min(s.q_len, (block + 1) * kRowsPerTask);
+         ++i) {
       double* row = out + ((b * s.heads + h) * s.q_len + i) * fields;
       std::fill(row, row + fields, 0.0);
       const KeyRange keys = mask.keys_for(i, key_length);
@@ -119,7 +132,8 @@ void row_stats_pass(Context& ctx, const AttentionParams& p, const AttentionShape
 
       // t_ij and p_ij = exp(t_ij - lse_i) of one key; nullopt-like -inf for a hidden key.
       auto score = [&](std::int64_t j) {
-        const float t = s.scale * dot(q, k_data + p.k.offset({b, j, kv_h, 0}), p.k.strides[3], s.head_dim);
+        const float t =
+            s.scale * dot(q, k_data + p.k.offset({b, j, kv_h, 0}), p.k.strides[3], s.head_dim);
         return t + bias.at(b, h, i, j);
       };
       for (std::int64_t j = keys.begin; j < keys.end; ++j) {
@@ -175,10 +189,12 @@ void attention_row_stats_from_probs(const AttentionParams& params, const TensorV
   p.probs = {};
   const AttentionShape s = validate(p);
   const std::vector<std::int64_t> want{s.batch, s.heads, s.q_len, s.kv_len};
-  HEADCOUNT_CHECK(!probs.empty() && (probs.dtype == DType::f32 || probs.dtype == DType::f64) &&
-                      std::vector<std::int64_t>(probs.shape.begin(), probs.shape.begin() + probs.rank) == want,
-                  "probs", concat("an f32 or f64 tensor ", shape_string(want)),
-                  probs.empty() ? std::string("no data") : concat(dtype_name(probs.dtype), ' ', probs.shape_string()));
+  HEADCOUNT_CHECK(
+      !probs.empty() && (probs.dtype == DType::f32 || probs.dtype == DType::f64) &&
+          std::vector<std::int64_t>(probs.shape.begin(), probs.shape.begin() + probs.rank) == want,
+      "probs", concat("an f32 or f64 tensor ", shape_string(want)),
+      probs.empty() ? std::string("no data")
+                    : concat(dtype_name(probs.dtype), ' ', probs.shape_string()));
   check_spec(s, spec);
   check_out(s, spec, out);
   const MaskSpec mask = MaskSpec::from(p, s);
@@ -186,7 +202,8 @@ void attention_row_stats_from_probs(const AttentionParams& params, const TensorV
   const std::int64_t fields = spec.fields();
   auto prob_at = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
     const std::int64_t off = probs.offset({b, h, i, j});
-    return probs.dtype == DType::f64 ? probs.ptr<const double>()[off] : static_cast<double>(probs.ptr<const float>()[off]);
+    return probs.dtype == DType::f64 ? probs.ptr<const double>()[off]
+                                     : static_cast<double>(probs.ptr<const float>()[off]);
   };
   for (std::int64_t b = 0; b < s.batch; ++b)
     for (std::int64_t h = 0; h < s.heads; ++h)

@@ -29,8 +29,8 @@
 // (tuning.h), borrowed from the context and allocated once. Traffic per task: Q once, each
 // visible K/V tile once, O once. fp32 calls with >= 512 keys first copy each head's K and V
 // into contiguous rows (at most 16 MiB of heads at a time, a context workspace):
-// pack_head_rows says why, tuning.h has the limits. Each output row is produced by one task with a fixed
-// order of operations, so results are bitwise the same for any number of threads.
+// pack_head_rows says why, tuning.h has the limits. Each output row is produced by one task with a
+// fixed order of operations, so results are bitwise the same for any number of threads.
 //
 // bf16 inputs: on amx_bf16 the tasks run on AMX tiles (streaming_amx.cpp); on avx512_bf16
 // both products use vdpbf16ps (bf16 products, fp32 sums) and P
@@ -48,8 +48,8 @@
 #include "kernels/streaming_amx.h"
 #include "kernels/task_rows.h"
 #include "kernels/validate.h"
-#include "simd/tuning.h"
 #include "simd/tiles.h"
+#include "simd/tuning.h"
 
 namespace headcount {
 
@@ -68,9 +68,9 @@ struct Plan {
   AttentionShape s;
   MaskSpec mask;
   const simd::TileKernels* tiles = nullptr;
-  bool bf16_math = false;  // bf16 inputs on an ISA with a bf16 dot product
-  bool direct_k = false;   // K rows read in place
-  bool direct_v = false;   // V rows read in place
+  bool bf16_math = false;     // bf16 inputs on an ISA with a bf16 dot product
+  bool direct_k = false;      // K rows read in place
+  bool direct_v = false;      // V rows read in place
   bool packed_heads = false;  // fp32 K and V copied per head into [kv_len, head_dim | width]
   i64 positions = 0, rows = 0, rows_pad = 0, key_tile = 0;
   i64 ld = 0;     // leading dimension of Q^T, S^T and the bf16 P pairs (see below)
@@ -78,7 +78,8 @@ struct Plan {
   i64 width = 0;  // v_head_dim rounded up to the vector width
   i64 v_ld = 0;   // row stride of fp32 V copies (per tile or packed heads), see below
   i64 qt_off = 0, k_off = 0, s_off = 0, pp_off = 0, v_off = 0, vstage_off = 0, acc_off = 0,
-      max_off = 0, sum_off = 0, alpha_off = 0, tile_max_off = 0, keys_off = 0, lo_off = 0, hi_off = 0, words = 0;
+      max_off = 0, sum_off = 0, alpha_off = 0, tile_max_off = 0, keys_off = 0, lo_off = 0,
+      hi_off = 0, words = 0;
 
   Plan(const AttentionParams& p, const AttentionShape& shape, Isa isa) : s(shape) {
     mask = MaskSpec::from(p, s);
@@ -118,19 +119,22 @@ struct Plan {
     } else {
       // fp32 K is read in place (a block broadcasts 6 of its rows; packing them per tile cost
       // 3-4%). V is copied per tile into [keys, width] unless its rows are already contiguous
-      // (a head-major layout) at a set-friendly stride (v_ld above) or the heads are packed: rows heads·dim apart read in place were
-      // 12% slower at n 1024 (and 7-8% at n 128-384, head_dim 64) than the copy.
+      // (a head-major layout) at a set-friendly stride (v_ld above) or the heads are packed: rows
+      // heads·dim apart read in place were 12% slower at n 1024 (and 7-8% at n 128-384, head_dim
+      // 64) than the copy.
       direct_k = in_f32 && p.k.strides[3] == 1;
-      direct_v = in_f32 && p.v.strides[3] == 1 && p.v.strides[1] == s.v_head_dim && s.v_head_dim == v_ld;
+      direct_v =
+          in_f32 && p.v.strides[3] == 1 && p.v.strides[1] == s.v_head_dim && s.v_head_dim == v_ld;
       // Long sequences: each head's K and V are copied once per call into contiguous rows
       // (pack_heads()), and every tile reads them in place from there.
       // A head whose copy alone would exceed the budget (n > 32768 at head_dim 64) is read in
       // place: the copy never holds more than the budget, and never fails for lack of memory
       // where the kernel itself would not.
-      packed_heads = in_f32 && s.kv_len >= tuning::streaming_pack_heads_min_keys() &&
-                     s.kv_len * (s.head_dim + v_ld) * 4 <= tuning::streaming_pack_heads_budget_bytes() &&
-                     !(p.k.strides[3] == 1 && p.k.strides[1] == s.head_dim && p.v.strides[3] == 1 &&
-                       p.v.strides[1] == s.v_head_dim && s.v_head_dim == v_ld);
+      packed_heads =
+          in_f32 && s.kv_len >= tuning::streaming_pack_heads_min_keys() &&
+          s.kv_len * (s.head_dim + v_ld) * 4 <= tuning::streaming_pack_heads_budget_bytes() &&
+          !(p.k.strides[3] == 1 && p.k.strides[1] == s.head_dim && p.v.strides[3] == 1 &&
+            p.v.strides[1] == s.v_head_dim && s.v_head_dim == v_ld);
       if (packed_heads) direct_k = direct_v = true;
     }
     const i64 k_words = direct_k ? 0 : key_tile * depth;
@@ -180,7 +184,8 @@ KvRows<T> caller_rows(const AttentionParams& p, i64 b, i64 kv_head) {
 // a power-of-two stride (2 KiB for 8 heads of 64) that maps the 4 lines of every row into
 // 1/8 of the L2's sets, so a head's K and V (1 MiB at n 2048) thrashed a 2 MiB L2 and every
 // tile came from L3 at a stride the prefetchers do not follow. Contiguous, they stream.
-void pack_head_rows(const Plan& plan, const AttentionParams& p, i64 pair, i64 row0, i64 rows, float* head) {
+void pack_head_rows(const Plan& plan, const AttentionParams& p, i64 pair, i64 row0, i64 rows,
+                    float* head) {
   const AttentionShape& s = plan.s;
   const KvRows<float> src = caller_rows<float>(p, pair / s.kv_heads, pair % s.kv_heads);
   float* k = head + row0 * s.head_dim;
@@ -220,14 +225,16 @@ void pack_q_transposed(const Plan& plan, const TensorView& q, i64 b, i64 kv_head
         for (i64 d = 0; d < plan.s.head_dim; ++d) {
           std::uint32_t* out = dst + (d / 2) * ld + r0;
           const int shift = 16 * static_cast<int>(d % 2);
-          for (i64 j = 0; j < m; ++j) out[j] |= static_cast<std::uint32_t>(row_of[j][d * step].bits) << shift;
+          for (i64 j = 0; j < m; ++j)
+            out[j] |= static_cast<std::uint32_t>(row_of[j][d * step].bits) << shift;
         }
         continue;
       }
     }
     if constexpr (std::is_same_v<T, float>) {
       if (step == 1) {
-        plan.tiles->transpose_rows_f32(row_of, m, plan.s.head_dim, reinterpret_cast<float*>(dst) + r0, ld);
+        plan.tiles->transpose_rows_f32(row_of, m, plan.s.head_dim,
+                                       reinterpret_cast<float*>(dst) + r0, ld);
         continue;
       }
     }
@@ -262,7 +269,8 @@ void pack_k(const Plan& plan, const TensorView& k, i64 b, i64 kv_head, i64 col0,
 // V rows of one tile, [cols, width] zero-padded, as f32 rows plan.v_ld apart (or as bf16
 // rows plan.width apart for the pairing step).
 template <typename T, typename Out>
-void pack_v(const Plan& plan, const TensorView& v, i64 b, i64 kv_head, i64 col0, i64 cols, Out* dst) {
+void pack_v(const Plan& plan, const TensorView& v, i64 b, i64 kv_head, i64 col0, i64 cols,
+            Out* dst) {
   const T* src = v.ptr<const T>();
   const i64 ld = std::is_same_v<Out, float> ? plan.v_ld : plan.width;
   if constexpr (std::is_same_v<T, float> && std::is_same_v<Out, float>) {
@@ -342,7 +350,8 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
   // is partial, and without a bias the per-tile interval loop below has nothing to say (it
   // was ~1% of a call at head_dim 64).
   bool every_key = true;
-  for (i64 i = 0; i < n; ++i) every_key = every_key && keys_of[i].begin == 0 && keys_of[i].end == s.kv_len;
+  for (i64 i = 0; i < n; ++i)
+    every_key = every_key && keys_of[i].begin == 0 && keys_of[i].end == s.kv_len;
   std::fill(max, max + cols_q, minus_inf);
   std::fill(sum, sum + cols_q, 0.0f);
   std::memset(acc, 0, static_cast<std::size_t>(cols_q * plan.width) * sizeof(float));
@@ -356,7 +365,8 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
   const float* bias = p.bias.empty() ? nullptr : p.bias.ptr<const float>();
   const i64 tk = plan.key_tile;
   // Key tiles start at multiples of Tk, so every query tile sees the same tiling.
-  const i64 first = union_keys.begin >= union_keys.end ? union_keys.end : union_keys.begin / tk * tk;
+  const i64 first =
+      union_keys.begin >= union_keys.end ? union_keys.end : union_keys.begin / tk * tk;
   for (i64 col0 = first; col0 < union_keys.end; col0 += tk) {
     const i64 cols = std::min(tk, s.kv_len - col0);
     result.entries += rows * cols;
@@ -364,10 +374,12 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
     if (packed == nullptr && col0 + tk < union_keys.end) {
       const i64 next_cols = std::min(tk, union_keys.end - (col0 + tk));
       if (plan.direct_k)
-        prefetch_rows(kv.k + (col0 + tk) * kv.k_stride, next_cols, kv.k_stride * static_cast<i64>(sizeof(T)),
+        prefetch_rows(kv.k + (col0 + tk) * kv.k_stride, next_cols,
+                      kv.k_stride * static_cast<i64>(sizeof(T)),
                       s.head_dim * static_cast<i64>(sizeof(T)));
       if (plan.direct_v)
-        prefetch_rows(kv.v + (col0 + tk) * kv.v_stride, next_cols, kv.v_stride * static_cast<i64>(sizeof(T)),
+        prefetch_rows(kv.v + (col0 + tk) * kv.v_stride, next_cols,
+                      kv.v_stride * static_cast<i64>(sizeof(T)),
                       s.v_head_dim * static_cast<i64>(sizeof(T)));
     }
 
@@ -385,7 +397,9 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
         col_hi[hg * n + i] = static_cast<std::int32_t>(hi);
       }
     }
-    float* fused_max = plan.bf16_math || partial || bias != nullptr ? nullptr : tile_max;  // (not the bf16 product)
+    float* fused_max = plan.bf16_math || partial || bias != nullptr
+                           ? nullptr
+                           : tile_max;  // (not the bf16 product)
 
     // S^T = scale · K · Q^T
     if (plan.bf16_math) {
@@ -418,8 +432,9 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
       const i64 lo = col_lo[i], hi = col_hi[i];
       for (i64 hg = 0; hg < s.group; ++hg) {
         const i64 head = kv_head * s.group + hg;
-        const float* bias_row = bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b,
-                                                      p.bias.shape[1] == 1 ? 0 : head, row0 + i, col0});
+        const float* bias_row =
+            bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b, p.bias.shape[1] == 1 ? 0 : head,
+                                  row0 + i, col0});
         float* column = st + hg * n + i;
         for (i64 c = lo; c < hi; ++c) column[c * ld] += bias_row[c * p.bias.strides[3]];
       }
@@ -449,11 +464,13 @@ TaskResult run_task(const Plan& plan, const AttentionParams& p, i64 task, std::u
       } else {
         pack_v<T>(plan, p.v, b, kv_head, col0, cols, reinterpret_cast<float*>(v_pack));
       }
-      tiles.weighted_sum_f32(st, 1, ld, v_rows, ldv, cols, acc, plan.width, rows, plan.width, alpha);
+      tiles.weighted_sum_f32(st, 1, ld, v_rows, ldv, cols, acc, plan.width, rows, plan.width,
+                             alpha);
     }
   }
 
-  if (kernels::write_rows(p, s, b, kv_head, row0, n, acc, plan.width, max, sum, tiles.scale_f32)) result.overflow = true;
+  if (kernels::write_rows(p, s, b, kv_head, row0, n, acc, plan.width, max, sum, tiles.scale_f32))
+    result.overflow = true;
   return result;
 }
 
@@ -465,7 +482,8 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
         p.probs_mode == ProbsMode::per_head ? "per_head" : "averaged");
   const AttentionShape s = kernels::validate_layout(p);
   kernels::check_finite_inputs(ctx, p);
-  if (p.q.dtype == DType::bf16 && ctx.isa() == Isa::amx_bf16) return kernels::streaming_amx(ctx, p, s);
+  if (p.q.dtype == DType::bf16 && ctx.isa() == Isa::amx_bf16)
+    return kernels::streaming_amx(ctx, p, s);
   const Plan plan(p, s, ctx.isa());
   const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
   const auto scratch_bytes = static_cast<std::size_t>(plan.words) * 4;
@@ -474,8 +492,9 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
     return kernels::run_tasks(ctx, s, s.batch * s.kv_heads * q_tiles, scratch_bytes, tile_entries,
                               [&](i64 task, void* scratch) {
                                 auto* words = static_cast<std::uint32_t*>(scratch);
-                                return p.q.dtype == DType::bf16 ? run_task<bf16>(plan, p, task, words, nullptr)
-                                                                : run_task<float>(plan, p, task, words, nullptr);
+                                return p.q.dtype == DType::bf16
+                                           ? run_task<bf16>(plan, p, task, words, nullptr)
+                                           : run_task<float>(plan, p, task, words, nullptr);
                               });
   }
 
@@ -484,8 +503,10 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
   // only its own packed rows, so the chunking never changes a result.
   const i64 pairs = s.batch * s.kv_heads;
   const i64 head_floats = plan.packed_head_floats();
-  const i64 chunk = std::min(tuning::streaming_pack_heads_budget_bytes() / (head_floats * 4), pairs);  // >= 1
-  auto* packed = static_cast<float*>(ctx.workspace(kSlotPackedHeads, static_cast<std::size_t>(chunk * head_floats) * 4));
+  const i64 chunk =
+      std::min(tuning::streaming_pack_heads_budget_bytes() / (head_floats * 4), pairs);  // >= 1
+  auto* packed = static_cast<float*>(
+      ctx.workspace(kSlotPackedHeads, static_cast<std::size_t>(chunk * head_floats) * 4));
   const i64 copy_rows = tuning::streaming_pack_heads_copy_rows();
   const i64 copies_per_pair = (s.kv_len + copy_rows - 1) / copy_rows;
   AttentionStats total;
@@ -493,7 +514,8 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
     const i64 g1 = std::min(pairs, g0 + chunk);
     ctx.parallel_for((g1 - g0) * copies_per_pair, [&](i64 t, int) {
       const i64 g = t / copies_per_pair, row0 = (t % copies_per_pair) * copy_rows;
-      pack_head_rows(plan, p, g0 + g, row0, std::min(copy_rows, s.kv_len - row0), packed + g * head_floats);
+      pack_head_rows(plan, p, g0 + g, row0, std::min(copy_rows, s.kv_len - row0),
+                     packed + g * head_floats);
     });
     const AttentionStats stats = kernels::run_tasks(
         ctx, s, (g1 - g0) * q_tiles, scratch_bytes, tile_entries, [&](i64 task, void* scratch) {

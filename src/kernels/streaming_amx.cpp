@@ -18,9 +18,9 @@
 #include "headcount/error.h"
 #include "kernels/masking.h"
 #include "kernels/task_rows.h"
-#include "simd/tuning.h"
 #include "simd/amx.h"
 #include "simd/tiles.h"
+#include "simd/tuning.h"
 
 namespace headcount::kernels {
 namespace {
@@ -64,8 +64,8 @@ struct AmxPlan {
     keys_off = next(hi_off, rows_pad * 4);
     bytes = next(keys_off, positions * static_cast<i64>(sizeof(KeyRange)));
   }
-  i64 kt_words() const { return depth / 2 * keys_pad; }      // per (batch, kv head)
-  i64 v_words() const { return keys_pad / 2 * width; }       // per (batch, kv head)
+  i64 kt_words() const { return depth / 2 * keys_pad; }  // per (batch, kv head)
+  i64 v_words() const { return keys_pad / 2 * width; }   // per (batch, kv head)
 };
 
 // K^T pairs [depth/2, keys_pad] and V pairs [keys_pad/2, width] of one (batch, kv head).
@@ -79,7 +79,8 @@ void repack(const AmxPlan& plan, const AttentionParams& p, i64 b, i64 g, std::ui
   for (i64 c = 0; c < s.kv_len; ++c) {
     const bf16* k_row = k_base + p.k.offset({b, c, g, 0});
     for (i64 d = 0; d < s.head_dim; ++d)
-      kt[(d / 2) * plan.keys_pad + c] |= static_cast<std::uint32_t>(k_row[d * p.k.strides[3]].bits) << (16 * (d % 2));
+      kt[(d / 2) * plan.keys_pad + c] |= static_cast<std::uint32_t>(k_row[d * p.k.strides[3]].bits)
+                                         << (16 * (d % 2));
     const bf16* v_row = v_base + p.v.offset({b, c, g, 0});
     std::uint32_t* v_out = v + (c / 2) * plan.width;
     for (i64 e = 0; e < s.v_head_dim; ++e)
@@ -129,12 +130,14 @@ TaskResult run_task(const AmxPlan& plan, const AttentionParams& p, i64 task, std
 
   TaskResult result;
   const float* bias = p.bias.empty() ? nullptr : p.bias.ptr<const float>();
-  const i64 first = union_keys.begin >= union_keys.end ? union_keys.end : union_keys.begin / tk * tk;
+  const i64 first =
+      union_keys.begin >= union_keys.end ? union_keys.end : union_keys.begin / tk * tk;
   for (i64 col0 = first; col0 < union_keys.end; col0 += tk) {
     const i64 cols = std::min(tk, s.kv_len - col0);
     const i64 keys = round_up(cols, 32);
     result.entries += rows * cols;
-    simd::amx::scores(q, plan.depth, kt + col0, plan.keys_pad, plan.depth, st, tk, plan.rows_pad, keys);
+    simd::amx::scores(q, plan.depth, kt + col0, plan.keys_pad, plan.depth, st, tk, plan.rows_pad,
+                      keys);
     for (i64 r = 0; r < plan.rows_pad; ++r) {
       if (r >= rows) {
         lo[r] = hi[r] = 0;
@@ -145,19 +148,22 @@ TaskResult run_task(const AmxPlan& plan, const AttentionParams& p, i64 task, std
       hi[r] = static_cast<std::int32_t>(std::clamp(k.end - col0, i64{lo[r]}, cols));
       if (bias) {  // scale first, then the bias: the softmax below then runs with scale 1
         const i64 head = g * s.group + r / n;
-        const float* bias_row = bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b,
-                                                      p.bias.shape[1] == 1 ? 0 : head, row0 + r % n, col0});
+        const float* bias_row =
+            bias + p.bias.offset({p.bias.shape[0] == 1 ? 0 : b, p.bias.shape[1] == 1 ? 0 : head,
+                                  row0 + r % n, col0});
         float* row = st + r * tk;
-        for (i64 c = lo[r]; c < hi[r]; ++c) row[c] = s.scale * row[c] + bias_row[c * p.bias.strides[3]];
+        for (i64 c = lo[r]; c < hi[r]; ++c)
+          row[c] = s.scale * row[c] + bias_row[c * p.bias.strides[3]];
       }
     }
-    simd::amx::softmax_rows(st, tk, plan.rows_pad, keys, bias ? 1.0f : s.scale, lo, hi, max, sum, pb, tk,
-                            acc, plan.width, plan.width);
+    simd::amx::softmax_rows(st, tk, plan.rows_pad, keys, bias ? 1.0f : s.scale, lo, hi, max, sum,
+                            pb, tk, acc, plan.width, plan.width);
     simd::amx::weighted_sum(pb, tk, v + (col0 / 2) * plan.width, plan.width, keys, acc, plan.width,
                             plan.rows_pad, plan.width);
   }
 
-  if (write_rows(p, s, b, g, row0, n, acc, plan.width, max, sum, plan.scale)) result.overflow = true;
+  if (write_rows(p, s, b, g, row0, n, acc, plan.width, max, sum, plan.scale))
+    result.overflow = true;
   return result;
 }
 
@@ -166,17 +172,21 @@ TaskResult run_task(const AmxPlan& plan, const AttentionParams& p, i64 task, std
 AttentionStats streaming_amx(Context& ctx, const AttentionParams& p, const AttentionShape& s) {
   const AmxPlan plan(p, s);
   const i64 heads = s.batch * s.kv_heads;
-  auto* kt_all = static_cast<std::uint32_t*>(ctx.workspace(kSlotKt, static_cast<std::size_t>(heads * plan.kt_words()) * 4));
-  auto* v_all = static_cast<std::uint32_t*>(ctx.workspace(kSlotV, static_cast<std::size_t>(heads * plan.v_words()) * 4));
+  auto* kt_all = static_cast<std::uint32_t*>(
+      ctx.workspace(kSlotKt, static_cast<std::size_t>(heads * plan.kt_words()) * 4));
+  auto* v_all = static_cast<std::uint32_t*>(
+      ctx.workspace(kSlotV, static_cast<std::size_t>(heads * plan.v_words()) * 4));
   ctx.parallel_for(heads, [&](i64 bg, int) {
-    repack(plan, p, bg / s.kv_heads, bg % s.kv_heads, kt_all + bg * plan.kt_words(), v_all + bg * plan.v_words());
+    repack(plan, p, bg / s.kv_heads, bg % s.kv_heads, kt_all + bg * plan.kt_words(),
+           v_all + bg * plan.v_words());
   });
 
   const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
   const i64 tasks = s.batch * s.kv_heads * q_tiles;
   return run_tasks(ctx, s, tasks, static_cast<std::size_t>(plan.bytes), plan.rows * plan.key_tile,
                    [&](i64 task, void* scratch) {
-                     return run_task(plan, p, task, static_cast<std::byte*>(scratch), kt_all, v_all);
+                     return run_task(plan, p, task, static_cast<std::byte*>(scratch), kt_all,
+                                     v_all);
                    });
 }
 

@@ -5,6 +5,7 @@
 
 namespace headcount::kernels {
 
-AttentionStats streaming_amx(Context& ctx, const AttentionParams& params, const AttentionShape& shape);
+AttentionStats streaming_amx(Context& ctx, const AttentionParams& params,
+                             const AttentionShape& shape);
 
 }  // namespace headcount::kernels

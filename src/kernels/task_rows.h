@@ -42,13 +42,15 @@ inline bool write_rows(const AttentionParams& p, const AttentionShape& s, std::i
   for (std::int64_t r = 0; r < n * s.group; ++r) {
     const std::int64_t i = r % n, head = kv_head * s.group + r / n;
     const bool saw_key = sum[r] > 0.0f;
-    if (!(max[r] < std::numeric_limits<float>::infinity()) || !std::isfinite(sum[r])) overflow = true;
+    if (!(max[r] < std::numeric_limits<float>::infinity()) || !std::isfinite(sum[r]))
+      overflow = true;
     const float inverse = saw_key ? 1.0f / sum[r] : 0.0f;
     float* dst = out + p.out.offset({b, row0 + i, head, 0});
     if (p.out.strides[3] == 1)
       scale(acc + r * ld_acc, inverse, dst, s.v_head_dim);
     else
-      for (std::int64_t e = 0; e < s.v_head_dim; ++e) dst[e * p.out.strides[3]] = acc[r * ld_acc + e] * inverse;
+      for (std::int64_t e = 0; e < s.v_head_dim; ++e)
+        dst[e * p.out.strides[3]] = acc[r * ld_acc + e] * inverse;
     if (!p.lse.empty())
       p.lse.ptr<float>()[p.lse.offset({b, head, row0 + i})] =
           saw_key ? max[r] + std::log(sum[r]) : -std::numeric_limits<float>::infinity();

@@ -1,6 +1,8 @@
 // Validation of AttentionParams at the public edge: every size, stride, mask and option,
 // and every input value (a NaN or inf in q, k, v or a NaN / +inf bias would otherwise come
 // out as NaN without a word). Costs one read of the inputs: O(n·h·d) next to O(n²·h·d).
+#include "kernels/validate.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -9,7 +11,6 @@
 #include "headcount/attention.h"
 #include "headcount/context.h"
 #include "headcount/error.h"
-#include "kernels/validate.h"
 #include "kernels/view_checks.h"
 #include "simd/tiles.h"
 
@@ -29,8 +30,8 @@ AttentionShape validate_layout(const AttentionParams& p) {
   check_rank(p.k, "k", 4, "[batch, kv_len, kv_heads, head_dim]", true);
   check_rank(p.v, "v", 4, "[batch, kv_len, kv_heads, v_head_dim]", true);
   HEADCOUNT_CHECK(p.k.dtype == p.q.dtype && p.v.dtype == p.q.dtype, "k and v dtype",
-        concat(dtype_name(p.q.dtype), " (the dtype of q)"),
-        concat(dtype_name(p.k.dtype), " and ", dtype_name(p.v.dtype)));
+                  concat(dtype_name(p.q.dtype), " (the dtype of q)"),
+                  concat(dtype_name(p.k.dtype), " and ", dtype_name(p.v.dtype)));
   check_rank(p.out, "out", 4, "[batch, q_len, heads, v_head_dim]");
   check_writable(p.out, "out");
 
@@ -43,11 +44,11 @@ AttentionShape validate_layout(const AttentionParams& p) {
   s.kv_heads = p.k.shape[2];
   s.v_head_dim = p.v.shape[3];
 
-  check_shape(p.k, "k", {s.batch, s.kv_len, s.kv_heads, s.head_dim},
-              "(batch and head_dim of q)");
+  check_shape(p.k, "k", {s.batch, s.kv_len, s.kv_heads, s.head_dim}, "(batch and head_dim of q)");
   check_shape(p.v, "v", {s.batch, s.kv_len, s.kv_heads, s.v_head_dim},
               "(batch, kv_len and kv_heads of k)");
-  HEADCOUNT_CHECK(s.heads % s.kv_heads == 0, "kv_heads", concat("a divisor of heads = ", s.heads), s.kv_heads);
+  HEADCOUNT_CHECK(s.heads % s.kv_heads == 0, "kv_heads", concat("a divisor of heads = ", s.heads),
+                  s.kv_heads);
   s.group = s.heads / s.kv_heads;
   check_shape(p.out, "out", {s.batch, s.q_len, s.heads, s.v_head_dim},
               "[batch, q_len, heads, v_head_dim]");
@@ -60,7 +61,8 @@ AttentionShape validate_layout(const AttentionParams& p) {
   }
 
   // The scale is an fp32 value; the default is 1/sqrt(head_dim) correctly rounded to fp32.
-  s.scale = p.scale ? *p.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  s.scale =
+      p.scale ? *p.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   HEADCOUNT_CHECK(std::isfinite(s.scale), "scale", "a finite number", s.scale);
 
   HEADCOUNT_CHECK(p.window_left >= -1, "window_left", "-1 (unbounded) or >= 0", p.window_left);
@@ -68,39 +70,43 @@ AttentionShape validate_layout(const AttentionParams& p) {
 
   if (!p.key_lengths.empty()) {
     HEADCOUNT_CHECK(static_cast<std::int64_t>(p.key_lengths.size()) == s.batch, "key_lengths",
-          concat(s.batch, " entries (one per batch element)"), p.key_lengths.size());
+                    concat(s.batch, " entries (one per batch element)"), p.key_lengths.size());
     for (std::size_t b = 0; b < p.key_lengths.size(); ++b)
-      HEADCOUNT_CHECK(p.key_lengths[b] >= 0 && p.key_lengths[b] <= s.kv_len, concat("key_lengths[", b, "]"),
-            concat("0 to kv_len = ", s.kv_len), p.key_lengths[b]);
+      HEADCOUNT_CHECK(p.key_lengths[b] >= 0 && p.key_lengths[b] <= s.kv_len,
+                      concat("key_lengths[", b, "]"), concat("0 to kv_len = ", s.kv_len),
+                      p.key_lengths[b]);
   }
 
   if (!p.bias.empty()) {
     HEADCOUNT_CHECK(p.bias.rank == 4, "bias rank", "4 dims [batch or 1, heads or 1, q_len, kv_len]",
-          concat(p.bias.rank, " dims ", p.bias.shape_string()));
+                    concat(p.bias.rank, " dims ", p.bias.shape_string()));
     HEADCOUNT_CHECK(p.bias.dtype == DType::f32, "bias dtype", "f32", dtype_name(p.bias.dtype));
     const bool ok = (p.bias.shape[0] == 1 || p.bias.shape[0] == s.batch) &&
                     (p.bias.shape[1] == 1 || p.bias.shape[1] == s.heads) &&
                     p.bias.shape[2] == s.q_len && p.bias.shape[3] == s.kv_len;
-    HEADCOUNT_CHECK(ok, "bias shape",
-          concat("[1 or ", s.batch, ", 1 or ", s.heads, ", ", s.q_len, ", ", s.kv_len, "]"),
-          p.bias.shape_string());
+    HEADCOUNT_CHECK(
+        ok, "bias shape",
+        concat("[1 or ", s.batch, ", 1 or ", s.heads, ", ", s.q_len, ", ", s.kv_len, "]"),
+        p.bias.shape_string());
     const float* bias = p.bias.ptr<const float>();
     for_each_offset(p.bias, [&](std::int64_t off, auto a, auto b, auto c, auto d) {
       const float x = bias[off];
       if (std::isnan(x) || x == INFINITY)
-        fail("bias", concat("expected finite values or -inf, got ", x, " at [", a, ", ", b, ", ",
-                            c, ", ", d, "]"));
+        fail("bias", concat("expected finite values or -inf, got ", x, " at [", a, ", ", b, ", ", c,
+                            ", ", d, "]"));
     });
   }
 
   if (p.probs_mode == ProbsMode::per_head) {
     check_rank(p.probs, "probs", 4, "[batch, heads, q_len, kv_len]");
-    check_shape(p.probs, "probs", {s.batch, s.heads, s.q_len, s.kv_len}, "[batch, heads, q_len, kv_len]");
+    check_shape(p.probs, "probs", {s.batch, s.heads, s.q_len, s.kv_len},
+                "[batch, heads, q_len, kv_len]");
     check_writable(p.probs, "probs");
   } else if (p.probs_mode == ProbsMode::averaged) {
     HEADCOUNT_CHECK(!p.probs.empty(), "probs", "a tensor [batch, q_len, kv_len]", "no data");
     HEADCOUNT_CHECK(p.probs.rank == 3 && p.probs.dtype == DType::f32, "probs",
-          "an f32 tensor [batch, q_len, kv_len]", concat(dtype_name(p.probs.dtype), ' ', p.probs.shape_string()));
+                    "an f32 tensor [batch, q_len, kv_len]",
+                    concat(dtype_name(p.probs.dtype), ' ', p.probs.shape_string()));
     check_shape(p.probs, "probs", {s.batch, s.q_len, s.kv_len}, "[batch, q_len, kv_len]");
     check_writable(p.probs, "probs");
   }

@@ -27,12 +27,12 @@ struct GemmArgs {
   std::int64_t lda = 0;
   const float* b = nullptr;  // [k, n] row-major, or [n, k] with trans_b
   std::int64_t ldb = 0;
-  float* c = nullptr;        // [m, n], row stride ldc; must not overlap a or b
+  float* c = nullptr;  // [m, n], row stride ldc; must not overlap a or b
   std::int64_t ldc = 0;
   const float* bias = nullptr;  // [n] added to every row after the sum (one rounding), or null
-  bool accumulate = false;  // C += A·B instead of C = A·B
-  bool trans_a = false;     // use Aᵀ: a holds the k x m matrix
-  bool trans_b = false;     // use Bᵀ: b holds the n x k matrix
+  bool accumulate = false;      // C += A·B instead of C = A·B
+  bool trans_a = false;         // use Aᵀ: a holds the k x m matrix
+  bool trans_b = false;         // use Bᵀ: b holds the n x k matrix
 };
 
 void gemm(Context& ctx, const GemmArgs& args);

@@ -18,7 +18,8 @@ void add_layer_norm(Context& ctx, float* x, const float* residual, std::int64_t 
   ctx.parallel_for_ranges(tasks, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
     for (std::int64_t r = task * kRowsPerTask; r < end; ++r)
-      norm_row(x + r * width, residual == nullptr ? nullptr : residual + r * width, width, gamma, beta, eps);
+      norm_row(x + r * width, residual == nullptr ? nullptr : residual + r * width, width, gamma,
+               beta, eps);
   });
 }
 

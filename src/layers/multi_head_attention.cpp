@@ -25,7 +25,8 @@ enum Slot : int { kSlotQkv = 0, kSlotQ, kSlotK, kSlotV, kSlotConcat };
 void check_tensor(const Tensor& t, const char* name, std::vector<std::int64_t> shape) {
   HEADCOUNT_CHECK(!t.empty(), name, concat("a tensor ", shape_string(shape)), "no data");
   HEADCOUNT_CHECK(t.dtype() == DType::f32, concat(name, " dtype"), "f32", dtype_name(t.dtype()));
-  HEADCOUNT_CHECK(t.shape() == shape, concat(name, " shape"), shape_string(shape), shape_string(t.shape()));
+  HEADCOUNT_CHECK(t.shape() == shape, concat(name, " shape"), shape_string(shape),
+                  shape_string(t.shape()));
   const float* data = t.data<const float>();
   for (std::int64_t i = 0; i < t.numel(); ++i)
     if (!std::isfinite(data[i]))
@@ -54,8 +55,8 @@ void project(Context& ctx, const TensorView& x, const Tensor& w, const Tensor& b
 
 // y[b] = x[b] · W (+ bias) through the packed GEMM (W packed, `out` columns), one call when the
 // rows are evenly spaced. Each row's result is independent of the others (packed_gemm.h).
-void project_packed(Context& ctx, const TensorView& x, const Tensor& packed, std::int64_t out, const Tensor& bias,
-                    float* y, std::int64_t ldy) {
+void project_packed(Context& ctx, const TensorView& x, const Tensor& packed, std::int64_t out,
+                    const Tensor& bias, float* y, std::int64_t ldy) {
   const std::int64_t batch = x.shape[0], len = x.shape[1];
   const bool one_gemm = x.strides[0] == len * x.strides[1];
   for (std::int64_t b = 0; b < (one_gemm ? 1 : batch); ++b)
@@ -93,10 +94,10 @@ MultiHeadAttentionConfig resolve(const MultiHeadAttentionConfig& config) {
   HEADCOUNT_CHECK(c.heads >= 1, "heads", ">= 1", c.heads);
   if (c.kv_heads == 0) c.kv_heads = c.heads;
   HEADCOUNT_CHECK(c.kv_heads >= 1 && c.heads % c.kv_heads == 0, "kv_heads",
-        concat("a divisor of heads = ", c.heads), c.kv_heads);
+                  concat("a divisor of heads = ", c.heads), c.kv_heads);
   if (c.head_dim == 0) {
     HEADCOUNT_CHECK(c.d_model % c.heads == 0, "heads",
-          concat("a divisor of d_model = ", c.d_model, " (or set head_dim)"), c.heads);
+                    concat("a divisor of d_model = ", c.d_model, " (or set head_dim)"), c.heads);
     c.head_dim = c.d_model / c.heads;
   }
   HEADCOUNT_CHECK(c.head_dim >= 1, "head_dim", ">= 1", c.head_dim);
@@ -144,7 +145,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
       check_tensor(*biases[i], bias_names[i], {bias_sizes[i]});
     } else {
       HEADCOUNT_CHECK(biases[i]->empty(), bias_names[i], "no tensor (config.bias is false)",
-            shape_string(biases[i]->shape()));
+                      shape_string(biases[i]->shape()));
     }
   }
 
@@ -163,8 +164,8 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
 }
 
 void MultiHeadAttention::set_projection_dtype(DType dtype) {
-  HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8, "projection dtype",
-                  "f32, bf16 or i8", dtype_name(dtype));
+  HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8,
+                  "projection dtype", "f32, bf16 or i8", dtype_name(dtype));
   const MultiHeadAttentionConfig& c = config_;
   if (c.kv_dim == c.d_model) {
     Tensor w_qkv(DType::f32, {c.d_model, qkv_width_});
@@ -176,22 +177,27 @@ void MultiHeadAttention::set_projection_dtype(DType dtype) {
                     w_qkv.data<float>() + r * qkv_width_ + column);
       column += part->size(1);
     }
-    packed_qkv_ = layers::pack_weights(w_qkv.data<const float>(), c.d_model, qkv_width_, qkv_width_, dtype);
+    packed_qkv_ =
+        layers::pack_weights(w_qkv.data<const float>(), c.d_model, qkv_width_, qkv_width_, dtype);
   }
-  packed_o_ = layers::pack_weights(weights_.w_o.data<const float>(), concat_width(), c.d_model, c.d_model, dtype);
+  packed_o_ = layers::pack_weights(weights_.w_o.data<const float>(), concat_width(), c.d_model,
+                                   c.d_model, dtype);
 }
 
 LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x, const TensorView& out,
                                        const AttentionOptions& options) const {
   const auto& c = config_;
-  HEADCOUNT_CHECK(c.kv_dim == c.d_model, "kv_dim",
-        concat("d_model = ", c.d_model, " for self-attention (use the cross-attention forward)"), c.kv_dim);
+  HEADCOUNT_CHECK(
+      c.kv_dim == c.d_model, "kv_dim",
+      concat("d_model = ", c.d_model, " for self-attention (use the cross-attention forward)"),
+      c.kv_dim);
   check_input(x, "x", c.d_model, "[batch, seq_len, d_model]");
   const std::int64_t batch = x.shape[0], len = x.shape[1];
 
   // 1. Project once: [B*n, d_model] · W_qkv → [B*n, q_width + k_width + v_width].
   const std::int64_t width = qkv_width_;
-  float* qkv = static_cast<float*>(ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
+  float* qkv = static_cast<float*>(
+      ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
   project_packed(ctx, x, packed_qkv_, width, b_qkv_, qkv, width);
 
   // 2. Heads are column ranges of the projection: views, not copies.
@@ -214,13 +220,16 @@ LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x_q, cons
   check_input(x_k, "x_k", c.kv_dim, "[batch, kv_len, kv_dim]");
   check_input(x_v, "x_v", c.kv_dim, "[batch, kv_len, kv_dim]");
   const std::int64_t batch = x_q.shape[0], q_len = x_q.shape[1], kv_len = x_k.shape[1];
-  HEADCOUNT_CHECK(x_k.shape[0] == batch, "x_k shape", concat("batch = ", batch, " (of x_q)"), x_k.shape_string());
+  HEADCOUNT_CHECK(x_k.shape[0] == batch, "x_k shape", concat("batch = ", batch, " (of x_q)"),
+                  x_k.shape_string());
   HEADCOUNT_CHECK(x_v.shape[0] == batch && x_v.shape[1] == kv_len, "x_v shape",
-        concat("[", batch, ", ", kv_len, ", ", c.kv_dim, "] (batch and kv_len of x_k)"), x_v.shape_string());
+                  concat("[", batch, ", ", kv_len, ", ", c.kv_dim, "] (batch and kv_len of x_k)"),
+                  x_v.shape_string());
 
   // 1. Project: three GEMMs, since queries and keys/values come from different inputs.
   auto buffer = [&](Slot slot, std::int64_t rows, std::int64_t cols) {
-    return static_cast<float*>(ctx.workspace(slot, static_cast<std::size_t>(rows * cols) * sizeof(float)));
+    return static_cast<float*>(
+        ctx.workspace(slot, static_cast<std::size_t>(rows * cols) * sizeof(float)));
   };
   float* q = buffer(kSlotQ, batch * q_len, q_width());
   float* k = buffer(kSlotK, batch * kv_len, k_width());
@@ -259,23 +268,28 @@ LayerStats MultiHeadAttention::attend_and_mix(Context& ctx, AttentionParams para
                                               const AttentionOptions& options) const {
   const auto& c = config_;
   HEADCOUNT_CHECK(!out.empty() && out.rank == 3 && out.dtype == DType::f32, "out",
-        "an f32 tensor [batch, q_len, d_model]", concat(dtype_name(out.dtype), ' ', out.shape_string()));
-  HEADCOUNT_CHECK(out.shape[0] == batch && out.shape[1] == q_len && out.shape[2] == c.d_model, "out shape",
-        concat("[", batch, ", ", q_len, ", ", c.d_model, "]"), out.shape_string());
-  HEADCOUNT_CHECK(out.strides[2] == 1 && out.strides[1] >= c.d_model && out.strides[0] >= q_len * out.strides[1],
-        "out strides", "non-overlapping rows with unit stride along d_model", out.strides_string());
+                  "an f32 tensor [batch, q_len, d_model]",
+                  concat(dtype_name(out.dtype), ' ', out.shape_string()));
+  HEADCOUNT_CHECK(out.shape[0] == batch && out.shape[1] == q_len && out.shape[2] == c.d_model,
+                  "out shape", concat("[", batch, ", ", q_len, ", ", c.d_model, "]"),
+                  out.shape_string());
+  HEADCOUNT_CHECK(out.strides[2] == 1 && out.strides[1] >= c.d_model &&
+                      out.strides[0] >= q_len * out.strides[1],
+                  "out strides", "non-overlapping rows with unit stride along d_model",
+                  out.strides_string());
 
   if (!options.head_mask.empty()) {
     HEADCOUNT_CHECK(static_cast<std::int64_t>(options.head_mask.size()) == c.heads, "head_mask",
                     concat(c.heads, " entries (one per head)"), options.head_mask.size());
     for (std::size_t h = 0; h < options.head_mask.size(); ++h)
       if (!std::isfinite(options.head_mask[h]))
-        fail("head_mask", concat("expected finite factors, got ", options.head_mask[h], " for head ", h));
+        fail("head_mask",
+             concat("expected finite factors, got ", options.head_mask[h], " for head ", h));
   }
 
   // 2. Attend: each head writes its columns of the concat buffer [B*n, heads * v_head_dim].
-  float* concat_buffer = static_cast<float*>(
-      ctx.workspace(kSlotConcat, static_cast<std::size_t>(batch * q_len * concat_width()) * sizeof(float)));
+  float* concat_buffer = static_cast<float*>(ctx.workspace(
+      kSlotConcat, static_cast<std::size_t>(batch * q_len * concat_width()) * sizeof(float)));
   params.out = head_view(concat_buffer, concat_width(), 0, batch, q_len, c.heads, c.v_head_dim);
   params.scale = options.scale;
   params.causal = options.causal;

@@ -18,8 +18,8 @@
 #include "headcount/decode.h"
 #include "headcount/error.h"
 #include "headcount/multi_head_attention.h"
-#include "layers/packed_gemm.h"
 #include "layers/layer_checks.h"
+#include "layers/packed_gemm.h"
 
 namespace headcount {
 
@@ -30,19 +30,24 @@ namespace {
 
 enum Slot : int { kSlotQkv = 0, kSlotConcat = 4 };
 
-
 void check_out(const TensorView& out, i64 batch, i64 len, i64 d_model) {
-  HEADCOUNT_CHECK(!out.empty() && out.rank == 3 && out.dtype == DType::f32, "out", "an f32 tensor [batch, q_len, d_model]",
+  HEADCOUNT_CHECK(!out.empty() && out.rank == 3 && out.dtype == DType::f32, "out",
+                  "an f32 tensor [batch, q_len, d_model]",
                   concat(dtype_name(out.dtype), ' ', out.shape_string()));
-  HEADCOUNT_CHECK(out.shape[0] == batch && out.shape[1] == len && out.shape[2] == d_model, "out shape",
-                  concat("[", batch, ", ", len, ", ", d_model, "]"), out.shape_string());
-  HEADCOUNT_CHECK(out.strides[2] == 1 && out.strides[1] >= d_model && out.strides[0] >= len * out.strides[1],
-                  "out strides", "non-overlapping rows with unit stride along d_model", out.strides_string());
+  HEADCOUNT_CHECK(out.shape[0] == batch && out.shape[1] == len && out.shape[2] == d_model,
+                  "out shape", concat("[", batch, ", ", len, ", ", d_model, "]"),
+                  out.shape_string());
+  HEADCOUNT_CHECK(
+      out.strides[2] == 1 && out.strides[1] >= d_model && out.strides[0] >= len * out.strides[1],
+      "out strides", "non-overlapping rows with unit stride along d_model", out.strides_string());
 }
 
-// [batch, len, heads, dim] view of columns [column, column + heads*dim) of a [batch*len, row_width] matrix.
-TensorView head_view(float* matrix, i64 row_width, i64 column, i64 batch, i64 len, i64 heads, i64 dim) {
-  return TensorView::strided(matrix + column, DType::f32, {batch, len, heads, dim}, {len * row_width, row_width, dim, 1});
+// [batch, len, heads, dim] view of columns [column, column + heads*dim) of a [batch*len, row_width]
+// matrix.
+TensorView head_view(float* matrix, i64 row_width, i64 column, i64 batch, i64 len, i64 heads,
+                     i64 dim) {
+  return TensorView::strided(matrix + column, DType::f32, {batch, len, heads, dim},
+                             {len * row_width, row_width, dim, 1});
 }
 
 }  // namespace
@@ -52,23 +57,31 @@ void MultiHeadAttention::check_cache(const KvCache& cache, i64 layer) const {
   const KvCacheConfig& k = cache.config();
   HEADCOUNT_CHECK(c.kv_dim == c.d_model, "kv_dim",
                   concat("d_model = ", c.d_model, " (a KV cache is for self-attention)"), c.kv_dim);
-  HEADCOUNT_CHECK(k.kv_heads == c.kv_heads, "kv cache kv_heads", concat(c.kv_heads, " (the layer's kv_heads)"), k.kv_heads);
-  HEADCOUNT_CHECK(k.head_dim == c.head_dim, "kv cache head_dim", concat(c.head_dim, " (the layer's head_dim)"), k.head_dim);
-  HEADCOUNT_CHECK(k.v_head_dim == c.v_head_dim, "kv cache v_head_dim", concat(c.v_head_dim, " (the layer's v_head_dim)"),
-                  k.v_head_dim);
-  HEADCOUNT_CHECK(layer >= 0 && layer < k.layers, "kv cache layer", concat("0 to ", k.layers - 1), layer);
+  HEADCOUNT_CHECK(k.kv_heads == c.kv_heads, "kv cache kv_heads",
+                  concat(c.kv_heads, " (the layer's kv_heads)"), k.kv_heads);
+  HEADCOUNT_CHECK(k.head_dim == c.head_dim, "kv cache head_dim",
+                  concat(c.head_dim, " (the layer's head_dim)"), k.head_dim);
+  HEADCOUNT_CHECK(k.v_head_dim == c.v_head_dim, "kv cache v_head_dim",
+                  concat(c.v_head_dim, " (the layer's v_head_dim)"), k.v_head_dim);
+  HEADCOUNT_CHECK(layer >= 0 && layer < k.layers, "kv cache layer", concat("0 to ", k.layers - 1),
+                  layer);
 }
 
 float* MultiHeadAttention::project_qkv(Context& ctx, const TensorView& x) const {
   const i64 batch = x.shape[0], len = x.shape[1];
   const i64 width = qkv_width_;
-  float* y = static_cast<float*>(ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
+  float* y = static_cast<float*>(
+      ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
   const bool one_gemm = x.strides[0] == len * x.strides[1];
   for (i64 b = 0; b < (one_gemm ? 1 : batch); ++b)
-    layers::packed_gemm(ctx, {.m = one_gemm ? batch * len : len, .x = x.ptr<const float>() + b * x.strides[0],
-                              .ldx = x.strides[1], .w = &packed_qkv_, .n = width,
+    layers::packed_gemm(ctx, {.m = one_gemm ? batch * len : len,
+                              .x = x.ptr<const float>() + b * x.strides[0],
+                              .ldx = x.strides[1],
+                              .w = &packed_qkv_,
+                              .n = width,
                               .bias = b_qkv_.empty() ? nullptr : b_qkv_.data<const float>(),
-                              .y = y + b * len * width, .ldy = width});
+                              .y = y + b * len * width,
+                              .ldy = width});
   return y;
 }
 
@@ -78,16 +91,20 @@ LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCach
   check_cache(cache, layer);
   layers::check_input(x, "x", c.d_model, "[batch, prompt_len, d_model]");
   const i64 batch = x.shape[0], len = x.shape[1];
-  HEADCOUNT_CHECK(cache.config().batch == batch, "kv cache batch", concat(batch, " (the batch of x)"), cache.config().batch);
+  HEADCOUNT_CHECK(cache.config().batch == batch, "kv cache batch",
+                  concat(batch, " (the batch of x)"), cache.config().batch);
   for (i64 b = 0; b < batch; ++b)
-    HEADCOUNT_CHECK(cache.length(layer, b) == 0, concat("kv cache length (layer ", layer, ", sequence ", b, ")"),
-                    "0 before prefill (extend a cached sequence with decode_step)", cache.length(layer, b));
+    HEADCOUNT_CHECK(cache.length(layer, b) == 0,
+                    concat("kv cache length (layer ", layer, ", sequence ", b, ")"),
+                    "0 before prefill (extend a cached sequence with decode_step)",
+                    cache.length(layer, b));
   if (!options.prompt_lengths.empty()) {
     HEADCOUNT_CHECK(static_cast<i64>(options.prompt_lengths.size()) == batch, "prompt_lengths",
                     concat(batch, " entries (one per sequence)"), options.prompt_lengths.size());
     for (std::size_t b = 0; b < options.prompt_lengths.size(); ++b)
-      HEADCOUNT_CHECK(options.prompt_lengths[b] >= 0 && options.prompt_lengths[b] <= len, concat("prompt_lengths[", b, "]"),
-                      concat("0 to prompt_len = ", len), options.prompt_lengths[b]);
+      HEADCOUNT_CHECK(options.prompt_lengths[b] >= 0 && options.prompt_lengths[b] <= len,
+                      concat("prompt_lengths[", b, "]"), concat("0 to prompt_len = ", len),
+                      options.prompt_lengths[b]);
   }
   check_out(out, batch, len, c.d_model);
 
@@ -102,7 +119,9 @@ LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCach
 
   // 3. Causal attention over the prompt, then W_O.
   LayerStats stats = attend_and_mix(ctx, params, batch, len, out,
-                                    {.kernel = options.kernel, .causal = true, .key_lengths = options.prompt_lengths,
+                                    {.kernel = options.kernel,
+                                     .causal = true,
+                                     .key_lengths = options.prompt_lengths,
                                      .scale = options.scale});
   stats.q_macs = batch * len * c.d_model * q_width();
   stats.k_macs = batch * len * c.d_model * k_width();
@@ -110,15 +129,17 @@ LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCach
   return stats;
 }
 
-LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new, KvCache& cache, i64 layer,
-                                           const TensorView& out, const DecodeStepOptions& options) const {
+LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new, KvCache& cache,
+                                           i64 layer, const TensorView& out,
+                                           const DecodeStepOptions& options) const {
   const auto& c = config_;
   check_cache(cache, layer);
   layers::check_input(x_new, "x_new", c.d_model, "[batch, new_tokens, d_model]");
   const i64 batch = x_new.shape[0], len = x_new.shape[1];
-  HEADCOUNT_CHECK(len <= kMaxDecodeTokens, "x_new new tokens", concat("1 to ", kMaxDecodeTokens), len);
-  HEADCOUNT_CHECK(cache.config().batch == batch, "kv cache batch", concat(batch, " (the batch of x_new)"),
-                  cache.config().batch);
+  HEADCOUNT_CHECK(len <= kMaxDecodeTokens, "x_new new tokens", concat("1 to ", kMaxDecodeTokens),
+                  len);
+  HEADCOUNT_CHECK(cache.config().batch == batch, "kv cache batch",
+                  concat(batch, " (the batch of x_new)"), cache.config().batch);
   check_out(out, batch, len, c.d_model);
 
   // 1-2. Project the new tokens; append their keys and values.
@@ -128,8 +149,8 @@ LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new
                head_view(qkv, width, q_width() + k_width(), batch, len, c.kv_heads, c.v_head_dim));
 
   // 3. Attend: every head writes its columns of the concat buffer.
-  float* concat_buffer =
-      static_cast<float*>(ctx.workspace(kSlotConcat, static_cast<std::size_t>(batch * len * concat_width()) * sizeof(float)));
+  float* concat_buffer = static_cast<float*>(ctx.workspace(
+      kSlotConcat, static_cast<std::size_t>(batch * len * concat_width()) * sizeof(float)));
   LayerStats stats;
   stats.attention = attention_decode(
       ctx, {.q = head_view(qkv, width, 0, batch, len, c.heads, c.head_dim),
@@ -140,10 +161,14 @@ LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new
   // 4. Mix: out = concat · W_o + b_o.
   const bool one_gemm = out.strides[0] == len * out.strides[1];
   for (i64 b = 0; b < (one_gemm ? 1 : batch); ++b)
-    layers::packed_gemm(ctx, {.m = one_gemm ? batch * len : len, .x = concat_buffer + b * len * concat_width(),
-                              .ldx = concat_width(), .w = &packed_o_, .n = c.d_model,
+    layers::packed_gemm(ctx, {.m = one_gemm ? batch * len : len,
+                              .x = concat_buffer + b * len * concat_width(),
+                              .ldx = concat_width(),
+                              .w = &packed_o_,
+                              .n = c.d_model,
                               .bias = c.bias ? weights_.b_o.data<const float>() : nullptr,
-                              .y = out.ptr<float>() + b * out.strides[0], .ldy = out.strides[1]});
+                              .y = out.ptr<float>() + b * out.strides[0],
+                              .ldy = out.strides[1]});
   stats.q_macs = batch * len * c.d_model * q_width();
   stats.k_macs = batch * len * c.d_model * k_width();
   stats.v_macs = batch * len * c.d_model * v_width();

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "headcount/error.h"
-#include "simd/tuning.h"
 #include "layers/task_grid.h"
+#include "simd/tuning.h"
 
 namespace headcount::layers {
 
@@ -69,7 +69,8 @@ Tensor pack_i8(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw)
   HEADCOUNT_CHECK(k <= 65536, "weights", "k <= 65536 for int8 packing (exact int32 sums)", k);
   const std::int64_t nr = tuning::gemm_panel_columns();
   const std::int64_t panels = (n + nr - 1) / nr;
-  Tensor packed(DType::i8, {panels, k + 8, nr});  // k rows of 64 bytes, then 512 bytes of scales and offsets
+  Tensor packed(DType::i8,
+                {panels, k + 8, nr});  // k rows of 64 bytes, then 512 bytes of scales and offsets
   auto* base = packed.data<std::uint8_t>();
   for (std::int64_t p = 0; p < panels; ++p) {
     std::uint8_t* panel = base + p * (k + 8) * nr;
@@ -108,8 +109,8 @@ Tensor pack_i8(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw)
 Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw, DType dtype) {
   HEADCOUNT_CHECK(k >= 1 && n >= 1 && ldw >= n, "weights", "k >= 1, n >= 1, ldw >= n",
                   concat("k ", k, ", n ", n, ", ldw ", ldw));
-  HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8, "weights dtype", "f32, bf16 or i8",
-                  dtype_name(dtype));
+  HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8,
+                  "weights dtype", "f32, bf16 or i8", dtype_name(dtype));
   if (dtype == DType::bf16) return pack_bf16(w, k, n, ldw);
   if (dtype == DType::i8) return pack_i8(w, k, n, ldw);
   const std::int64_t nr = tuning::gemm_panel_columns();
@@ -119,22 +120,28 @@ Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t
   std::fill_n(dst, packed.numel(), 0.0f);
   for (std::int64_t p = 0; p < panels; ++p) {
     const std::int64_t c0 = p * nr, cols = std::min(nr, n - c0);
-    for (std::int64_t d = 0; d < k; ++d) std::copy_n(w + d * ldw + c0, cols, dst + (p * k + d) * nr);
+    for (std::int64_t d = 0; d < k; ++d)
+      std::copy_n(w + d * ldw + c0, cols, dst + (p * k + d) * nr);
   }
   return packed;
 }
 
 void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
   const std::int64_t nr = tuning::gemm_panel_columns();
-  HEADCOUNT_CHECK(g.w != nullptr &&
-                      (g.w->dtype() == DType::f32 || g.w->dtype() == DType::bf16 ||
-                       (g.w->dtype() == DType::i8 && g.w->rank() == 3 && g.w->size(1) > 8 && g.w->size(1) % 4 == 0)) &&
-                      g.w->rank() == 3 && g.w->size(2) == nr,
-                  "packed weights", concat("an f32, bf16 or i8 [panels, k (+ 8 for i8), ", nr, "] tensor from pack_weights"),
-                  g.w == nullptr ? std::string("none") : shape_string(g.w->shape()));
+  HEADCOUNT_CHECK(
+      g.w != nullptr &&
+          (g.w->dtype() == DType::f32 || g.w->dtype() == DType::bf16 ||
+           (g.w->dtype() == DType::i8 && g.w->rank() == 3 && g.w->size(1) > 8 &&
+            g.w->size(1) % 4 == 0)) &&
+          g.w->rank() == 3 && g.w->size(2) == nr,
+      "packed weights",
+      concat("an f32, bf16 or i8 [panels, k (+ 8 for i8), ", nr, "] tensor from pack_weights"),
+      g.w == nullptr ? std::string("none") : shape_string(g.w->shape()));
   const std::int64_t panels = g.w->size(0), k = g.w->size(1) - (g.w->dtype() == DType::i8 ? 8 : 0);
-  HEADCOUNT_CHECK(g.n >= 1 && (g.n + nr - 1) / nr == panels, "n", concat("a width packed into ", panels, " panels"), g.n);
-  HEADCOUNT_CHECK(g.m >= 0 && g.ldx >= k && g.ldy >= g.n, "packed gemm", concat("m >= 0, ldx >= k = ", k, ", ldy >= n = ", g.n),
+  HEADCOUNT_CHECK(g.n >= 1 && (g.n + nr - 1) / nr == panels, "n",
+                  concat("a width packed into ", panels, " panels"), g.n);
+  HEADCOUNT_CHECK(g.m >= 0 && g.ldx >= k && g.ldy >= g.n, "packed gemm",
+                  concat("m >= 0, ldx >= k = ", k, ", ldy >= n = ", g.n),
                   concat("m ", g.m, ", ldx ", g.ldx, ", ldy ", g.ldy));
   if (g.m == 0) return;
   const simd::GemmKernels& kernels = simd::gemm_kernels(ctx.isa());
@@ -151,7 +158,8 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
   if (g.w->dtype() == DType::bf16) {
     // x rounded to bf16 once per call, rows split over the pool like the GEMM's tasks (each
     // row's bits depend on that row only), then the same task split on the bf16 kernel.
-    auto* xb = static_cast<std::uint16_t*>(ctx.workspace(kSlotBf16Input, static_cast<std::size_t>(g.m * k) * 2));
+    auto* xb = static_cast<std::uint16_t*>(
+        ctx.workspace(kSlotBf16Input, static_cast<std::size_t>(g.m * k) * 2));
     const auto* packed = g.w->data<const std::uint32_t>();
     const std::int64_t lanes = k / 2 * nr;  // 32-bit lanes of one panel
     if (kernels.isa != Isa::avx512_bf16 && g.m >= tuning::gemm_bf16_widen_min_rows()) {
@@ -166,8 +174,8 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
       // two). Widening the panel per task instead repeated it for every row block: 0.90x fp32.
       auto* xw = static_cast<std::uint32_t*>(
           ctx.workspace(kSlotBf16Widened, static_cast<std::size_t>(g.m * k) * sizeof(float)));
-      auto* wide = static_cast<std::uint32_t*>(
-          ctx.workspace(kSlotBf16WidenedPanels, static_cast<std::size_t>(panels * k * nr) * sizeof(float)));
+      auto* wide = static_cast<std::uint32_t*>(ctx.workspace(
+          kSlotBf16WidenedPanels, static_cast<std::size_t>(panels * k * nr) * sizeof(float)));
       ctx.parallel_for(row_blocks + panels, [&](std::int64_t t, int) {
         if (t >= row_blocks) {
           widen_panel(packed + (t - row_blocks) * lanes, k, wide + (t - row_blocks) * k * nr);
@@ -185,8 +193,9 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
         const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
         if (rows <= 0) return;
         const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
-        kernels.panel(xf + r0 * k, k, rows, panels_f + p * k * nr, k, g.bias == nullptr ? nullptr : g.bias + c0,
-                      g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
+        kernels.panel(xf + r0 * k, k, rows, panels_f + p * k * nr, k,
+                      g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
+                      g.epilogue);
       });
       return;
     }
@@ -196,17 +205,21 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
       const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
       if (rows <= 0) return;
       const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
-      kernels.panel_bf16(xb + r0 * k, k, rows, packed + p * lanes, k, g.bias == nullptr ? nullptr : g.bias + c0,
-                         g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
+      kernels.panel_bf16(xb + r0 * k, k, rows, packed + p * lanes, k,
+                         g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy,
+                         cols, g.epilogue);
     });
     return;
   }
   if (g.w->dtype() == DType::i8) {
     // x quantised once per call, a scale per row, rows split over the pool (each row's bytes
     // and scale depend on that row only), then the usual task split on the int8 kernel.
-    auto* xq = static_cast<std::uint8_t*>(ctx.workspace(kSlotI8Input, static_cast<std::size_t>(g.m * k)));
-    auto* scales = static_cast<float*>(ctx.workspace(kSlotI8Scales, static_cast<std::size_t>(g.m) * sizeof(float)));
-    row_pass([&](std::int64_t r) { kernels.quantize_u8(g.x + r * g.ldx, k, xq + r * k, scales + r); });
+    auto* xq =
+        static_cast<std::uint8_t*>(ctx.workspace(kSlotI8Input, static_cast<std::size_t>(g.m * k)));
+    auto* scales = static_cast<float*>(
+        ctx.workspace(kSlotI8Scales, static_cast<std::size_t>(g.m) * sizeof(float)));
+    row_pass(
+        [&](std::int64_t r) { kernels.quantize_u8(g.x + r * g.ldx, k, xq + r * k, scales + r); });
     const auto* packed = g.w->data<const std::uint8_t>();
     const std::int64_t panel_bytes = (k + 8) * nr;
     grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
@@ -215,7 +228,8 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
       if (rows <= 0) return;
       const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
       kernels.panel_i8(xq + r0 * k, k, scales + r0, rows, packed + p * panel_bytes, k,
-                       g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
+                       g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy,
+                       cols, g.epilogue);
     });
     return;
   }
@@ -225,8 +239,9 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
     const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
     if (rows <= 0) return;
     const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
-    kernels.panel(g.x + r0 * g.ldx, g.ldx, rows, packed + p * k * nr, k, g.bias == nullptr ? nullptr : g.bias + c0,
-                  g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
+    kernels.panel(g.x + r0 * g.ldx, g.ldx, rows, packed + p * k * nr, k,
+                  g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
+                  g.epilogue);
   });
 }
 

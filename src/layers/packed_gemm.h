@@ -31,7 +31,8 @@ using simd::GemmEpilogue;
 
 // W [k, n] row-major (row stride ldw) → f32 [panels, k, 64], panels = ceil(n / 64); with
 // dtype bf16 (k even): bf16 [panels, k, 64] holding each panel's k/2 pair rows (gemm.h).
-Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw, DType dtype = DType::f32);
+Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw,
+                    DType dtype = DType::f32);
 
 struct PackedGemmArgs {
   std::int64_t m = 0;

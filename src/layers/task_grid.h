@@ -28,7 +28,8 @@ struct TaskGrid {
   std::int64_t m = 0, panels = 0, row_blocks = 0, block = 0, blocks_per_group = 0;
   bool grouped = false;
 
-  TaskGrid(std::int64_t rows, std::int64_t panel_count, int threads) : m(rows), panels(panel_count) {
+  TaskGrid(std::int64_t rows, std::int64_t panel_count, int threads)
+      : m(rows), panels(panel_count) {
     const std::int64_t natural = (rows + tuning::gemm_task_rows() - 1) / tuning::gemm_task_rows();
     grouped = threads > 1 && natural >= threads;
     if (!grouped) {
@@ -51,7 +52,8 @@ struct TaskGrid {
     return grouped ? t % (blocks_per_group * panels) / blocks_per_group : t / row_blocks;
   }
   std::int64_t row_block(std::int64_t t) const {
-    return grouped ? t / (blocks_per_group * panels) * blocks_per_group + t % blocks_per_group : t % row_blocks;
+    return grouped ? t / (blocks_per_group * panels) * blocks_per_group + t % blocks_per_group
+                   : t % row_blocks;
   }
   std::int64_t first_row(std::int64_t rb) const { return std::min(m, rb * block); }
   std::int64_t rows(std::int64_t rb) const { return std::min(m, (rb + 1) * block) - first_row(rb); }

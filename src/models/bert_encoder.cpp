@@ -68,10 +68,11 @@ namespace {
 // The file's tensors by their table names; some checkpoints (BertForPreTraining exports)
 // prefix the names with "bert.".
 BertEncoder::WeightSource from_file(const SafetensorsFile& weights) {
-  const std::string prefix = weights.find("embeddings.word_embeddings.weight") == nullptr &&
-                                     weights.find("bert.embeddings.word_embeddings.weight") != nullptr
-                                 ? "bert."
-                                 : "";
+  const std::string prefix =
+      weights.find("embeddings.word_embeddings.weight") == nullptr &&
+              weights.find("bert.embeddings.word_embeddings.weight") != nullptr
+          ? "bert."
+          : "";
   return [&weights, prefix](const std::string& name, const std::vector<std::int64_t>& shape) {
     return weights.load_f32(prefix + name, shape);
   };
@@ -79,17 +80,16 @@ BertEncoder::WeightSource from_file(const SafetensorsFile& weights) {
 
 }  // namespace
 
-BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer,
-                         const EncoderLoadOptions& options)
+BertEncoder::BertEncoder(EncoderConfig config, const SafetensorsFile& weights,
+                         WordPieceTokenizer tokenizer, const EncoderLoadOptions& options)
     : BertEncoder(std::move(config), from_file(weights), std::move(tokenizer), options) {}
 
-BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights, WordPieceTokenizer tokenizer,
-                         const EncoderLoadOptions& options)
+BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights,
+                         WordPieceTokenizer tokenizer, const EncoderLoadOptions& options)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(tokenizer))) {
   const EncoderConfig& c = impl_->config;
-  check(options.dtype == DType::f32 || options.dtype == DType::bf16 || options.dtype == DType::i8, "dtype",
-        "f32, bf16 or i8",
-        dtype_name(options.dtype));
+  check(options.dtype == DType::f32 || options.dtype == DType::bf16 || options.dtype == DType::i8,
+        "dtype", "f32, bf16 or i8", dtype_name(options.dtype));
   impl_->dtype = options.dtype;
   if (options.dtype == DType::i8) {
     // The int8 kernel multiplies 4 depths at a time (vpdpbusd): every projection's input width
@@ -110,7 +110,8 @@ BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights, Word
 
   // 1. Every tensor of the table, present and of the right shape, before any is used.
   std::map<std::string, Tensor> loaded;
-  for (const WeightSpec& spec : bert_weight_table(c)) loaded.emplace(spec.name, weights(spec.name, spec.shape));
+  for (const WeightSpec& spec : bert_weight_table(c))
+    loaded.emplace(spec.name, weights(spec.name, spec.shape));
   auto take = [&](const std::string& name) { return std::move(loaded.at(name)); };
 
   // 2. Embeddings.
@@ -122,8 +123,11 @@ BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights, Word
   // 3. Layers: linear weights transposed to [in, out].
   for (std::int64_t l = 0; l < c.layers; ++l) {
     // Per layer: the heads left after pruning, their K/V heads (GQA), head_dim unchanged.
-    const MultiHeadAttentionConfig attention_config = resolve(MultiHeadAttentionConfig{
-        .d_model = c.hidden_size, .heads = c.layer_heads(l), .kv_heads = c.layer_kv_heads(l), .head_dim = c.head_dim()});
+    const MultiHeadAttentionConfig attention_config =
+        resolve(MultiHeadAttentionConfig{.d_model = c.hidden_size,
+                                         .heads = c.layer_heads(l),
+                                         .kv_heads = c.layer_kv_heads(l),
+                                         .head_dim = c.head_dim()});
     const std::string p = concat("encoder.layer.", l, ".");
     MultiHeadAttentionWeights w;
     w.w_q = transposed(take(p + "attention.self.query.weight"));
@@ -135,10 +139,10 @@ BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights, Word
     w.b_v = take(p + "attention.self.value.bias");
     w.b_o = take(p + "attention.output.dense.bias");
     layers::FeedForward ffn{
-        .up = layers::Linear::make(transposed(take(p + "intermediate.dense.weight")), take(p + "intermediate.dense.bias"),
-                                   options.dtype),
-        .down = layers::Linear::make(transposed(take(p + "output.dense.weight")), take(p + "output.dense.bias"),
-                                     options.dtype)};
+        .up = layers::Linear::make(transposed(take(p + "intermediate.dense.weight")),
+                                   take(p + "intermediate.dense.bias"), options.dtype),
+        .down = layers::Linear::make(transposed(take(p + "output.dense.weight")),
+                                     take(p + "output.dense.bias"), options.dtype)};
     MultiHeadAttention attention(attention_config, std::move(w));
     if (options.dtype != DType::f32) attention.set_projection_dtype(options.dtype);
     impl_->layers.push_back(EncoderLayer{
@@ -180,20 +184,27 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
         concat(B, " x ", n));
   check(n <= c.max_position_embeddings, "batch seq_len",
         concat("at most max_position_embeddings = ", c.max_position_embeddings), n);
-  check(static_cast<std::int64_t>(batch.ids.size()) == B * n && static_cast<std::int64_t>(batch.lengths.size()) == B,
+  check(static_cast<std::int64_t>(batch.ids.size()) == B * n &&
+            static_cast<std::int64_t>(batch.lengths.size()) == B,
         "batch", concat(B * n, " ids and ", B, " lengths"),
         concat(batch.ids.size(), " ids and ", batch.lengths.size(), " lengths"));
-  for (std::int64_t len : batch.lengths) check(len >= 1 && len <= n, "batch lengths", concat("in [1, ", n, "]"), len);
-  for (std::int32_t id : batch.ids) check(id >= 0 && id < c.vocab_size, "token id", concat("in [0, ", c.vocab_size, ")"), id);
-  check(!hidden.empty() && hidden.dtype == DType::f32 && hidden.rank == 3 && hidden.is_contiguous() &&
-            hidden.shape[0] == B && hidden.shape[1] == n && hidden.shape[2] == d,
-        "hidden", concat("a contiguous f32 tensor [", B, ", ", n, ", ", d, "]"), hidden.shape_string());
-  check(options.head_mask.empty() || static_cast<std::int64_t>(options.head_mask.size()) == c.total_heads(),
+  for (std::int64_t len : batch.lengths)
+    check(len >= 1 && len <= n, "batch lengths", concat("in [1, ", n, "]"), len);
+  for (std::int32_t id : batch.ids)
+    check(id >= 0 && id < c.vocab_size, "token id", concat("in [0, ", c.vocab_size, ")"), id);
+  check(!hidden.empty() && hidden.dtype == DType::f32 && hidden.rank == 3 &&
+            hidden.is_contiguous() && hidden.shape[0] == B && hidden.shape[1] == n &&
+            hidden.shape[2] == d,
+        "hidden", concat("a contiguous f32 tensor [", B, ", ", n, ", ", d, "]"),
+        hidden.shape_string());
+  check(options.head_mask.empty() ||
+            static_cast<std::int64_t>(options.head_mask.size()) == c.total_heads(),
         "head_mask", concat(c.total_heads(), " factors (one per head of every layer) or none"),
         options.head_mask.size());
   for (std::int64_t l = 0; l < c.layers && !options.head_mask.empty(); ++l)
     for (std::int64_t h = 0; h < c.layer_heads(l); ++h)
-      if (const float f = options.head_mask[static_cast<std::size_t>(c.head_offset(l) + h)]; !std::isfinite(f))
+      if (const float f = options.head_mask[static_cast<std::size_t>(c.head_offset(l) + h)];
+          !std::isfinite(f))
         fail(concat("head_mask[", c.head_offset(l) + h, "] (layer ", l, ", head ", h, ")"),
              concat("expected a finite factor, got ", f));
 
@@ -201,11 +212,12 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
   const std::int64_t rows = B * n;
   const float eps = c.layer_norm_eps;
 
-  check(options.first_layer >= 0 && options.first_layer <= c.layers, "first_layer", concat("in [0, ", c.layers, "]"),
-        options.first_layer);
+  check(options.first_layer >= 0 && options.first_layer <= c.layers, "first_layer",
+        concat("in [0, ", c.layers, "]"), options.first_layer);
   const std::int64_t end_layer = options.end_layer < 0 ? c.layers : options.end_layer;
   check(end_layer >= options.first_layer && end_layer <= c.layers, "end_layer",
-        concat("-1 or in [first_layer = ", options.first_layer, ", ", c.layers, "]"), options.end_layer);
+        concat("-1 or in [first_layer = ", options.first_layer, ", ", c.layers, "]"),
+        options.end_layer);
   if (options.first_layer == 0) {
     // 1. Embeddings: word + position + token type 0, then LayerNorm.
     const float* word = impl_->word.data<const float>();
@@ -214,18 +226,21 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t i = 0; i < n; ++i) {
         float* row = x + (b * n + i) * d;
-        const float* w = word + static_cast<std::int64_t>(batch.ids[static_cast<std::size_t>(b * n + i)]) * d;
+        const float* w =
+            word + static_cast<std::int64_t>(batch.ids[static_cast<std::size_t>(b * n + i)]) * d;
         const float* p = position + i * d;
         for (std::int64_t k = 0; k < d; ++k) row[k] = w[k] + p[k] + type0[k];
       }
-    layers::add_layer_norm(ctx, x, nullptr, rows, d, impl_->embedding_norm.gamma.data<const float>(),
+    layers::add_layer_norm(ctx, x, nullptr, rows, d,
+                           impl_->embedding_norm.gamma.data<const float>(),
                            impl_->embedding_norm.beta.data<const float>(), eps);
   }
 
   // 2. Layers, post-LN: x = LN(x + attention(x)); x = LN(x + FFN(x)).
-  float* sublayer = static_cast<float*>(ctx.workspace(kSlotSublayer, static_cast<std::size_t>(rows * d) * sizeof(float)));
-  float* ffn_hidden = static_cast<float*>(
-      ctx.workspace(kSlotFfn, static_cast<std::size_t>(rows * c.intermediate_size) * sizeof(float)));
+  float* sublayer = static_cast<float*>(
+      ctx.workspace(kSlotSublayer, static_cast<std::size_t>(rows * d) * sizeof(float)));
+  float* ffn_hidden = static_cast<float*>(ctx.workspace(
+      kSlotFfn, static_cast<std::size_t>(rows * c.intermediate_size) * sizeof(float)));
   const TensorView x_view = TensorView::contiguous(x, DType::f32, {B, n, d});
   const TensorView sublayer_view = TensorView::contiguous(sublayer, DType::f32, {B, n, d});
   AttentionOptions attention_options{.kernel = options.kernel, .key_lengths = batch.lengths};
@@ -234,14 +249,18 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
     const std::int64_t heads = c.layer_heads(l);
     if (options.observe_attention)
       attention_options.lse = TensorView::contiguous(
-          ctx.workspace(kSlotLse, static_cast<std::size_t>(B * heads * n) * sizeof(float)), DType::f32, {B, heads, n});
+          ctx.workspace(kSlotLse, static_cast<std::size_t>(B * heads * n) * sizeof(float)),
+          DType::f32, {B, heads, n});
     if (!options.head_mask.empty())
-      attention_options.head_mask = options.head_mask.subspan(static_cast<std::size_t>(c.head_offset(l)),
-                                                              static_cast<std::size_t>(heads));
+      attention_options.head_mask = options.head_mask.subspan(
+          static_cast<std::size_t>(c.head_offset(l)), static_cast<std::size_t>(heads));
     if (options.observe_attention)
-      attention_options.observe = [&options, l](const AttentionParams& params) { options.observe_attention(l, params); };
+      attention_options.observe = [&options, l](const AttentionParams& params) {
+        options.observe_attention(l, params);
+      };
     layer.attention.forward(ctx, x_view, sublayer_view, attention_options);
-    layers::add_layer_norm(ctx, x, sublayer, rows, d, layer.attention_norm.gamma.data<const float>(),
+    layers::add_layer_norm(ctx, x, sublayer, rows, d,
+                           layer.attention_norm.gamma.data<const float>(),
                            layer.attention_norm.beta.data<const float>(), eps);
     layer.ffn.forward(ctx, x, rows, ffn_hidden, sublayer);
     layers::add_layer_norm(ctx, x, sublayer, rows, d, layer.output_norm.gamma.data<const float>(),
@@ -250,21 +269,25 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
 }
 
 void BertEncoder::embed_batch(Context& ctx, const TokenBatch& batch, const TensorView& out,
-                              bool normalize, Kernel kernel, std::span<const float> head_mask) const {
+                              bool normalize, Kernel kernel,
+                              std::span<const float> head_mask) const {
   const std::int64_t B = batch.batch, n = batch.seq_len, d = dim();
   check(!out.empty() && out.dtype == DType::f32 && out.rank == 2 && out.is_contiguous() &&
             out.shape[0] == B && out.shape[1] == d,
         "out", concat("a contiguous f32 tensor [", B, ", ", d, "]"), out.shape_string());
-  float* hidden = static_cast<float*>(ctx.workspace(kSlotHidden, static_cast<std::size_t>(B * n * d) * sizeof(float)));
+  float* hidden = static_cast<float*>(
+      ctx.workspace(kSlotHidden, static_cast<std::size_t>(B * n * d) * sizeof(float)));
   forward(ctx, batch, TensorView::contiguous(hidden, DType::f32, {B, n, d}),
           EncoderForwardOptions{.kernel = kernel, .head_mask = head_mask});
 
   pool(batch, hidden, out.ptr<float>(), normalize);
 }
 
-void BertEncoder::pool(const TokenBatch& batch, const float* hidden, float* out, bool normalize) const {
+void BertEncoder::pool(const TokenBatch& batch, const float* hidden, float* out,
+                       bool normalize) const {
   const std::int64_t B = batch.batch, n = batch.seq_len, d = dim();
-  // 3. Mean over the valid tokens ([CLS] and [SEP] count), then L2 (F.normalize: / max(|v|, 1e-12)).
+  // 3. Mean over the valid tokens ([CLS] and [SEP] count), then L2 (F.normalize: / max(|v|,
+  // 1e-12)).
   std::vector<double> sum(static_cast<std::size_t>(d));
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t len = batch.lengths[static_cast<std::size_t>(b)];
@@ -278,13 +301,16 @@ void BertEncoder::pool(const TokenBatch& batch, const float* hidden, float* out,
       s /= static_cast<double>(len);
       norm += s * s;
     }
-    const double scale = normalize && impl_->config.normalize ? 1.0 / std::max(std::sqrt(norm), 1e-12) : 1.0;
+    const double scale =
+        normalize && impl_->config.normalize ? 1.0 / std::max(std::sqrt(norm), 1e-12) : 1.0;
     float* dst = out + b * d;
-    for (std::int64_t k = 0; k < d; ++k) dst[k] = static_cast<float>(sum[static_cast<std::size_t>(k)] * scale);
+    for (std::int64_t k = 0; k < d; ++k)
+      dst[k] = static_cast<float>(sum[static_cast<std::size_t>(k)] * scale);
   }
 }
 
-Tensor BertEncoder::embed(Context& ctx, const std::vector<std::string>& texts, const EmbedOptions& options) const {
+Tensor BertEncoder::embed(Context& ctx, const std::vector<std::string>& texts,
+                          const EmbedOptions& options) const {
   check(options.batch_size >= 1, "batch size", ">= 1", options.batch_size);
   check(!texts.empty(), "texts", "at least one sentence", "none");
   const std::int64_t count = static_cast<std::int64_t>(texts.size()), d = dim();
@@ -295,18 +321,22 @@ Tensor BertEncoder::embed(Context& ctx, const std::vector<std::string>& texts, c
   // batch runs first: it sizes every workspace of ctx once, and the shorter batches reuse them.
   // In ascending order each longer batch regrew them, and the fresh pages' zeroing by the kernel
   // (first touch, in the GEMM's stores) was 6% of `headcount embed`'s time at batch 32.
-  // Embeddings do not depend on the batch (tests/test_encoder_invariance.cpp), so neither on the order.
+  // Embeddings do not depend on the batch (tests/test_encoder_invariance.cpp), so neither on the
+  // order.
   Tensor out(DType::f32, {count, d});
   std::int64_t done = 0;
-  const std::vector<LengthBatch> batches = batch_by_length(ids, options.batch_size, impl_->tokenizer.pad_id());
+  const std::vector<LengthBatch> batches =
+      batch_by_length(ids, options.batch_size, impl_->tokenizer.pad_id());
   for (auto it = batches.rbegin(); it != batches.rend(); ++it) {
     const LengthBatch& b = *it;
     const TokenBatch& batch = b.tokens;
-    float* pooled = static_cast<float*>(ctx.workspace(kSlotPooled, static_cast<std::size_t>(batch.batch * d) * sizeof(float)));
-    embed_batch(ctx, batch, TensorView::contiguous(pooled, DType::f32, {batch.batch, d}), options.normalize,
-                options.kernel, options.head_mask);
+    float* pooled = static_cast<float*>(
+        ctx.workspace(kSlotPooled, static_cast<std::size_t>(batch.batch * d) * sizeof(float)));
+    embed_batch(ctx, batch, TensorView::contiguous(pooled, DType::f32, {batch.batch, d}),
+                options.normalize, options.kernel, options.head_mask);
     for (std::size_t r = 0; r < b.rows.size(); ++r)
-      std::copy_n(pooled + static_cast<std::int64_t>(r) * d, d, out.data<float>() + static_cast<std::int64_t>(b.rows[r]) * d);
+      std::copy_n(pooled + static_cast<std::int64_t>(r) * d, d,
+                  out.data<float>() + static_cast<std::int64_t>(b.rows[r]) * d);
     done += batch.batch;
     if (options.progress) options.progress(done, count);
   }

@@ -29,8 +29,10 @@ void check_model_dir(const std::string& dir) {
                          fs::exists(dir, ec) ? " (not a directory)" : " (no such directory)"));
   std::string missing;
   for (const char* name : {"model.safetensors", "config.json", "vocab.txt"})
-    if (!fs::is_regular_file(fs::path(dir) / name, ec)) missing += missing.empty() ? name : concat(", ", name);
-  if (!missing.empty()) fail("model", concat("expected ", expected, ", got ", dir, " (missing ", missing, ")"));
+    if (!fs::is_regular_file(fs::path(dir) / name, ec))
+      missing += missing.empty() ? name : concat(", ", name);
+  if (!missing.empty())
+    fail("model", concat("expected ", expected, ", got ", dir, " (missing ", missing, ")"));
 }
 
 namespace {
@@ -54,7 +56,8 @@ json read_json(const fs::path& path) {
 std::int64_t positive_int(const json& config, const std::string& file, const char* key) {
   const auto it = config.find(key);
   check(it != config.end(), concat(file, ": ", key), "a positive integer", "nothing");
-  check(it->is_number_integer() && it->get<std::int64_t>() >= 1 && it->get<std::int64_t>() <= (1 << 24),
+  check(it->is_number_integer() && it->get<std::int64_t>() >= 1 &&
+            it->get<std::int64_t>() <= (1 << 24),
         concat(file, ": ", key), "a positive integer", it->dump());
   return it->get<std::int64_t>();
 }
@@ -83,13 +86,15 @@ void read_head_layout(const json& config, const std::string& file, EncoderConfig
       } catch (const std::exception&) {
         layer = -1;
       }
-      check(layer >= 0 && layer < c.layers, where + " key", concat("a layer index in [0, ", c.layers, ")"),
-            concat("\"", key, "\""));
-      check(heads.is_array(), concat(where, "[", key, "]"), "an array of head indices", heads.dump());
+      check(layer >= 0 && layer < c.layers, where + " key",
+            concat("a layer index in [0, ", c.layers, ")"), concat("\"", key, "\""));
+      check(heads.is_array(), concat(where, "[", key, "]"), "an array of head indices",
+            heads.dump());
       std::vector<std::int64_t>& list = c.pruned_heads[static_cast<std::size_t>(layer)];
       for (const json& h : heads) {
-        check(h.is_number_integer() && h.get<std::int64_t>() >= 0 && h.get<std::int64_t>() < c.heads,
-              concat(where, "[", key, "]"), concat("head indices in [0, ", c.heads, ")"), h.dump());
+        check(
+            h.is_number_integer() && h.get<std::int64_t>() >= 0 && h.get<std::int64_t>() < c.heads,
+            concat(where, "[", key, "]"), concat("head indices in [0, ", c.heads, ")"), h.dump());
         list.push_back(h.get<std::int64_t>());
       }
       std::sort(list.begin(), list.end());
@@ -99,12 +104,13 @@ void read_head_layout(const json& config, const std::string& file, EncoderConfig
   if (const auto it = config.find("headcount_kv_heads"); it != config.end() && !it->is_null()) {
     const std::string where = file + ": headcount_kv_heads";
     auto value = [&](const json& v) {
-      check(v.is_number_integer() && v.get<std::int64_t>() >= 1, where, "positive integers", v.dump());
+      check(v.is_number_integer() && v.get<std::int64_t>() >= 1, where, "positive integers",
+            v.dump());
       return v.get<std::int64_t>();
     };
     if (it->is_array()) {
-      check(static_cast<std::int64_t>(it->size()) == c.layers, where, concat(c.layers, " entries (one per layer)"),
-            it->size());
+      check(static_cast<std::int64_t>(it->size()) == c.layers, where,
+            concat(c.layers, " entries (one per layer)"), it->size());
       for (const json& v : *it) c.kv_heads.push_back(value(v));
     } else {
       c.kv_heads.assign(static_cast<std::size_t>(c.layers), value(*it));
@@ -116,7 +122,10 @@ void read_head_layout(const json& config, const std::string& file, EncoderConfig
 }  // namespace
 
 std::int64_t EncoderConfig::layer_heads(std::int64_t layer) const {
-  return pruned_heads.empty() ? heads : heads - static_cast<std::int64_t>(pruned_heads[static_cast<std::size_t>(layer)].size());
+  return pruned_heads.empty()
+             ? heads
+             : heads -
+                   static_cast<std::int64_t>(pruned_heads[static_cast<std::size_t>(layer)].size());
 }
 std::int64_t EncoderConfig::layer_kv_heads(std::int64_t layer) const {
   return kv_heads.empty() ? layer_heads(layer) : kv_heads[static_cast<std::size_t>(layer)];
@@ -148,19 +157,22 @@ bool EncoderConfig::is_grouped() const {
 
 void validate_head_layout(const EncoderConfig& c, const std::string& where) {
   check(c.pruned_heads.empty() || static_cast<std::int64_t>(c.pruned_heads.size()) == c.layers,
-        where + ": pruned_heads", concat("one list per layer (", c.layers, ")"), c.pruned_heads.size());
+        where + ": pruned_heads", concat("one list per layer (", c.layers, ")"),
+        c.pruned_heads.size());
   for (std::size_t l = 0; l < c.pruned_heads.size(); ++l) {
     const auto& list = c.pruned_heads[l];
     for (std::size_t i = 0; i < list.size(); ++i)
       check(list[i] >= 0 && list[i] < c.heads && (i == 0 || list[i] > list[i - 1]),
-            concat(where, ": pruned_heads[", l, "]"), concat("ascending distinct heads in [0, ", c.heads, ")"), list[i]);
+            concat(where, ": pruned_heads[", l, "]"),
+            concat("ascending distinct heads in [0, ", c.heads, ")"), list[i]);
     // A layer without heads would need zero-width projections, which neither headcount's
     // layer nor the safetensors format (no empty tensors written here) carries.
-    check(static_cast<std::int64_t>(list.size()) < c.heads, concat(where, ": pruned_heads[", l, "]"),
+    check(static_cast<std::int64_t>(list.size()) < c.heads,
+          concat(where, ": pruned_heads[", l, "]"),
           concat("at most ", c.heads - 1, " heads (one must stay)"), list.size());
   }
-  check(c.kv_heads.empty() || static_cast<std::int64_t>(c.kv_heads.size()) == c.layers, where + ": kv_heads",
-        concat("one count per layer (", c.layers, ")"), c.kv_heads.size());
+  check(c.kv_heads.empty() || static_cast<std::int64_t>(c.kv_heads.size()) == c.layers,
+        where + ": kv_heads", concat("one count per layer (", c.layers, ")"), c.kv_heads.size());
   for (std::int64_t l = 0; l < static_cast<std::int64_t>(c.kv_heads.size()); ++l) {
     const std::int64_t h = c.layer_heads(l), g = c.kv_heads[static_cast<std::size_t>(l)];
     check(g >= 1 && h % g == 0, concat(where, ": kv_heads[", l, "]"),
@@ -182,7 +194,8 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
   // The weight table holds 16 named entries per layer: 2^24 layers would be 2^28 of them,
   // gigabytes before the checkpoint could refute the count (fuzz/fuzz_encoder_config trips on it).
   constexpr std::int64_t kMaxLayers = 1024;
-  check(c.layers <= kMaxLayers, config_path + ": num_hidden_layers", concat("1 to ", kMaxLayers), c.layers);
+  check(c.layers <= kMaxLayers, config_path + ": num_hidden_layers", concat("1 to ", kMaxLayers),
+        c.layers);
   c.heads = positive_int(config, config_path, "num_attention_heads");
   c.intermediate_size = positive_int(config, config_path, "intermediate_size");
   c.max_position_embeddings = positive_int(config, config_path, "max_position_embeddings");
@@ -191,19 +204,21 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
         concat("a divisor of hidden_size = ", c.hidden_size), c.heads);
   const auto eps = config.find("layer_norm_eps");
   check(eps != config.end() && eps->is_number() && eps->get<double>() > 0 && eps->get<double>() < 1,
-        config_path + ": layer_norm_eps", "a number in (0, 1)", eps == config.end() ? "nothing" : eps->dump());
+        config_path + ": layer_norm_eps", "a number in (0, 1)",
+        eps == config.end() ? "nothing" : eps->dump());
   c.layer_norm_eps = eps->get<float>();
   // 1e-300 is in (0, 1) as a double but 0 as a float, and an eps of 0 divides by zero on a
   // constant row (fuzz/fuzz_encoder_config trips on it).
-  check(c.layer_norm_eps > 0, config_path + ": layer_norm_eps", "a number in (0, 1) that is not 0 as a float",
-        eps->dump());
+  check(c.layer_norm_eps > 0, config_path + ": layer_norm_eps",
+        "a number in (0, 1) that is not 0 as a float", eps->dump());
   const auto act = config.find("hidden_act");
   check(act != config.end() && *act == "gelu", config_path + ": hidden_act",
         "\"gelu\" (the exact erf form)", act == config.end() ? "nothing" : act->dump());
   if (const auto type = config.find("model_type"); type != config.end())
     check(*type == "bert", config_path + ": model_type", "\"bert\"", type->dump());
   if (const auto pos = config.find("position_embedding_type"); pos != config.end())
-    check(*pos == "absolute", config_path + ": position_embedding_type", "\"absolute\"", pos->dump());
+    check(*pos == "absolute", config_path + ": position_embedding_type", "\"absolute\"",
+          pos->dump());
   read_head_layout(config, config_path, c);
 
   // tokenizer_config.json: casing and accents (BERT uncased when absent).
@@ -222,22 +237,24 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
   if (fs::exists(dir / "sentence_bert_config.json")) {
     const std::string path = (dir / "sentence_bert_config.json").string();
     const json sbert = read_json(path);
-    if (sbert.contains("max_seq_length")) c.tokenizer.max_length = positive_int(sbert, path, "max_seq_length");
+    if (sbert.contains("max_seq_length"))
+      c.tokenizer.max_length = positive_int(sbert, path, "max_seq_length");
     check(!optional_bool(sbert, path, "do_lower_case", false) || c.tokenizer.lowercase,
           path + ": do_lower_case", "false (lower-casing is the tokenizer's job here)", "true");
   }
   check(c.tokenizer.max_length >= 2 && c.tokenizer.max_length <= c.max_position_embeddings,
-        "max_seq_length", concat("in [2, max_position_embeddings = ", c.max_position_embeddings, "]"),
+        "max_seq_length",
+        concat("in [2, max_position_embeddings = ", c.max_position_embeddings, "]"),
         c.tokenizer.max_length);
 
   // 1_Pooling/config.json: only mean pooling is implemented.
   if (fs::exists(dir / "1_Pooling" / "config.json")) {
     const std::string path = (dir / "1_Pooling" / "config.json").string();
     const json pooling = read_json(path);
-    check(optional_bool(pooling, path, "pooling_mode_mean_tokens", true), path + ": pooling_mode_mean_tokens",
-          "true (headcount implements mean pooling)", "false");
-    for (const char* other : {"pooling_mode_cls_token", "pooling_mode_max_tokens",
-                              "pooling_mode_mean_sqrt_len_tokens"})
+    check(optional_bool(pooling, path, "pooling_mode_mean_tokens", true),
+          path + ": pooling_mode_mean_tokens", "true (headcount implements mean pooling)", "false");
+    for (const char* other :
+         {"pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens"})
       check(!optional_bool(pooling, path, other, false), concat(path, ": ", other),
             "false (headcount implements mean pooling only)", "true");
   }
@@ -260,7 +277,8 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
       const json& m = modules[i];
       if (!m.is_object() || !m.contains("type")) continue;
       const json& type = m["type"];
-      check(type.is_string(), concat(path, ": module ", i, " \"type\""), "a string", type.type_name());
+      check(type.is_string(), concat(path, ": module ", i, " \"type\""), "a string",
+            type.type_name());
       if (type.get<std::string>().ends_with("Normalize")) c.normalize = true;
     }
   }
@@ -280,14 +298,22 @@ std::vector<WeightSpec> bert_weight_table(const EncoderConfig& c) {
     const std::string p = concat("encoder.layer.", l, ".");
     const std::int64_t q = c.layer_heads(l) * c.head_dim(), kv = c.layer_kv_heads(l) * c.head_dim();
     const std::vector<WeightSpec> layer = {
-        {p + "attention.self.query.weight", {q, d}},   {p + "attention.self.query.bias", {q}},
-        {p + "attention.self.key.weight", {kv, d}},    {p + "attention.self.key.bias", {kv}},
-        {p + "attention.self.value.weight", {kv, d}},  {p + "attention.self.value.bias", {kv}},
-        {p + "attention.output.dense.weight", {d, q}}, {p + "attention.output.dense.bias", {d}},
-        {p + "attention.output.LayerNorm.weight", {d}}, {p + "attention.output.LayerNorm.bias", {d}},
-        {p + "intermediate.dense.weight", {ff, d}},    {p + "intermediate.dense.bias", {ff}},
-        {p + "output.dense.weight", {d, ff}},          {p + "output.dense.bias", {d}},
-        {p + "output.LayerNorm.weight", {d}},          {p + "output.LayerNorm.bias", {d}},
+        {p + "attention.self.query.weight", {q, d}},
+        {p + "attention.self.query.bias", {q}},
+        {p + "attention.self.key.weight", {kv, d}},
+        {p + "attention.self.key.bias", {kv}},
+        {p + "attention.self.value.weight", {kv, d}},
+        {p + "attention.self.value.bias", {kv}},
+        {p + "attention.output.dense.weight", {d, q}},
+        {p + "attention.output.dense.bias", {d}},
+        {p + "attention.output.LayerNorm.weight", {d}},
+        {p + "attention.output.LayerNorm.bias", {d}},
+        {p + "intermediate.dense.weight", {ff, d}},
+        {p + "intermediate.dense.bias", {ff}},
+        {p + "output.dense.weight", {d, ff}},
+        {p + "output.dense.bias", {d}},
+        {p + "output.LayerNorm.weight", {d}},
+        {p + "output.LayerNorm.bias", {d}},
     };
     table.insert(table.end(), layer.begin(), layer.end());
   }

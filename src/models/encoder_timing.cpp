@@ -7,8 +7,9 @@
 
 namespace headcount {
 
-EncoderTiming time_encoder(Context& ctx, const BertEncoder& encoder, const std::vector<std::string>& texts,
-                           std::int64_t batch_size, int repeats, Kernel kernel) {
+EncoderTiming time_encoder(Context& ctx, const BertEncoder& encoder,
+                           const std::vector<std::string>& texts, std::int64_t batch_size,
+                           int repeats, Kernel kernel) {
   check(repeats >= 1, "repeats", ">= 1", repeats);
   EncoderTiming timing;
   timing.sentences = static_cast<std::int64_t>(texts.size());
@@ -21,7 +22,8 @@ EncoderTiming time_encoder(Context& ctx, const BertEncoder& encoder, const std::
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
     encoder.embed(ctx, texts, options);
-    timing.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    timing.seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::vector<double> sorted = timing.seconds;
   std::sort(sorted.begin(), sorted.end());

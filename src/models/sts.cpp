@@ -44,15 +44,18 @@ std::vector<StsPair> read_sts(const std::string& path) {
     pair.sentence2 = fields[6];
     pairs.push_back(std::move(pair));
   }
-  check(!pairs.empty(), path, "at least one sentence pair", number == 0 ? "an empty file" : "only empty lines");
+  check(!pairs.empty(), path, "at least one sentence pair",
+        number == 0 ? "an empty file" : "only empty lines");
   return pairs;
 }
 
 double pearson(const std::vector<double>& x, const std::vector<double>& y) {
   const std::size_t n = std::min(x.size(), y.size());
   if (n < 2) return std::numeric_limits<double>::quiet_NaN();
-  const double mx = std::accumulate(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n), 0.0) / static_cast<double>(n);
-  const double my = std::accumulate(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(n), 0.0) / static_cast<double>(n);
+  const double mx = std::accumulate(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n), 0.0) /
+                    static_cast<double>(n);
+  const double my = std::accumulate(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(n), 0.0) /
+                    static_cast<double>(n);
   double sxy = 0, sxx = 0, syy = 0;
   for (std::size_t i = 0; i < n; ++i) {
     sxy += (x[i] - mx) * (y[i] - my);
@@ -68,7 +71,8 @@ namespace {
 std::vector<double> average_ranks(const std::vector<double>& v) {
   std::vector<std::size_t> order(v.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
   std::vector<double> ranks(v.size());
   for (std::size_t i = 0; i < order.size();) {
     std::size_t j = i;

@@ -25,13 +25,16 @@ json read_json_file(const std::string& path) {
 }
 
 std::string prune_curve_section(const json& r) {
-  check(r.is_object() && r.contains("points") && r["points"].is_array() && !r["points"].empty(), "prune curve",
-        "a `headcount prune-curve` result with points", "something else");
+  check(r.is_object() && r.contains("points") && r["points"].is_array() && !r["points"].empty(),
+        "prune curve", "a `headcount prune-curve` result with points", "something else");
   const json& pts = r["points"];
   const bool grad = pts[0].contains("gradient");
-  const bool it = pts[0].contains("iterative"), rnd = pts[0].contains("random_mean"), phys = pts[0].contains("physical");
-  report::LineChart chart{.id = "prune-curve", .title = "STS-B test Spearman vs heads removed",
-                          .x_label = "fraction of heads removed", .y_label = "Spearman x100"};
+  const bool it = pts[0].contains("iterative"), rnd = pts[0].contains("random_mean"),
+             phys = pts[0].contains("physical");
+  report::LineChart chart{.id = "prune-curve",
+                          .title = "STS-B test Spearman vs heads removed",
+                          .x_label = "fraction of heads removed",
+                          .y_label = "Spearman x100"};
   auto series = [&](const std::string& name, const char* key, const char* err = nullptr) {
     report::Series s{.name = name};
     for (const json& p : pts) {
@@ -46,35 +49,42 @@ std::string prune_curve_section(const json& r) {
   if (grad) series("gradient ranking (Michel et al.)", "gradient");
   if (rnd) series("random orders (mean +- std)", "random_mean", "random_std");
   const double base = pts[0].at("ablation").get<double>();
-  chart.series.push_back({.name = "Michel et al. 2019: 40% of BERT's heads without noticeable loss (their claim)",
-                          .x = {0.0, 0.4}, .y = {base, base}, .dashed = true});
-  std::string s = concat("<h3>Pruning heads physically</h3>\n<p>Rankings on <code>", escape(r.value("rank_file", "?")),
-                         "</code> (iterative re-ranking on its first ", r.value("iterative_rank_pairs", 0),
-                         " pairs); scores on held-out <code>", escape(r.value("test_file", "?")),
-                         "</code>. One head always stays per layer. The dashed line is Michel, Levy and Neubig's (2019) "
-                         "finding for BERT on MNLI, drawn at this model's unpruned score.</p>\n<div class=\"flex\">",
-                         report::line_chart_svg(chart), "<table><tr><th>removed</th><th>heads</th><th>ablation</th>");
+  chart.series.push_back(
+      {.name = "Michel et al. 2019: 40% of BERT's heads without noticeable loss (their claim)",
+       .x = {0.0, 0.4},
+       .y = {base, base},
+       .dashed = true});
+  std::string s = concat(
+      "<h3>Pruning heads physically</h3>\n<p>Rankings on <code>", escape(r.value("rank_file", "?")),
+      "</code> (iterative re-ranking on its first ", r.value("iterative_rank_pairs", 0),
+      " pairs); scores on held-out <code>", escape(r.value("test_file", "?")),
+      "</code>. One head always stays per layer. The dashed line is Michel, Levy and Neubig's "
+      "(2019) "
+      "finding for BERT on MNLI, drawn at this model's unpruned score.</p>\n<div class=\"flex\">",
+      report::line_chart_svg(chart), "<table><tr><th>removed</th><th>heads</th><th>ablation</th>");
   if (phys) s += "<th>same, pruned physically</th>";
   if (it) s += "<th>iterative</th>";
   if (grad) s += "<th>gradient</th>";
   if (rnd) s += "<th>random (mean &plusmn; std)</th>";
   s += "</tr>\n";
   for (const json& p : pts) {
-    s += concat("<tr><td>", fixed(100 * p.at("fraction").get<double>(), 0), "%</td><td>", p.at("heads_removed").get<std::int64_t>(),
-                "</td><td>", fixed(p.at("ablation").get<double>(), 2), "</td>");
+    s += concat("<tr><td>", fixed(100 * p.at("fraction").get<double>(), 0), "%</td><td>",
+                p.at("heads_removed").get<std::int64_t>(), "</td><td>",
+                fixed(p.at("ablation").get<double>(), 2), "</td>");
     if (phys) s += concat("<td>", fixed(p.at("physical").get<double>(), 2), "</td>");
     if (it) s += concat("<td>", fixed(p.at("iterative").get<double>(), 2), "</td>");
     if (grad) s += concat("<td>", fixed(p.at("gradient").get<double>(), 2), "</td>");
     if (rnd)
-      s += concat("<td>", fixed(p.at("random_mean").get<double>(), 2), " &plusmn; ", fixed(p.at("random_std").get<double>(), 2), "</td>");
+      s += concat("<td>", fixed(p.at("random_mean").get<double>(), 2), " &plusmn; ",
+                  fixed(p.at("random_std").get<double>(), 2), "</td>");
     s += "</tr>\n";
   }
   return s + "</table></div>\n";
 }
 
 std::string convert_sweep_section(const json& r) {
-  check(r.is_object() && r.contains("rows") && r["rows"].is_array() && !r["rows"].empty(), "convert sweep",
-        "a `headcount convert-sweep` result with rows", "something else");
+  check(r.is_object() && r.contains("rows") && r["rows"].is_array() && !r["rows"].empty(),
+        "convert sweep", "a `headcount convert-sweep` result with rows", "something else");
   std::map<std::string, report::Series> by_method;
   std::vector<std::string> order;
   for (const json& row : r["rows"]) {
@@ -83,17 +93,24 @@ std::string convert_sweep_section(const json& r) {
     by_method[m].x.push_back(row.at("kv_heads").get<double>());
     by_method[m].y.push_back(row.at("spearman").get<double>());
   }
-  report::LineChart chart{.id = "convert-sweep", .title = "STS-B test Spearman vs K/V heads per layer (no uptraining)",
-                          .x_label = "K/V heads per layer", .y_label = "Spearman x100", .log2_x = true};
+  report::LineChart chart{.id = "convert-sweep",
+                          .title = "STS-B test Spearman vs K/V heads per layer (no uptraining)",
+                          .x_label = "K/V heads per layer",
+                          .y_label = "Spearman x100",
+                          .log2_x = true};
   for (const std::string& m : order) chart.series.push_back(by_method[m]);
-  std::string s = concat("<h3>Sharing K/V heads: MHA &rarr; GQA</h3>\n<p>Each layer's K/V heads pooled into G groups "
-                         "(mean: contiguous groups, Ainslie et al. 2023; aligned: each head rotated onto its group by "
-                         "orthogonal Procrustes first; clustered: groups by key-weight similarity), scored on <code>",
-                         escape(r.value("test_file", "?")), "</code>.</p>\n<div class=\"flex\">", report::line_chart_svg(chart),
-                         "<table><tr><th>K/V heads</th><th>method</th><th>Spearman</th><th>KV cache B/token</th></tr>\n");
+  std::string s = concat(
+      "<h3>Sharing K/V heads: MHA &rarr; GQA</h3>\n<p>Each layer's K/V heads pooled into G groups "
+      "(mean: contiguous groups, Ainslie et al. 2023; aligned: each head rotated onto its group by "
+      "orthogonal Procrustes first; clustered: groups by key-weight similarity), scored on <code>",
+      escape(r.value("test_file", "?")), "</code>.</p>\n<div class=\"flex\">",
+      report::line_chart_svg(chart),
+      "<table><tr><th>K/V heads</th><th>method</th><th>Spearman</th><th>KV cache "
+      "B/token</th></tr>\n");
   for (const json& row : r["rows"])
-    s += concat("<tr><td>", row.at("kv_heads").get<std::int64_t>(), "</td><td>", escape(row.at("method").get<std::string>()),
-                "</td><td>", fixed(row.at("spearman").get<double>(), 2), "</td><td>",
+    s += concat("<tr><td>", row.at("kv_heads").get<std::int64_t>(), "</td><td>",
+                escape(row.at("method").get<std::string>()), "</td><td>",
+                fixed(row.at("spearman").get<double>(), 2), "</td><td>",
                 row.at("kv_cache_bytes_per_token").get<std::int64_t>(), "</td></tr>\n");
   return s + "</table></div>\n";
 }

@@ -4,14 +4,13 @@
 // statistics table. Every picture is inline SVG built here.
 #include "report/heads_report.h"
 
-#include "report/compress_report.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 
 #include "headcount/error.h"
+#include "report/compress_report.h"
 #include "report/html.h"
 
 namespace headcount::report {
@@ -22,36 +21,53 @@ namespace {
 
 const char* role_colour(HeadRole role) {
   switch (role) {
-    case HeadRole::previous_token: return "#1f77b4";
-    case HeadRole::self: return "#8c564b";
-    case HeadRole::next_token: return "#17becf";
-    case HeadRole::positional: return "#9467bd";
-    case HeadRole::cls_sink: return "#d62728";
-    case HeadRole::sep_sink: return "#ff7f0e";
-    case HeadRole::punctuation: return "#2ca02c";
-    case HeadRole::broad: return "#bcbd22";
-    case HeadRole::mixed: return "#d9d9d9";
+    case HeadRole::previous_token:
+      return "#1f77b4";
+    case HeadRole::self:
+      return "#8c564b";
+    case HeadRole::next_token:
+      return "#17becf";
+    case HeadRole::positional:
+      return "#9467bd";
+    case HeadRole::cls_sink:
+      return "#d62728";
+    case HeadRole::sep_sink:
+      return "#ff7f0e";
+    case HeadRole::punctuation:
+      return "#2ca02c";
+    case HeadRole::broad:
+      return "#bcbd22";
+    case HeadRole::mixed:
+      return "#d9d9d9";
   }
   return "#d9d9d9";
 }
 
 const char* role_short(HeadRole role) {
   switch (role) {
-    case HeadRole::previous_token: return "prev";
-    case HeadRole::self: return "self";
-    case HeadRole::next_token: return "next";
-    case HeadRole::positional: return "pos";
-    case HeadRole::cls_sink: return "CLS";
-    case HeadRole::sep_sink: return "SEP";
-    case HeadRole::punctuation: return "punct";
-    case HeadRole::broad: return "broad";
-    case HeadRole::mixed: return "mixed";
+    case HeadRole::previous_token:
+      return "prev";
+    case HeadRole::self:
+      return "self";
+    case HeadRole::next_token:
+      return "next";
+    case HeadRole::positional:
+      return "pos";
+    case HeadRole::cls_sink:
+      return "CLS";
+    case HeadRole::sep_sink:
+      return "SEP";
+    case HeadRole::punctuation:
+      return "punct";
+    case HeadRole::broad:
+      return "broad";
+    case HeadRole::mixed:
+      return "mixed";
   }
   return "";
 }
 
 std::string head_label(const HeadStatistics& s) { return concat("L", s.layer, " H", s.head); }
-
 
 constexpr int kCell = 56, kGridLeft = 34, kGridTop = 20;
 
@@ -60,16 +76,18 @@ template <typename CellFn>
 std::string grid_svg(const char* id, const HeadAnalysis& a, CellFn&& cell) {
   const int width = kGridLeft + static_cast<int>(a.heads) * kCell + 2;
   const int height = kGridTop + static_cast<int>(a.layers) * kCell + 2;
-  std::string s = concat("<svg id=\"", id, "\" class=\"grid\" width=\"", width, "\" height=\"", height,
-                         "\" viewBox=\"0 0 ", width, ' ', height, "\" role=\"img\">\n");
+  std::string s = concat("<svg id=\"", id, "\" class=\"grid\" width=\"", width, "\" height=\"",
+                         height, "\" viewBox=\"0 0 ", width, ' ', height, "\" role=\"img\">\n");
   for (std::int64_t h = 0; h < a.heads; ++h)
-    s += concat("<text x=\"", kGridLeft + h * kCell + kCell / 2, "\" y=\"14\" class=\"axis\">H", h, "</text>");
-  for (std::int64_t l = 0; l < a.layers; ++l)
-    s += concat("<text x=\"2\" y=\"", kGridTop + l * kCell + kCell / 2 + 4, "\" class=\"axis-left\">L", l,
+    s += concat("<text x=\"", kGridLeft + h * kCell + kCell / 2, "\" y=\"14\" class=\"axis\">H", h,
                 "</text>");
+  for (std::int64_t l = 0; l < a.layers; ++l)
+    s += concat("<text x=\"2\" y=\"", kGridTop + l * kCell + kCell / 2 + 4,
+                "\" class=\"axis-left\">L", l, "</text>");
   s += '\n';
   for (const HeadStatistics& st : a.per_head) {
-    const int x = kGridLeft + static_cast<int>(st.head) * kCell, y = kGridTop + static_cast<int>(st.layer) * kCell;
+    const int x = kGridLeft + static_cast<int>(st.head) * kCell,
+              y = kGridTop + static_cast<int>(st.layer) * kCell;
     s += cell(st, x, y);
   }
   return s + "</svg>\n";
@@ -78,28 +96,32 @@ std::string grid_svg(const char* id, const HeadAnalysis& a, CellFn&& cell) {
 std::string role_grid(const HeadAnalysis& a) {
   return grid_svg("role-grid", a, [](const HeadStatistics& st, int x, int y) {
     const bool dark_text = st.role == HeadRole::mixed || st.role == HeadRole::broad;
-    return concat("<g><title>", head_label(st), ": ", role_name(st.role), " (", escape(role_target(st)),
-                  ", entropy ", fixed(st.normalized_entropy(), 2), " of uniform)</title><rect class=\"cell\" x=\"", x,
-                  "\" y=\"", y, "\" width=\"", kCell - 2, "\" height=\"", kCell - 2, "\" fill=\"", role_colour(st.role),
-                  "\"/><text x=\"", x + kCell / 2 - 1, "\" y=\"", y + 18, "\" class=\"cell-text", dark_text ? "" : " light",
-                  "\">", role_short(st.role), "</text><text x=\"", x + kCell / 2 - 1, "\" y=\"", y + 33,
-                  "\" class=\"cell-small", dark_text ? "" : " light", "\">", escape(role_target(st)), "</text></g>\n");
+    return concat("<g><title>", head_label(st), ": ", role_name(st.role), " (",
+                  escape(role_target(st)), ", entropy ", fixed(st.normalized_entropy(), 2),
+                  " of uniform)</title><rect class=\"cell\" x=\"", x, "\" y=\"", y, "\" width=\"",
+                  kCell - 2, "\" height=\"", kCell - 2, "\" fill=\"", role_colour(st.role),
+                  "\"/><text x=\"", x + kCell / 2 - 1, "\" y=\"", y + 18, "\" class=\"cell-text",
+                  dark_text ? "" : " light", "\">", role_short(st.role), "</text><text x=\"",
+                  x + kCell / 2 - 1, "\" y=\"", y + 33, "\" class=\"cell-small",
+                  dark_text ? "" : " light", "\">", escape(role_target(st)), "</text></g>\n");
   });
 }
 
 std::string importance_grid(const HeadAnalysis& a, const HeadAblation& ab) {
   double scale = 1e-9;
-  for (std::size_t k = 0; k < ab.spearman.size(); ++k) scale = std::max(scale, std::fabs(ab.importance(k)));
+  for (std::size_t k = 0; k < ab.spearman.size(); ++k)
+    scale = std::max(scale, std::fabs(ab.importance(k)));
   return grid_svg("importance-grid", a, [&](const HeadStatistics& st, int x, int y) {
     const std::size_t k = static_cast<std::size_t>(st.layer * a.heads + st.head);
     const double v = ab.importance(k);
     const std::string fill = v >= 0 ? ramp(v / scale, 178, 24, 43) : ramp(-v / scale, 33, 102, 172);
     const bool light = std::fabs(v) / scale > 0.55;
-    return concat("<g><title>", head_label(st), ": Spearman ", fixed(ab.spearman[k], 2), " without it (",
-                  fixed(ab.baseline, 2), " with all heads)</title><rect class=\"cell\" x=\"", x, "\" y=\"", y,
-                  "\" width=\"", kCell - 2, "\" height=\"", kCell - 2, "\" fill=\"", fill, "\"/><text x=\"",
-                  x + kCell / 2 - 1, "\" y=\"", y + 26, "\" class=\"cell-text", light ? " light" : "", "\">",
-                  v >= 0 ? "" : "&#8722;", fixed(std::fabs(v), 2), "</text></g>\n");
+    return concat(
+        "<g><title>", head_label(st), ": Spearman ", fixed(ab.spearman[k], 2), " without it (",
+        fixed(ab.baseline, 2), " with all heads)</title><rect class=\"cell\" x=\"", x, "\" y=\"", y,
+        "\" width=\"", kCell - 2, "\" height=\"", kCell - 2, "\" fill=\"", fill, "\"/><text x=\"",
+        x + kCell / 2 - 1, "\" y=\"", y + 26, "\" class=\"cell-text", light ? " light" : "", "\">",
+        v >= 0 ? "" : "&#8722;", fixed(std::fabs(v), 2), "</text></g>\n");
   });
 }
 
@@ -115,22 +137,24 @@ std::string heatmap(const AttentionMaps& maps, const HeadStatistics& st) {
       if ((static_cast<unsigned char>(t[at]) & 0xC0) != 0x80 && ++chars > 10) break;
     return at < t.size() ? t.substr(0, at) + "\u2026" : t;
   };
-  std::string s = concat("<svg class=\"heatmap\" data-layer=\"", st.layer, "\" data-head=\"", st.head, "\" data-n=\"", n,
-                         "\" width=\"", width, "\" height=\"", height, "\" viewBox=\"0 0 ", width, ' ', height, "\">");
+  std::string s = concat("<svg class=\"heatmap\" data-layer=\"", st.layer, "\" data-head=\"",
+                         st.head, "\" data-n=\"", n, "\" width=\"", width, "\" height=\"", height,
+                         "\" viewBox=\"0 0 ", width, ' ', height, "\">");
   const int font = std::min(cell, 10);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::string tok = escape(short_token(maps.tokens[static_cast<std::size_t>(i)]));
-    s += concat("<text class=\"tok\" font-size=\"", font, "\" x=\"", label - 3, "\" y=\"", label + i * cell + cell - 1,
-                "\">", tok, "</text>");
-    s += concat("<text class=\"tok-top\" font-size=\"", font, "\" transform=\"translate(", label + i * cell + cell - 1, ",",
-                label - 3, ") rotate(-90)\">", tok, "</text>");
+    s += concat("<text class=\"tok\" font-size=\"", font, "\" x=\"", label - 3, "\" y=\"",
+                label + i * cell + cell - 1, "\">", tok, "</text>");
+    s += concat("<text class=\"tok-top\" font-size=\"", font, "\" transform=\"translate(",
+                label + i * cell + cell - 1, ",", label - 3, ") rotate(-90)\">", tok, "</text>");
   }
   const float* p = maps.map(st.layer, st.head);
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
       const double v = p[i * n + j];
-      s += concat("<rect class=\"cell\" x=\"", label + j * cell, "\" y=\"", label + i * cell, "\" width=\"", cell,
-                  "\" height=\"", cell, "\" fill=\"", ramp(std::sqrt(v), 8, 48, 107), "\"/>");
+      s += concat("<rect class=\"cell\" x=\"", label + j * cell, "\" y=\"", label + i * cell,
+                  "\" width=\"", cell, "\" height=\"", cell, "\" fill=\"",
+                  ramp(std::sqrt(v), 8, 48, 107), "\"/>");
     }
   return s + "</svg>";
 }
@@ -185,14 +209,17 @@ const char* kRenderCheck = R"(<script>
 </script>
 )";
 
-std::string rank_table(const HeadsReport& r, const std::vector<std::size_t>& heads, const char* title) {
+std::string rank_table(const HeadsReport& r, const std::vector<std::size_t>& heads,
+                       const char* title) {
   const HeadAblation& ab = *r.ablation;
-  std::string s = concat("<table><caption>", title, "</caption><tr><th>head</th><th>role</th><th>Spearman without</th>"
+  std::string s = concat("<table><caption>", title,
+                         "</caption><tr><th>head</th><th>role</th><th>Spearman without</th>"
                          "<th>importance</th></tr>\n");
   for (std::size_t k : heads) {
     const HeadStatistics& st = r.analysis.per_head[k];
-    s += concat("<tr><td class=\"l\">", head_label(st), "</td><td class=\"l\">", role_name(st.role), "</td><td>",
-                fixed(ab.spearman[k], 2), "</td><td>", fixed(ab.importance(k), 2), "</td></tr>\n");
+    s += concat("<tr><td class=\"l\">", head_label(st), "</td><td class=\"l\">", role_name(st.role),
+                "</td><td>", fixed(ab.spearman[k], 2), "</td><td>", fixed(ab.importance(k), 2),
+                "</td></tr>\n");
   }
   return s + "</table>\n";
 }
@@ -211,31 +238,39 @@ std::string pruning_section(const HeadsReport& r) {
   const int w = 420, h = 220, left = 44, top = 12, plot_w = w - left - 12, plot_h = h - top - 36;
   auto px = [&](double removed) { return left + removed / static_cast<double>(total) * plot_w; };
   auto py = [&](double spearman) { return top + (hi - spearman) / (hi - lo) * plot_h; };
-  std::string svg = concat("<svg id=\"pruning-chart\" width=\"", w, "\" height=\"", h, "\" viewBox=\"0 0 ", w, ' ', h, "\">");
+  std::string svg = concat("<svg id=\"pruning-chart\" width=\"", w, "\" height=\"", h,
+                           "\" viewBox=\"0 0 ", w, ' ', h, "\">");
   for (double y = lo; y <= hi + 1e-9; y += 5)
-    svg += concat("<line x1=\"", left, "\" x2=\"", left + plot_w, "\" y1=\"", fixed(py(y), 1), "\" y2=\"", fixed(py(y), 1),
-                  "\" stroke=\"#e5e5e5\"/><text class=\"axis\" x=\"", left - 16, "\" y=\"", fixed(py(y) + 4, 1), "\">",
-                  fixed(y, 0), "</text>");
+    svg += concat("<line x1=\"", left, "\" x2=\"", left + plot_w, "\" y1=\"", fixed(py(y), 1),
+                  "\" y2=\"", fixed(py(y), 1), "\" stroke=\"#e5e5e5\"/><text class=\"axis\" x=\"",
+                  left - 16, "\" y=\"", fixed(py(y) + 4, 1), "\">", fixed(y, 0), "</text>");
   for (std::int64_t x = 0; x <= total; x += 12)
-    svg += concat("<text class=\"axis\" x=\"", fixed(px(static_cast<double>(x)), 1), "\" y=\"", top + plot_h + 16, "\">", x,
-                  "</text>");
-  svg += concat("<text class=\"axis\" x=\"", left + plot_w / 2, "\" y=\"", h - 2, "\">heads removed (least important first)</text>");
+    svg += concat("<text class=\"axis\" x=\"", fixed(px(static_cast<double>(x)), 1), "\" y=\"",
+                  top + plot_h + 16, "\">", x, "</text>");
+  svg += concat("<text class=\"axis\" x=\"", left + plot_w / 2, "\" y=\"", h - 2,
+                "\">heads removed (least important first)</text>");
   std::string points;
   for (const PruningPoint& p : r.pruning) {
-    points += concat(fixed(px(static_cast<double>(p.heads_removed)), 1), ',', fixed(py(p.spearman), 1), ' ');
-    svg += concat("<circle cx=\"", fixed(px(static_cast<double>(p.heads_removed)), 1), "\" cy=\"", fixed(py(p.spearman), 1),
-                  "\" r=\"3.5\" fill=\"#b2182b\"><title>", p.heads_removed, " heads removed: ", fixed(p.spearman, 2),
-                  "</title></circle>");
+    points += concat(fixed(px(static_cast<double>(p.heads_removed)), 1), ',',
+                     fixed(py(p.spearman), 1), ' ');
+    svg += concat("<circle cx=\"", fixed(px(static_cast<double>(p.heads_removed)), 1), "\" cy=\"",
+                  fixed(py(p.spearman), 1), "\" r=\"3.5\" fill=\"#b2182b\"><title>",
+                  p.heads_removed, " heads removed: ", fixed(p.spearman, 2), "</title></circle>");
   }
-  svg += concat("<polyline fill=\"none\" stroke=\"#b2182b\" stroke-width=\"2\" points=\"", points, "\"/></svg>");
-  std::string table = "<table><tr><th>heads removed</th><th>Spearman &times;100</th><th>change</th></tr>\n";
+  svg += concat("<polyline fill=\"none\" stroke=\"#b2182b\" stroke-width=\"2\" points=\"", points,
+                "\"/></svg>");
+  std::string table =
+      "<table><tr><th>heads removed</th><th>Spearman &times;100</th><th>change</th></tr>\n";
   for (const PruningPoint& p : r.pruning)
-    table += concat("<tr><td>", p.heads_removed, " of ", total, "</td><td>", fixed(p.spearman, 2), "</td><td>",
-                    fixed(p.spearman - r.pruning.front().spearman, 2), "</td></tr>\n");
+    table += concat("<tr><td>", p.heads_removed, " of ", total, "</td><td>", fixed(p.spearman, 2),
+                    "</td><td>", fixed(p.spearman - r.pruning.front().spearman, 2), "</td></tr>\n");
   table += "</table>\n";
-  return concat("<h3>Pruning the least important heads together</h3>\n<p>Heads ranked by the ablation above, removed "
-                "together from the least important up, and scored on <code>",
-                escape(r.prune_file), "</code>, pairs the ranking never saw.</p>\n<div class=\"flex\">", svg, table, "</div>\n");
+  return concat(
+      "<h3>Pruning the least important heads together</h3>\n<p>Heads ranked by the ablation above, "
+      "removed "
+      "together from the least important up, and scored on <code>",
+      escape(r.prune_file), "</code>, pairs the ranking never saw.</p>\n<div class=\"flex\">", svg,
+      table, "</div>\n");
 }
 
 }  // namespace
@@ -245,42 +280,61 @@ std::string render_heads_html(const HeadsReport& r) {
   std::map<HeadRole, int> counts;
   for (const HeadStatistics& st : a.per_head) ++counts[st.role];
 
-  std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>headcount: what the heads do</title>\n<style>";
+  std::string s =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>headcount: what "
+      "the heads do</title>\n<style>";
   s += kStyle;
   s += "</style></head><body>\n";
   s += concat("<h1>What the ", a.layers * a.heads, " heads of ", escape(r.model_dir), " do</h1>\n");
   s += concat("<p>Statistics over ", a.sentences, " sentences (", a.tokens, " tokens) from ");
-  for (std::size_t i = 0; i < r.corpus.size(); ++i) s += concat(i ? ", " : "", "<code>", escape(r.corpus[i]), "</code>");
-  s += concat(", each averaged over every token (query row) of every sentence, computed ",
-              r.stats_kernel == Kernel::streaming
-                  ? "by the streaming kernel's second pass over its log-sum-exp (no n&#178; probabilities stored)"
-                  : "from the reference kernel's probabilities (all h&middot;n&#178; of them materialised)",
-              " in ", fixed(r.stats_seconds, 1), " s. Measures after Clark et al. 2019, <i>What Does BERT Look At? An Analysis of BERT's Attention</i>.</p>\n");
+  for (std::size_t i = 0; i < r.corpus.size(); ++i)
+    s += concat(i ? ", " : "", "<code>", escape(r.corpus[i]), "</code>");
+  s += concat(
+      ", each averaged over every token (query row) of every sentence, computed ",
+      r.stats_kernel == Kernel::streaming
+          ? "by the streaming kernel's second pass over its log-sum-exp (no n&#178; probabilities "
+            "stored)"
+          : "from the reference kernel's probabilities (all h&middot;n&#178; of them materialised)",
+      " in ", fixed(r.stats_seconds, 1),
+      " s. Measures after Clark et al. 2019, <i>What Does BERT Look At? An Analysis of BERT's "
+      "Attention</i>.</p>\n");
 
   s += "<h2>Roles</h2>\n<div class=\"flex\"><div>" + role_grid(a) + "</div><ul class=\"legend\">\n";
   for (HeadRole role : kAllHeadRoles)
-    s += concat("<li><span class=\"swatch\" style=\"background:", role_colour(role), "\"></span><b>", role_name(role),
-                "</b>: ", counts[role], " heads &mdash; ", escape(role_rule(role)), "</li>\n");
-  s += "</ul></div>\n<p>Each cell: the role, then the head's largest target and its share of attention. Rules are "
-       "applied in order: a target (offset &minus;3..+3, [CLS], [SEP], punctuation) with &ge; 50% of the attention "
-       "names the role; else broad if the entropy is &ge; 90% of the uniform row's; else mixed.</p>\n";
+    s += concat("<li><span class=\"swatch\" style=\"background:", role_colour(role),
+                "\"></span><b>", role_name(role), "</b>: ", counts[role], " heads &mdash; ",
+                escape(role_rule(role)), "</li>\n");
+  s += "</ul></div>\n<p>Each cell: the role, then the head's largest target and its share of "
+       "attention. Rules are "
+       "applied in order: a target (offset &minus;3..+3, [CLS], [SEP], punctuation) with &ge; 50% "
+       "of the attention "
+       "names the role; else broad if the entropy is &ge; 90% of the uniform row's; else "
+       "mixed.</p>\n";
 
   s += "<h2>Importance (ablation)</h2>\n";
   if (r.ablation) {
     const HeadAblation& ab = *r.ablation;
-    s += concat("<p>STS-B Spearman &times;100 lost when one head alone is removed (its slice of the concat buffer "
-                "zeroed before W<sub>O</sub>), on ", ab.pairs, " pairs of <code>", escape(r.sts_file),
-                "</code>; with all heads: ", fixed(ab.baseline, 2), ". Red: the score drops without the head; blue: it "
-                "rises. ", fixed(r.ablation_seconds, 0), " s for ", ab.spearman.size() + 1, " evaluations.</p>\n");
+    s += concat(
+        "<p>STS-B Spearman &times;100 lost when one head alone is removed (its slice of the concat "
+        "buffer "
+        "zeroed before W<sub>O</sub>), on ",
+        ab.pairs, " pairs of <code>", escape(r.sts_file),
+        "</code>; with all heads: ", fixed(ab.baseline, 2),
+        ". Red: the score drops without the head; blue: it "
+        "rises. ",
+        fixed(r.ablation_seconds, 0), " s for ", ab.spearman.size() + 1, " evaluations.</p>\n");
     s += "<div class=\"flex\"><div>" + importance_grid(a, ab) + "</div>";
     const std::vector<std::size_t> order = most_important_first(ab);
     const std::size_t top = std::min<std::size_t>(10, order.size());
-    s += rank_table(r, {order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top)}, "Top 10: removing them hurts most");
-    s += rank_table(r, {order.end() - static_cast<std::ptrdiff_t>(top), order.end()}, "Bottom 10: the least needed");
+    s += rank_table(r, {order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top)},
+                    "Top 10: removing them hurts most");
+    s += rank_table(r, {order.end() - static_cast<std::ptrdiff_t>(top), order.end()},
+                    "Bottom 10: the least needed");
     s += "</div>\n";
     if (!r.pruning.empty()) s += pruning_section(r);
   } else {
-    s += "<p>Not measured: run <code>headcount heads --ablate</code> to remove each head in turn and measure STS-B "
+    s += "<p>Not measured: run <code>headcount heads --ablate</code> to remove each head in turn "
+         "and measure STS-B "
          "Spearman.</p>\n";
   }
 
@@ -290,38 +344,49 @@ std::string render_heads_html(const HeadsReport& r) {
     if (!r.convert_sweep.is_null()) s += convert_sweep_section(r.convert_sweep);
   }
 
-  s += concat("<h2>Cost of one layer at the sentence's length (", r.maps.n, " tokens)</h2>\n<p>The seeds' table: split into ", r.analysis.heads,
-              " heads, every weight and multiply-add equals that of one head of the full width; only the scores "
-              "held at once (h&middot;n&#178; on the reference path) grow with the head count.</p>\n<pre>",
-              escape(r.cost_table), "</pre>\n");
+  s += concat(
+      "<h2>Cost of one layer at the sentence's length (", r.maps.n,
+      " tokens)</h2>\n<p>The seeds' table: split into ", r.analysis.heads,
+      " heads, every weight and multiply-add equals that of one head of the full width; only the "
+      "scores "
+      "held at once (h&middot;n&#178; on the reference path) grow with the head count.</p>\n<pre>",
+      escape(r.cost_table), "</pre>\n");
 
-  s += concat("<h2>Attention of every head on one sentence</h2>\n<p>&ldquo;", escape(r.text), "&rdquo; &mdash; ", r.maps.n,
-              " tokens. Row: the query token; column: the key it attends to; colour &prop; &radic;p (white 0, dark "
+  s += concat("<h2>Attention of every head on one sentence</h2>\n<p>&ldquo;", escape(r.text),
+              "&rdquo; &mdash; ", r.maps.n,
+              " tokens. Row: the query token; column: the key it attends to; colour &prop; "
+              "&radic;p (white 0, dark "
               "blue 1). Probabilities from the reference kernel.</p>\n");
   for (std::int64_t l = 0; l < a.layers; ++l) {
     s += concat("<h3>Layer ", l, "</h3>\n<div class=\"layer\">\n");
     for (std::int64_t h = 0; h < a.heads; ++h) {
       const HeadStatistics& st = a.per_head[static_cast<std::size_t>(l * a.heads + h)];
-      s += concat("<figure>", heatmap(r.maps, st), "<figcaption>", head_label(st), " &middot; ", role_name(st.role),
-                  "</figcaption></figure>\n");
+      s += concat("<figure>", heatmap(r.maps, st), "<figcaption>", head_label(st), " &middot; ",
+                  role_name(st.role), "</figcaption></figure>\n");
     }
     s += "</div>\n";
   }
 
-  s += "<h2>Statistics</h2>\n<table id=\"stats\"><tr><th>layer</th><th>head</th><th>role</th><th>prev</th><th>self</th>"
-       "<th>next</th><th>[CLS]</th><th>[SEP]</th><th>punct</th><th>entropy</th><th>uniform</th><th>ratio</th>"
+  s += "<h2>Statistics</h2>\n<table "
+       "id=\"stats\"><tr><th>layer</th><th>head</th><th>role</th><th>prev</th><th>self</th>"
+       "<th>next</th><th>[CLS]</th><th>[SEP]</th><th>punct</th><th>entropy</th><th>uniform</"
+       "th><th>ratio</th>"
        "<th>distance</th><th>importance</th></tr>\n";
   for (std::size_t k = 0; k < a.per_head.size(); ++k) {
     const HeadStatistics& st = a.per_head[k];
-    s += concat("<tr><td>", st.layer, "</td><td>", st.head, "</td><td class=\"l\">", role_name(st.role), "</td><td>",
-                fixed(st.previous(), 3), "</td><td>", fixed(st.self(), 3), "</td><td>", fixed(st.next(), 3), "</td><td>",
-                fixed(st.cls, 3), "</td><td>", fixed(st.sep, 3), "</td><td>", fixed(st.punctuation, 3), "</td><td>",
-                fixed(st.entropy, 3), "</td><td>", fixed(st.uniform_entropy, 3), "</td><td>",
-                fixed(st.normalized_entropy(), 3), "</td><td>", fixed(st.distance, 2), "</td><td>",
-                r.ablation ? fixed(r.ablation->importance(k), 2) : std::string("&ndash;"), "</td></tr>\n");
+    s += concat(
+        "<tr><td>", st.layer, "</td><td>", st.head, "</td><td class=\"l\">", role_name(st.role),
+        "</td><td>", fixed(st.previous(), 3), "</td><td>", fixed(st.self(), 3), "</td><td>",
+        fixed(st.next(), 3), "</td><td>", fixed(st.cls, 3), "</td><td>", fixed(st.sep, 3),
+        "</td><td>", fixed(st.punctuation, 3), "</td><td>", fixed(st.entropy, 3), "</td><td>",
+        fixed(st.uniform_entropy, 3), "</td><td>", fixed(st.normalized_entropy(), 3), "</td><td>",
+        fixed(st.distance, 2), "</td><td>",
+        r.ablation ? fixed(r.ablation->importance(k), 2) : std::string("&ndash;"), "</td></tr>\n");
   }
-  s += "</table>\n<p>prev/self/next: mean attention to offsets &minus;1, 0, +1; [CLS], [SEP], punct: to those tokens; "
-       "entropy in nats, uniform = ln(tokens seen), ratio = entropy / uniform; distance: mean |j &minus; i| in tokens. "
+  s += "</table>\n<p>prev/self/next: mean attention to offsets &minus;1, 0, +1; [CLS], [SEP], "
+       "punct: to those tokens; "
+       "entropy in nats, uniform = ln(tokens seen), ratio = entropy / uniform; distance: mean |j "
+       "&minus; i| in tokens. "
        "Generated by <code>headcount heads</code>.</p>\n";
   s += "<p><output id=\"render-check\"></output></p>\n";
   s += kRenderCheck;
@@ -342,13 +407,17 @@ nlohmann::json heads_json(const HeadsReport& r) {
   out["heads_per_layer"] = a.heads;
   json roles = json::object();
   for (HeadRole role : kAllHeadRoles) roles[role_name(role)] = 0;
-  for (const HeadStatistics& st : a.per_head) roles[role_name(st.role)] = roles[role_name(st.role)].get<int>() + 1;
+  for (const HeadStatistics& st : a.per_head)
+    roles[role_name(st.role)] = roles[role_name(st.role)].get<int>() + 1;
   out["role_counts"] = roles;
   if (r.ablation) {
-    out["ablation"] = {{"sts_file", r.sts_file}, {"pairs", r.ablation->pairs}, {"baseline_spearman", r.ablation->baseline}};
+    out["ablation"] = {{"sts_file", r.sts_file},
+                       {"pairs", r.ablation->pairs},
+                       {"baseline_spearman", r.ablation->baseline}};
     if (!r.pruning.empty()) {
       json points = json::array();
-      for (const PruningPoint& p : r.pruning) points.push_back({{"heads_removed", p.heads_removed}, {"spearman", p.spearman}});
+      for (const PruningPoint& p : r.pruning)
+        points.push_back({{"heads_removed", p.heads_removed}, {"spearman", p.spearman}});
       out["pruning"] = {{"sts_file", r.prune_file}, {"points", points}};
     }
   }
@@ -361,7 +430,8 @@ nlohmann::json heads_json(const HeadsReport& r) {
   for (std::size_t k = 0; k < a.per_head.size(); ++k) {
     const HeadStatistics& st = a.per_head[k];
     json offsets = json::object();
-    for (std::size_t o = 0; o < kHeadOffsets.size(); ++o) offsets[std::to_string(kHeadOffsets[o])] = st.offsets[o];
+    for (std::size_t o = 0; o < kHeadOffsets.size(); ++o)
+      offsets[std::to_string(kHeadOffsets[o])] = st.offsets[o];
     json h = {{"layer", st.layer},
               {"head", st.head},
               {"role", role_name(st.role)},

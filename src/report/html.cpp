@@ -12,12 +12,23 @@ std::string escape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -44,11 +55,13 @@ const char* series_colour(int i) {
 }
 
 std::string page(const std::string& title, const std::string& css, const std::string& body) {
-  return "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) +
+  return "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" +
+         escape(title) +
          "</title>\n<style>\n"
          "body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}\n"
          "h1{font-size:22px}h2{font-size:17px;margin-top:28px}table{border-collapse:collapse}\n"
-         "td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:right}th{background:#f6f6f6}\n"
+         "td,th{padding:2px 8px;border-bottom:1px solid "
+         "#eee;text-align:right}th{background:#f6f6f6}\n"
          "td:first-child,th:first-child{text-align:left}code,pre{font-size:12px}\n"
          "svg text{font:11px system-ui,sans-serif}.flex{display:flex;flex-wrap:wrap;gap:18px}\n" +
          css + "</style></head>\n<body>\n" + body + "\n</body></html>\n";

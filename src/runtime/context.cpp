@@ -53,7 +53,8 @@ Context::Context(ContextOptions options) {
   check(options.threads >= 1 && options.threads <= 1024, "threads", "1 to 1024", options.threads);
   threads_ = options.threads;
   isa_ = options.isa == Isa::best ? best_isa() : options.isa;
-  check(isa_supported(isa_), "isa", "an instruction set this CPU supports (best is " + std::string(isa_name(best_isa())) + ")",
+  check(isa_supported(isa_), "isa",
+        "an instruction set this CPU supports (best is " + std::string(isa_name(best_isa())) + ")",
         isa_name(isa_));
   scratch_.resize(static_cast<std::size_t>(threads_));
   // Spinning helps only where every worker has a core: oversubscribed, it takes the core
@@ -93,7 +94,8 @@ void* Context::scratch(int worker, std::size_t bytes) {
 }
 
 void* Context::workspace(int slot, std::size_t bytes) {
-  if (slot >= static_cast<int>(workspace_.size())) workspace_.resize(static_cast<std::size_t>(slot) + 1);
+  if (slot >= static_cast<int>(workspace_.size()))
+    workspace_.resize(static_cast<std::size_t>(slot) + 1);
   return grow(workspace_[static_cast<std::size_t>(slot)], bytes);
 }
 
@@ -139,8 +141,9 @@ std::int64_t Context::claim(int worker) {
 void Context::stop_handing_out() {
   next_task_.store(job_count_, std::memory_order_relaxed);
   if (ranged_)
-    for (int w = 0; w < threads_; ++w) ranges_[static_cast<std::size_t>(w)].next.store(ranges_[static_cast<std::size_t>(w)].end,
-                                                                                        std::memory_order_relaxed);
+    for (int w = 0; w < threads_; ++w)
+      ranges_[static_cast<std::size_t>(w)].next.store(ranges_[static_cast<std::size_t>(w)].end,
+                                                      std::memory_order_relaxed);
 }
 
 void Context::run_region(std::int64_t count, bool ranged, FunctionRef<void(std::int64_t, int)> fn) {
@@ -174,7 +177,9 @@ void Context::run_region(std::int64_t count, bool ranged, FunctionRef<void(std::
   // The caller is worker 0 and takes tasks like everyone else.
   for (std::int64_t task; (task = claim(0)) >= 0;) run_task(fn, task, 0);
   region_.fetch_or(kClosed, std::memory_order_acq_rel);
-  const auto all_left = [this] { return (region_.load(std::memory_order_acquire) & kJoinedMask) == 0; };
+  const auto all_left = [this] {
+    return (region_.load(std::memory_order_acquire) & kJoinedMask) == 0;
+  };
   if (!(spin_ && spin_until(all_left))) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, all_left);
@@ -187,7 +192,8 @@ void Context::run_region(std::int64_t count, bool ranged, FunctionRef<void(std::
   }
 }
 
-void Context::run_task(const FunctionRef<void(std::int64_t, int)>& fn, std::int64_t task, int worker) {
+void Context::run_task(const FunctionRef<void(std::int64_t, int)>& fn, std::int64_t task,
+                       int worker) {
   // Caught here, not let through: on a pool thread an exception would end the process
   // (std::terminate), and on the caller it would unwind `fn` while the others still run it.
   try {

@@ -31,7 +31,7 @@ void weighted_sum(const std::uint16_t* p, std::int64_t ldp, const std::uint32_t*
 // exp(x - m') in fp32; acc[r, :width] *= alpha[r]. A row with no finite x keeps alpha 1.
 void softmax_rows(const float* s, std::int64_t lds, std::int64_t rows, std::int64_t cols,
                   float scale, const std::int32_t* lo, const std::int32_t* hi, float* max,
-                  float* sum, std::uint16_t* p, std::int64_t ldp, float* acc,
-                  std::int64_t ldacc, std::int64_t width);
+                  float* sum, std::uint16_t* p, std::int64_t ldp, float* acc, std::int64_t ldacc,
+                  std::int64_t width);
 
 }  // namespace headcount::simd::amx

@@ -3,15 +3,15 @@
 // Tile registers: the two products use a 2 x 2 block of accumulator tiles (0-3) fed by two
 // A tiles (4, 5) and two B tiles (6, 7), so each tile loaded feeds two multiplications;
 // edges fall back to 1 x 1 blocks. Every tile is 16 rows x 64 bytes.
-#include "simd/amx.h"
-
+#include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cpuid.h>
 #include <cstring>
 #include <limits>
+
+#include "simd/amx.h"
 
 #define HC_ISA_NS amx_bf16
 #define HC_VEC_FLOATS 16
@@ -95,10 +95,14 @@ void grid(i64 row_tiles, i64 col_tiles, i64 steps, AddrA a, i64 a_stride, AddrB 
       auto rb = [&](i64 k, int j) { return b(k, cc + j); };
       auto rc = [&](int i, int j) { return c(r + i, cc + j); };
       const bool two_rows = r + 1 < row_tiles, two_cols = cc + 1 < col_tiles;
-      if (two_rows && two_cols) block<2, 2>(steps, ra, a_stride, rb, b_stride, rc, c_stride, accumulate);
-      else if (two_rows) block<2, 1>(steps, ra, a_stride, rb, b_stride, rc, c_stride, accumulate);
-      else if (two_cols) block<1, 2>(steps, ra, a_stride, rb, b_stride, rc, c_stride, accumulate);
-      else block<1, 1>(steps, ra, a_stride, rb, b_stride, rc, c_stride, accumulate);
+      if (two_rows && two_cols)
+        block<2, 2>(steps, ra, a_stride, rb, b_stride, rc, c_stride, accumulate);
+      else if (two_rows)
+        block<2, 1>(steps, ra, a_stride, rb, b_stride, rc, c_stride, accumulate);
+      else if (two_cols)
+        block<1, 2>(steps, ra, a_stride, rb, b_stride, rc, c_stride, accumulate);
+      else
+        block<1, 1>(steps, ra, a_stride, rb, b_stride, rc, c_stride, accumulate);
     }
   }
 }
@@ -114,10 +118,10 @@ void scores(const std::uint16_t* q, i64 ldq, const std::uint32_t* kt, i64 ldk, i
             i64 lds, i64 rows, i64 keys) {
   configure();
   // A tile: 16 query rows x 32 bf16 of depth; B tile: 16 pairs of depth x 16 keys.
-  grid(rows / 16, keys / 16, depth / 32,
-       [&](i64 r, i64 k) { return q + r * 16 * ldq + k * 32; }, ldq * 2,
-       [&](i64 k, i64 c) { return kt + k * 16 * ldk + c * 16; }, ldk * 4,
-       [&](i64 r, i64 c) { return s + r * 16 * lds + c * 16; }, lds * 4, false);
+  grid(
+      rows / 16, keys / 16, depth / 32, [&](i64 r, i64 k) { return q + r * 16 * ldq + k * 32; },
+      ldq * 2, [&](i64 k, i64 c) { return kt + k * 16 * ldk + c * 16; }, ldk * 4,
+      [&](i64 r, i64 c) { return s + r * 16 * lds + c * 16; }, lds * 4, false);
   _tile_release();
 }
 
@@ -125,10 +129,10 @@ void weighted_sum(const std::uint16_t* p, i64 ldp, const std::uint32_t* v, i64 l
                   float* acc, i64 ldacc, i64 rows, i64 width) {
   configure();
   // A tile: 16 rows x 32 keys of P; B tile: 16 pairs of keys x 16 columns of V.
-  grid(rows / 16, width / 16, keys / 32,
-       [&](i64 r, i64 k) { return p + r * 16 * ldp + k * 32; }, ldp * 2,
-       [&](i64 k, i64 c) { return v + k * 16 * ldv + c * 16; }, ldv * 4,
-       [&](i64 r, i64 c) { return acc + r * 16 * ldacc + c * 16; }, ldacc * 4, true);
+  grid(
+      rows / 16, width / 16, keys / 32, [&](i64 r, i64 k) { return p + r * 16 * ldp + k * 32; },
+      ldp * 2, [&](i64 k, i64 c) { return v + k * 16 * ldv + c * 16; }, ldv * 4,
+      [&](i64 r, i64 c) { return acc + r * 16 * ldacc + c * 16; }, ldacc * 4, true);
   _tile_release();
 }
 
@@ -145,7 +149,8 @@ void softmax_rows(const float* s, i64 lds, i64 rows, i64 cols, float scale, cons
     const __m512i row_lo = _mm512_set1_epi32(lo[r]), row_hi = _mm512_set1_epi32(hi[r]);
     auto scaled = [&](i64 c) {  // scale · s, -inf outside [lo, hi)
       const __m512i index = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(c)));
-      const __mmask16 in = _mm512_cmpge_epi32_mask(index, row_lo) & _mm512_cmplt_epi32_mask(index, row_hi);
+      const __mmask16 in =
+          _mm512_cmpge_epi32_mask(index, row_lo) & _mm512_cmplt_epi32_mask(index, row_hi);
       return _mm512_mask_mul_ps(minus_inf, in, _mm512_loadu_ps(row + c), sc);
     };
     __m512 m = minus_inf;
@@ -171,7 +176,8 @@ void softmax_rows(const float* s, i64 lds, i64 rows, i64 cols, float scale, cons
     if (alpha != 1.0f) {
       const __m512 a = _mm512_set1_ps(alpha);
       float* acc_row = acc + r * ldacc;
-      for (i64 e = 0; e < width; e += 16) _mm512_storeu_ps(acc_row + e, _mm512_mul_ps(_mm512_loadu_ps(acc_row + e), a));
+      for (i64 e = 0; e < width; e += 16)
+        _mm512_storeu_ps(acc_row + e, _mm512_mul_ps(_mm512_loadu_ps(acc_row + e), a));
     }
   }
 }

@@ -152,9 +152,11 @@ inline vf all_sum(vf x) {
 // target has a sign-extending load (vpmovsxbd) it is named here; elsewhere the portable form.
 inline vf widen_int8(const std::int8_t* src) {
 #if defined(__AVX512F__) && HC_VEC_FLOATS == 16
-  return (vf)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
+  return (vf)_mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
 #elif defined(__AVX2__) && HC_VEC_FLOATS == 8
-  return (vf)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src))));
+  return (vf)_mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src))));
 #else
   return __builtin_convertvector(__builtin_convertvector(load_as<vb>(src), vi), vf);
 #endif
@@ -215,18 +217,35 @@ inline void sum_strip(float* acc, float alpha, const float* p, const float* v, i
   for (int j = 0; j < NV; ++j) store(acc + j * W, a[j]);
 }
 
-void weighted_sum(float* acc, i64 width, float alpha, const float* p, const float* v, i64 ldv, i64 keys) {
+void weighted_sum(float* acc, i64 width, float alpha, const float* p, const float* v, i64 ldv,
+                  i64 keys) {
   for (i64 e0 = 0; e0 < width; e0 += kStripVecs * W) {
     const int nv = static_cast<int>(std::min<i64>(kStripVecs, (width - e0) / W));
     switch (nv) {
-      case 8: sum_strip<8>(acc + e0, alpha, p, v + e0, ldv, keys); break;
-      case 7: sum_strip<7>(acc + e0, alpha, p, v + e0, ldv, keys); break;
-      case 6: sum_strip<6>(acc + e0, alpha, p, v + e0, ldv, keys); break;
-      case 5: sum_strip<5>(acc + e0, alpha, p, v + e0, ldv, keys); break;
-      case 4: sum_strip<4>(acc + e0, alpha, p, v + e0, ldv, keys); break;
-      case 3: sum_strip<3>(acc + e0, alpha, p, v + e0, ldv, keys); break;
-      case 2: sum_strip<2>(acc + e0, alpha, p, v + e0, ldv, keys); break;
-      default: sum_strip<1>(acc + e0, alpha, p, v + e0, ldv, keys); break;
+      case 8:
+        sum_strip<8>(acc + e0, alpha, p, v + e0, ldv, keys);
+        break;
+      case 7:
+        sum_strip<7>(acc + e0, alpha, p, v + e0, ldv, keys);
+        break;
+      case 6:
+        sum_strip<6>(acc + e0, alpha, p, v + e0, ldv, keys);
+        break;
+      case 5:
+        sum_strip<5>(acc + e0, alpha, p, v + e0, ldv, keys);
+        break;
+      case 4:
+        sum_strip<4>(acc + e0, alpha, p, v + e0, ldv, keys);
+        break;
+      case 3:
+        sum_strip<3>(acc + e0, alpha, p, v + e0, ldv, keys);
+        break;
+      case 2:
+        sum_strip<2>(acc + e0, alpha, p, v + e0, ldv, keys);
+        break;
+      default:
+        sum_strip<1>(acc + e0, alpha, p, v + e0, ldv, keys);
+        break;
     }
   }
 }
@@ -297,7 +316,8 @@ void chunk_impl(const DecodeChunk& ch) {
           continue;
         }
         const vf dots = dot_w(ch.q + r * dp, kb + g * W * ldk, ldk, dp) * k_factor[g];
-        s[g] = (lanes + g * W) < splat_i(static_cast<std::int32_t>(visible)) ? dots : splat(minus_inf);
+        s[g] =
+            (lanes + g * W) < splat_i(static_cast<std::int32_t>(visible)) ? dots : splat(minus_inf);
         block_max = s[g] > block_max ? s[g] : block_max;
       }
       // The online softmax step. m_new is finite: the row sees at least one key here.
@@ -320,9 +340,12 @@ void chunk_impl(const DecodeChunk& ch) {
 
 void chunk(const DecodeChunk& ch) {
   switch (ch.dtype) {
-    case CacheDType::f32: return chunk_impl<CacheDType::f32>(ch);
-    case CacheDType::bf16: return chunk_impl<CacheDType::bf16>(ch);
-    case CacheDType::int8: return chunk_impl<CacheDType::int8>(ch);
+    case CacheDType::f32:
+      return chunk_impl<CacheDType::f32>(ch);
+    case CacheDType::bf16:
+      return chunk_impl<CacheDType::bf16>(ch);
+    case CacheDType::int8:
+      return chunk_impl<CacheDType::int8>(ch);
   }
 }
 

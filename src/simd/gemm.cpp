@@ -5,9 +5,9 @@
 
 namespace headcount::simd {
 
-#define HC_DECLARE(ns)              \
-  namespace ns {                    \
-  const GemmKernels& gemm_table();  \
+#define HC_DECLARE(ns)             \
+  namespace ns {                   \
+  const GemmKernels& gemm_table(); \
   }
 HC_DECLARE(generic)
 HC_DECLARE(avx2)
@@ -17,8 +17,8 @@ HC_DECLARE(avx512_vnni)
 #undef HC_DECLARE
 
 const GemmKernels& gemm_kernels(Isa isa) {
-  check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
-        isa_name(isa));
+  check(isa != Isa::best && isa_supported(isa), "isa",
+        "a resolved instruction set this CPU supports", isa_name(isa));
   switch (isa) {
     case Isa::amx_bf16:  // no AMX tiles here (none on the hosts that test this code): vdpbf16ps
     case Isa::avx512_bf16: {
@@ -43,8 +43,10 @@ const GemmKernels& gemm_kernels(Isa isa) {
       }();
       return kernels;
     }
-    case Isa::avx2: return avx2::gemm_table();
-    default: return generic::gemm_table();
+    case Isa::avx2:
+      return avx2::gemm_table();
+    default:
+      return generic::gemm_table();
   }
 }
 

@@ -45,7 +45,8 @@ enum class GemmEpilogue { none, gelu_erf };
 
 // One panel's product with its operands where they lie, for layers::gemm (training, where
 // the operands change every step and are not worth packing):
-//   y[r, c] (+)= Σ_d x[r·x_row_stride + d·x_depth_stride] · panel[d·panel_row_stride + c] (+ bias[c])
+//   y[r, c] (+)= Σ_d x[r·x_row_stride + d·x_depth_stride] · panel[d·panel_row_stride + c] (+
+//   bias[c])
 // for r < rows, c < cols <= 64. x_depth_stride != 1 reads a transposed operand in place
 // (dW = Xᵀ·dY); panel_row_stride is the row stride of an unpacked matrix whose 64 columns
 // from `panel` are all readable (a ragged last panel is packed by the caller). The arithmetic
@@ -82,32 +83,34 @@ struct GemmKernels {
   void (*gelu_erf_grad)(const float* u, const float* dy, float* du, std::int64_t n) = nullptr;
   // As `panel` on bf16 x rows (row r at x + r*ldx bf16 values, ldx even) and one bf16 panel
   // (layout above); k even.
-  void (*panel_bf16)(const std::uint16_t* x, std::int64_t ldx, std::int64_t rows, const std::uint32_t* panel,
-                     std::int64_t k, const float* bias, float* y, std::int64_t ldy, std::int64_t cols,
-                     GemmEpilogue epilogue) = nullptr;
+  void (*panel_bf16)(const std::uint16_t* x, std::int64_t ldx, std::int64_t rows,
+                     const std::uint32_t* panel, std::int64_t k, const float* bias, float* y,
+                     std::int64_t ldy, std::int64_t cols, GemmEpilogue epilogue) = nullptr;
   // n floats rounded to bf16, to nearest even (NaN stays NaN): the GEMM's bf16 input, the
   // same bits on every ISA (as headcount::to_bf16).
   void (*to_bf16)(const float* x, std::uint16_t* y, std::int64_t n) = nullptr;
   // As `panel` on quantised x rows (row r at x + r*ldx bytes, its scale row_scale[r]) and one
   // int8 panel (layout above); k a multiple of 4.
-  void (*panel_i8)(const std::uint8_t* x, std::int64_t ldx, const float* row_scale, std::int64_t rows,
-                   const std::uint8_t* panel, std::int64_t k, const float* bias, float* y, std::int64_t ldy,
-                   std::int64_t cols, GemmEpilogue epilogue) = nullptr;
+  void (*panel_i8)(const std::uint8_t* x, std::int64_t ldx, const float* row_scale,
+                   std::int64_t rows, const std::uint8_t* panel, std::int64_t k, const float* bias,
+                   float* y, std::int64_t ldy, std::int64_t cols, GemmEpilogue epilogue) = nullptr;
   // One row of n floats to n bytes q + 128 and its scale (above): 0 for an all-zero row (every
-  // byte 128; also a row whose max |x| is so small that 127 / max overflows, below ~3.7e-37), NaN when the row holds a NaN or an infinity (so the row's outputs are NaN).
+  // byte 128; also a row whose max |x| is so small that 127 / max overflows, below ~3.7e-37), NaN
+  // when the row holds a NaN or an infinity (so the row's outputs are NaN).
   void (*quantize_u8)(const float* x, std::int64_t n, std::uint8_t* q, float* scale) = nullptr;
   // One row of the encoder's residual + LayerNorm (layers/layer_norm.h): row += residual (if
   // not null), then (row - mean) / sqrt(var + eps) · gamma + beta, mean and variance summed in
   // double in an order that depends only on width.
-  void (*layer_norm_row)(float* row, const float* residual, std::int64_t width, const float* gamma, const float* beta,
-                         float eps) = nullptr;
+  void (*layer_norm_row)(float* row, const float* residual, std::int64_t width, const float* gamma,
+                         const float* beta, float eps) = nullptr;
   // The training executor's LayerNorm (train/layer_norm.h), per row: the forward writes
   // y = (x - mean)·rstd·γ + β and the row's float mean and rstd (statistics summed as in
   // layer_norm_row); the backward's dx from those statistics (dx += with accumulate).
-  void (*layer_norm_train_row)(const float* x, std::int64_t width, const float* gamma, const float* beta, float eps,
-                               float* y, float* mean, float* rstd) = nullptr;
-  void (*layer_norm_grad_row)(const float* x, const float* dy, const float* gamma, float mean, float rstd,
-                              std::int64_t width, float* dx, bool accumulate) = nullptr;
+  void (*layer_norm_train_row)(const float* x, std::int64_t width, const float* gamma,
+                               const float* beta, float eps, float* y, float* mean,
+                               float* rstd) = nullptr;
+  void (*layer_norm_grad_row)(const float* x, const float* dy, const float* gamma, float mean,
+                              float rstd, std::int64_t width, float* dx, bool accumulate) = nullptr;
 };
 
 const GemmKernels& gemm_kernels(Isa isa);

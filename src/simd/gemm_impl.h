@@ -18,14 +18,14 @@
 // the results are too, bitwise (tests/test_packed_gemm.cpp checks every R).
 #include <algorithm>
 #include <array>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <utility>
 
-#include "simd/tuning.h"
 #include "simd/gemm.h"
+#include "simd/tuning.h"
 #include "simd/vec_math.h"
 
 namespace headcount::simd::HC_ISA_NS {
@@ -69,7 +69,9 @@ inline vf erf_v(vf a) {
 }
 
 // GELU, BERT's erf form: 0.5·x·(1 + erf(x/√2)).
-inline vf gelu_v(vf x) { return splat(0.5f) * x * (splat(1.0f) + erf_v(x * splat(0.70710678118654752f))); }
+inline vf gelu_v(vf x) {
+  return splat(0.5f) * x * (splat(1.0f) + erf_v(x * splat(0.70710678118654752f)));
+}
 
 inline vf finish(vf acc, vf bias, GemmEpilogue epilogue) {
   const vf v = acc + bias;
@@ -104,7 +106,9 @@ inline void store_tile(const vf (&acc)[R][kVecs], const float* bias, float* y, i
   vf bv[kVecs];
 #pragma GCC unroll 16
   for (int j = 0; j < kVecs; ++j)
-    bv[j] = bias == nullptr ? splat(0.0f) : (j + 1) * W <= cols ? load(bias + j * W) : load_part(bias + j * W, cols - j * W);
+    bv[j] = bias == nullptr       ? splat(0.0f)
+            : (j + 1) * W <= cols ? load(bias + j * W)
+                                  : load_part(bias + j * W, cols - j * W);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
@@ -135,7 +139,8 @@ inline void prefetch_row(const void* panel_row) {
     // 32 bytes lie in one line).
     constexpr int kLines = std::max(1, kBlock / 16);
 #pragma GCC unroll 16
-    for (int j = 0; j < kLines; ++j) __builtin_prefetch(static_cast<const char*>(panel_row) + 64 * j, 0, 2);
+    for (int j = 0; j < kLines; ++j)
+      __builtin_prefetch(static_cast<const char*>(panel_row) + 64 * j, 0, 2);
   }
 }
 
@@ -143,9 +148,9 @@ inline void prefetch_row(const void* panel_row) {
 // x[r·ldx + d·x_depth], the panel's row d at panel + d·panel_row; otherwise the packed layout's
 // constants (depth stride 1, rows of kPanel), so the inference tiles keep their addressing.
 template <int R, bool kPrefetch, bool kStrided = false>
-void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const float* bias, float* y, i64 ldy,
-          i64 cols, GemmEpilogue epilogue, bool first, bool last, i64 rows_end, i64 x_depth = 1,
-          i64 panel_row = kPanel) {
+void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const float* bias, float* y,
+          i64 ldy, i64 cols, GemmEpilogue epilogue, bool first, bool last, i64 rows_end,
+          i64 x_depth = 1, i64 panel_row = kPanel) {
   if constexpr (!kStrided) {
     x_depth = 1;
     panel_row = kPanel;
@@ -156,7 +161,8 @@ void tile(const float* x, i64 ldx, const float* panel, i64 d0, i64 d1, const flo
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
       for (int j = 0; j < kVecs; ++j)
-        acc[r][j] = (j + 1) * W <= cols ? load(y + r * ldy + j * W) : load_part(y + r * ldy + j * W, cols - j * W);
+        acc[r][j] = (j + 1) * W <= cols ? load(y + r * ldy + j * W)
+                                        : load_part(y + r * ldy + j * W, cols - j * W);
   }
   const float* xr[R];
 #pragma GCC unroll 16
@@ -183,8 +189,9 @@ constexpr std::array<Tile, sizeof...(R)> tile_table(std::integer_sequence<int, R
   return {&tile<R + 1, kPrefetch>...};
 }
 // [0]: the tiles that prefetch (a depth block's first row tile), [1]: the others.
-constexpr std::array<std::array<Tile, kRows>, 2> kTiles = {tile_table<true>(std::make_integer_sequence<int, kRows>{}),
-                                                           tile_table<false>(std::make_integer_sequence<int, kRows>{})};
+constexpr std::array<std::array<Tile, kRows>, 2> kTiles = {
+    tile_table<true>(std::make_integer_sequence<int, kRows>{}),
+    tile_table<false>(std::make_integer_sequence<int, kRows>{})};
 
 void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, const float* bias,
                   float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
@@ -210,8 +217,9 @@ void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, 
       const i64 block_cols = std::min<i64>(kBlock, cols - c0);
       for (i64 r0 = 0; r0 < rows; r0 += kRows) {
         const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
-        kTiles[r0 == 0 ? prefetching : 1][nr - 1](x + r0 * ldx, ldx, panel + c0, d0, d1, bias == nullptr ? nullptr : bias + c0,
-                                        y + r0 * ldy + c0, ldy, block_cols, epilogue, d0 == 0, d1 == k, k, 1, kPanel);
+        kTiles[r0 == 0 ? prefetching : 1][nr - 1](
+            x + r0 * ldx, ldx, panel + c0, d0, d1, bias == nullptr ? nullptr : bias + c0,
+            y + r0 * ldy + c0, ldy, block_cols, epilogue, d0 == 0, d1 == k, k, 1, kPanel);
       }
     }
   }
@@ -219,10 +227,12 @@ void panel_kernel(const float* x, i64 ldx, i64 rows, const float* panel, i64 k, 
 
 using StridedTile = decltype(&tile<1, false, true>);
 template <int... R>
-constexpr std::array<StridedTile, sizeof...(R)> strided_tile_table(std::integer_sequence<int, R...>) {
+constexpr std::array<StridedTile, sizeof...(R)> strided_tile_table(
+    std::integer_sequence<int, R...>) {
   return {&tile<R + 1, false, true>...};
 }
-constexpr std::array<StridedTile, kRows> kStridedTiles = strided_tile_table(std::make_integer_sequence<int, kRows>{});
+constexpr std::array<StridedTile, kRows> kStridedTiles =
+    strided_tile_table(std::make_integer_sequence<int, kRows>{});
 
 // gemm.h's StridedPanel: the same blocking and per-element arithmetic as panel_kernel (one fp32
 // accumulator per output, depths in increasing order, bias then nothing else), so the packed
@@ -238,9 +248,9 @@ void panel_kernel_strided(const StridedPanel& s) {
       for (i64 r0 = 0; r0 < s.rows; r0 += kRows) {
         const int nr = static_cast<int>(std::min<i64>(kRows, s.rows - r0));
         kStridedTiles[nr - 1](s.x + r0 * s.x_row_stride, s.x_row_stride, s.panel + c0, d0, d1,
-                              s.bias == nullptr ? nullptr : s.bias + c0, s.y + r0 * s.ldy + c0, s.ldy, block_cols,
-                              GemmEpilogue::none, d0 == 0 && !s.accumulate, d1 == s.k, s.k, s.x_depth_stride,
-                              s.panel_row_stride);
+                              s.bias == nullptr ? nullptr : s.bias + c0, s.y + r0 * s.ldy + c0,
+                              s.ldy, block_cols, GemmEpilogue::none, d0 == 0 && !s.accumulate,
+                              d1 == s.k, s.k, s.x_depth_stride, s.panel_row_stride);
       }
     }
   }
@@ -273,15 +283,17 @@ inline float bf16_float(std::uint32_t bits16) {
 
 // As tile() on bf16 inputs, pairs [p0, p1) of the depth.
 template <int R, bool kPrefetch>
-void tile_bf16(const std::uint16_t* x, i64 ldx, const std::uint32_t* panel, i64 p0, i64 p1, const float* bias,
-               float* y, i64 ldy, i64 cols, GemmEpilogue epilogue, bool first, bool last, i64 rows_end) {
+void tile_bf16(const std::uint16_t* x, i64 ldx, const std::uint32_t* panel, i64 p0, i64 p1,
+               const float* bias, float* y, i64 ldy, i64 cols, GemmEpilogue epilogue, bool first,
+               bool last, i64 rows_end) {
   vf acc[R][kVecs] = {};
   if (!first) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
       for (int j = 0; j < kVecs; ++j)
-        acc[r][j] = (j + 1) * W <= cols ? load(y + r * ldy + j * W) : load_part(y + r * ldy + j * W, cols - j * W);
+        acc[r][j] = (j + 1) * W <= cols ? load(y + r * ldy + j * W)
+                                        : load_part(y + r * ldy + j * W, cols - j * W);
   }
   const std::uint16_t* xr[R];
 #pragma GCC unroll 16
@@ -347,9 +359,9 @@ void panel_kernel_bf16(const std::uint16_t* x, i64 ldx, i64 rows, const std::uin
       const i64 block_cols = std::min<i64>(kBlock, cols - c0);
       for (i64 r0 = 0; r0 < rows; r0 += kRows) {
         const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
-        kTilesBf16[r0 == 0 ? prefetching : 1][nr - 1](x + r0 * ldx, ldx, panel + c0, p0, p1,
-                                            bias == nullptr ? nullptr : bias + c0, y + r0 * ldy + c0, ldy,
-                                            block_cols, epilogue, p0 == 0, p1 == pairs, pairs);
+        kTilesBf16[r0 == 0 ? prefetching : 1][nr - 1](
+            x + r0 * ldx, ldx, panel + c0, p0, p1, bias == nullptr ? nullptr : bias + c0,
+            y + r0 * ldy + c0, ldy, block_cols, epilogue, p0 == 0, p1 == pairs, pairs);
       }
     }
   }
@@ -411,9 +423,10 @@ inline void store_bits_part(float* p, vs v, i64 cols) {
 }
 
 template <int R, bool kPrefetch>
-void tile_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, const std::uint32_t* panel, i64 q0, i64 q1,
-             const float* col_scale, const std::int32_t* col_offset, const float* bias, float* y, i64 ldy, i64 cols,
-             GemmEpilogue epilogue, bool first, bool last, i64 rows_end) {
+void tile_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, const std::uint32_t* panel,
+             i64 q0, i64 q1, const float* col_scale, const std::int32_t* col_offset,
+             const float* bias, float* y, i64 ldy, i64 cols, GemmEpilogue epilogue, bool first,
+             bool last, i64 rows_end) {
   vs acc[R][kVecs] = {};
   if (!first) {
 #pragma GCC unroll 16
@@ -438,7 +451,8 @@ void tile_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, const std::
       // acc += Σ_j x_j·w_j over the quad, u8 times s8, in 32 bits: vpdpbusd (AVX512_VNNI).
       const __m512i a = _mm512_set1_epi32(static_cast<int>(word));
 #pragma GCC unroll 16
-      for (int j = 0; j < kVecs; ++j) acc[r][j] = (vs)_mm512_dpbusd_epi32((__m512i)acc[r][j], a, (__m512i)b[j]);
+      for (int j = 0; j < kVecs; ++j)
+        acc[r][j] = (vs)_mm512_dpbusd_epi32((__m512i)acc[r][j], a, (__m512i)b[j]);
 #else
       // Widened: each byte of the lane sign-extended by two shifts, times the x byte, added.
 #pragma GCC unroll 4
@@ -458,7 +472,9 @@ void tile_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, const std::
     for (int j = 0; j < kVecs; ++j) {
       cs[j] = load(col_scale + j * W);
       off[j] = load_s(col_offset + j * W);
-      bv[j] = bias == nullptr ? splat(0.0f) : (j + 1) * W <= cols ? load(bias + j * W) : load_part(bias + j * W, cols - j * W);
+      bv[j] = bias == nullptr       ? splat(0.0f)
+              : (j + 1) * W <= cols ? load(bias + j * W)
+                                    : load_part(bias + j * W, cols - j * W);
     }
   }
 #pragma GCC unroll 16
@@ -491,13 +507,15 @@ constexpr std::array<std::array<TileI8, kRows>, 2> kTilesI8 = {
     tile_table_i8<true>(std::make_integer_sequence<int, kRows>{}),
     tile_table_i8<false>(std::make_integer_sequence<int, kRows>{})};
 
-void panel_kernel_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, i64 rows, const std::uint8_t* panel,
-                     i64 k, const float* bias, float* y, i64 ldy, i64 cols, GemmEpilogue epilogue) {
+void panel_kernel_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, i64 rows,
+                     const std::uint8_t* panel, i64 k, const float* bias, float* y, i64 ldy,
+                     i64 cols, GemmEpilogue epilogue) {
   // As panel_kernel, in quads: a depth block of gemm_i8_depth_block() depths is as many bytes
   // of the panel as fp32's block (one byte a weight, four to a lane).
   const bool streaming = rows <= tuning::gemm_prefetch_max_rows();  // as panel_kernel
-  const i64 quads = k / 4,
-            kc = (streaming ? tuning::gemm_i8_streaming_depth_block() : tuning::gemm_i8_depth_block()) / 4;
+  const i64 quads = k / 4, kc = (streaming ? tuning::gemm_i8_streaming_depth_block()
+                                           : tuning::gemm_i8_depth_block()) /
+                                4;
   const auto* lanes = reinterpret_cast<const std::uint32_t*>(panel);
   const auto* col_scale = reinterpret_cast<const float*>(panel + k * kPanel);
   const auto* col_offset = reinterpret_cast<const std::int32_t*>(panel + k * kPanel + 4 * kPanel);
@@ -510,8 +528,8 @@ void panel_kernel_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, i64
         const int nr = static_cast<int>(std::min<i64>(kRows, rows - r0));
         kTilesI8[r0 == 0 ? prefetching : 1][nr - 1](
             x + r0 * ldx, ldx, row_scale + r0, lanes + c0, q0, q1, col_scale + c0, col_offset + c0,
-            bias == nullptr ? nullptr : bias + c0, y + r0 * ldy + c0, ldy, block_cols, epilogue, q0 == 0, q1 == quads,
-            quads);
+            bias == nullptr ? nullptr : bias + c0, y + r0 * ldy + c0, ldy, block_cols, epilogue,
+            q0 == 0, q1 == quads, quads);
       }
     }
   }
@@ -551,7 +569,8 @@ void quantize_u8_row(const float* x, i64 n, std::uint8_t* q, float* scale) {
   }
   *scale = maxabs / 127.0f;
   typedef std::uint8_t vb __attribute__((vector_size(W)));
-  const vf round = splat(12582912.0f), lo = splat(-127.0f), hi = splat(127.0f), scale_by = splat(inv);
+  const vf round = splat(12582912.0f), lo = splat(-127.0f), hi = splat(127.0f),
+           scale_by = splat(inv);
   auto bytes = [&](vf v) {
     vf t = (v * scale_by + round) - round;
     t = t < lo ? lo : t;
@@ -599,7 +618,8 @@ inline vf gelu_grad_v(vf u) {
 void gelu_grad_array(const float* u, const float* dy, float* du, i64 n) {
   i64 i = 0;
   for (; i + W <= n; i += W) store(du + i, load(dy + i) * gelu_grad_v(load(u + i)));
-  if (i < n) store_part(du + i, load_part(dy + i, n - i) * gelu_grad_v(load_part(u + i, n - i)), n - i);
+  if (i < n)
+    store_part(du + i, load_part(dy + i, n - i) * gelu_grad_v(load_part(u + i, n - i)), n - i);
 }
 
 void erf_array(const float* x, float* y, i64 n) {
@@ -649,7 +669,8 @@ double lane_sum(const float* row, i64 width, double shift, bool squared) {
   return l[0];
 }
 
-void layer_norm_row(float* row, const float* residual, i64 width, const float* gamma, const float* beta, float eps) {
+void layer_norm_row(float* row, const float* residual, i64 width, const float* gamma,
+                    const float* beta, float eps) {
   if (residual != nullptr) {
     i64 c = 0;
     for (; c + W <= width; c += W) store(row + c, load(row + c) + load(residual + c));
@@ -670,14 +691,15 @@ void layer_norm_row(float* row, const float* residual, i64 width, const float* g
     const vf8 y = z * g + b;
     std::memcpy(row + c, &y, sizeof y);
   }
-  for (; c < width; ++c) row[c] = static_cast<float>((row[c] - mean) * inv_std) * gamma[c] + beta[c];
+  for (; c < width; ++c)
+    row[c] = static_cast<float>((row[c] - mean) * inv_std) * gamma[c] + beta[c];
 }
 
 // The training executor's LayerNorm rows (train/layer_norm.h): the statistics by lane_sum
 // above (32 double lanes, an order fixed by the width), saved as floats; x̂ = (x - mean)·rstd
 // from those floats, exactly as the backward recomputes it.
-void layer_norm_train_row(const float* x, i64 width, const float* gamma, const float* beta, float eps, float* y,
-                          float* mean_out, float* rstd_out) {
+void layer_norm_train_row(const float* x, i64 width, const float* gamma, const float* beta,
+                          float eps, float* y, float* mean_out, float* rstd_out) {
   const double mean = lane_sum(x, width, 0.0, false) / static_cast<double>(width);
   const double squares = lane_sum(x, width, mean, true);
   const float mu = static_cast<float>(mean);
@@ -686,15 +708,16 @@ void layer_norm_train_row(const float* x, i64 width, const float* gamma, const f
   *rstd_out = inv;
   const vf m = splat(mu), s = splat(inv);
   i64 c = 0;
-  for (; c + W <= width; c += W) store(y + c, (load(x + c) - m) * s * load(gamma + c) + load(beta + c));
+  for (; c + W <= width; c += W)
+    store(y + c, (load(x + c) - m) * s * load(gamma + c) + load(beta + c));
   for (; c < width; ++c) y[c] = (x[c] - mu) * inv * gamma[c] + beta[c];
 }
 
 // One row of LayerNorm's dx: g = dy·γ, dx = rstd·(g - mean(g) - x̂·mean(g·x̂)), the two means
 // summed in double over 8 lanes (c mod 8, increasing c, then a fixed tree): an order that
 // depends on the width only. With `accumulate`, dx += that.
-void layer_norm_grad_row(const float* x, const float* dy, const float* gamma, float mu, float inv, i64 width,
-                         float* dx, bool accumulate) {
+void layer_norm_grad_row(const float* x, const float* dy, const float* gamma, float mu, float inv,
+                         i64 width, float* dx, bool accumulate) {
   constexpr int kLanes = 8;
   double sum_g[kLanes] = {}, sum_gx[kLanes] = {};
   i64 c = 0;

@@ -9,12 +9,18 @@ namespace headcount {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::best: return "best";
-    case Isa::generic: return "generic";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-    case Isa::avx512_bf16: return "avx512_bf16";
-    case Isa::amx_bf16: return "amx_bf16";
+    case Isa::best:
+      return "best";
+    case Isa::generic:
+      return "generic";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
+    case Isa::avx512_bf16:
+      return "avx512_bf16";
+    case Isa::amx_bf16:
+      return "amx_bf16";
   }
   return "?";
 }
@@ -35,10 +41,12 @@ Isa isa_ceiling() {
   static const Isa ceiling = [] {
     const char* value = std::getenv("HEADCOUNT_ISA");
     if (value == nullptr || *value == '\0') return Isa::best;
-    for (Isa isa : {Isa::best, Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx_bf16})
+    for (Isa isa :
+         {Isa::best, Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx_bf16})
       if (std::string(value) == isa_name(isa)) return isa;
-    fail("HEADCOUNT_ISA",
-         std::string("expected best, generic, avx2, avx512, avx512_bf16 or amx_bf16, got ") + value);
+    fail(
+        "HEADCOUNT_ISA",
+        std::string("expected best, generic, avx2, avx512, avx512_bf16 or amx_bf16, got ") + value);
   }();
   return ceiling;
 }
@@ -56,8 +64,10 @@ bool cpu_supports(Isa isa) {
 #if defined(__x86_64__) && defined(__GNUC__)
   switch (isa) {
     case Isa::best:
-    case Isa::generic: return true;
-    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::generic:
+      return true;
+    case Isa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case Isa::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
@@ -66,7 +76,8 @@ bool cpu_supports(Isa isa) {
       // AVX512_VNNI too: the int8 GEMM's vpdpbusd (every CPU with AVX512_BF16 has it).
       return cpu_supports(Isa::avx512) && __builtin_cpu_supports("avx512bf16") &&
              __builtin_cpu_supports("avx512vnni");
-    case Isa::amx_bf16: return cpu_supports(Isa::avx512_bf16) && simd::amx::available();
+    case Isa::amx_bf16:
+      return cpu_supports(Isa::avx512_bf16) && simd::amx::available();
   }
   return false;
 #else

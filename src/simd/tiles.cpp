@@ -5,11 +5,11 @@
 
 namespace headcount::simd {
 
-#define HC_DECLARE(ns)                                               \
-  namespace ns {                                                     \
-  const TileKernels& table();                                        \
-  void exp_array(const float* x, float* y, std::int64_t n);          \
-  void exp2_array(const float* x, float* y, std::int64_t n);         \
+#define HC_DECLARE(ns)                                       \
+  namespace ns {                                             \
+  const TileKernels& table();                                \
+  void exp_array(const float* x, float* y, std::int64_t n);  \
+  void exp2_array(const float* x, float* y, std::int64_t n); \
   }
 HC_DECLARE(generic)
 HC_DECLARE(avx2)
@@ -18,14 +18,18 @@ HC_DECLARE(avx512_bf16)
 #undef HC_DECLARE
 
 const TileKernels& tile_kernels(Isa isa) {
-  check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
-        isa_name(isa));
+  check(isa != Isa::best && isa_supported(isa), "isa",
+        "a resolved instruction set this CPU supports", isa_name(isa));
   switch (isa) {
     case Isa::amx_bf16:  // AMX serves only the streaming kernel's bf16 tiles
-    case Isa::avx512_bf16: return avx512_bf16::table();
-    case Isa::avx512: return avx512::table();
-    case Isa::avx2: return avx2::table();
-    default: return generic::table();
+    case Isa::avx512_bf16:
+      return avx512_bf16::table();
+    case Isa::avx512:
+      return avx512::table();
+    case Isa::avx2:
+      return avx2::table();
+    default:
+      return generic::table();
   }
 }
 
@@ -33,26 +37,33 @@ namespace {
 
 // The ISA's copy of an elementwise function (each tiles_<isa>.cpp defines its own).
 using ArrayFn = void (*)(const float*, float*, std::int64_t);
-ArrayFn pick(Isa isa, ArrayFn generic_fn, ArrayFn avx2_fn, ArrayFn avx512_fn, ArrayFn avx512_bf16_fn) {
-  check(isa != Isa::best && isa_supported(isa), "isa", "a resolved instruction set this CPU supports",
-        isa_name(isa));
+ArrayFn pick(Isa isa, ArrayFn generic_fn, ArrayFn avx2_fn, ArrayFn avx512_fn,
+             ArrayFn avx512_bf16_fn) {
+  check(isa != Isa::best && isa_supported(isa), "isa",
+        "a resolved instruction set this CPU supports", isa_name(isa));
   switch (isa) {
     case Isa::amx_bf16:  // AMX serves only the streaming kernel's bf16 tiles
-    case Isa::avx512_bf16: return avx512_bf16_fn;
-    case Isa::avx512: return avx512_fn;
-    case Isa::avx2: return avx2_fn;
-    default: return generic_fn;
+    case Isa::avx512_bf16:
+      return avx512_bf16_fn;
+    case Isa::avx512:
+      return avx512_fn;
+    case Isa::avx2:
+      return avx2_fn;
+    default:
+      return generic_fn;
   }
 }
 
 }  // namespace
 
 void vector_exp(Isa isa, const float* x, float* y, std::int64_t n) {
-  pick(isa, &generic::exp_array, &avx2::exp_array, &avx512::exp_array, &avx512_bf16::exp_array)(x, y, n);
+  pick(isa, &generic::exp_array, &avx2::exp_array, &avx512::exp_array, &avx512_bf16::exp_array)(
+      x, y, n);
 }
 
 void vector_exp2(Isa isa, const float* x, float* y, std::int64_t n) {
-  pick(isa, &generic::exp2_array, &avx2::exp2_array, &avx512::exp2_array, &avx512_bf16::exp2_array)(x, y, n);
+  pick(isa, &generic::exp2_array, &avx2::exp2_array, &avx512::exp2_array, &avx512_bf16::exp2_array)(
+      x, y, n);
 }
 
 }  // namespace headcount::simd

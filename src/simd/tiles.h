@@ -36,14 +36,13 @@ struct TileKernels {
                       std::int64_t ldb, std::int64_t depth_pairs, float* s, std::int64_t lds,
                       std::int64_t rows, std::int64_t cols, float scale) = nullptr;
   // acc[r, :] = alpha[r] * acc[r, :] + sum_c p(r, c) * v[c, :]
-  void (*weighted_sum_f32)(const float* p, std::int64_t p_row, std::int64_t p_key,
-                           const float* v, std::int64_t ldv, std::int64_t keys, float* acc,
-                           std::int64_t ldacc, std::int64_t rows, std::int64_t width,
-                           const float* alpha) = nullptr;
+  void (*weighted_sum_f32)(const float* p, std::int64_t p_row, std::int64_t p_key, const float* v,
+                           std::int64_t ldv, std::int64_t keys, float* acc, std::int64_t ldacc,
+                           std::int64_t rows, std::int64_t width, const float* alpha) = nullptr;
   void (*weighted_sum_bf16)(const std::uint32_t* p, std::int64_t p_row, std::int64_t p_key,
                             const std::uint32_t* v, std::int64_t ldv, std::int64_t key_pairs,
-                            float* acc, std::int64_t ldacc, std::int64_t rows,
-                            std::int64_t width, const float* alpha) = nullptr;
+                            float* acc, std::int64_t ldacc, std::int64_t rows, std::int64_t width,
+                            const float* alpha) = nullptr;
   // Masks a transposed score tile s [keys, cols] (lds) to each column's visible keys: s[k, c]
   // = -inf unless lo[c] <= k < hi[c] (key indices relative to the tile's first key). Every
   // row is written whole, a vector at a time: the per-query loop it replaced wrote one float
@@ -59,8 +58,8 @@ struct TileKernels {
   // blocks in registers when m is 16 (other ISAs and m < 16: the scalar loop it replaced).
   // Copies values, so every ISA writes the same bits. perf, n 1000, head_dim 256: ~1.6% of a
   // call as a scalar gather, 1.3% now: reading q from memory is most of it.
-  void (*transpose_rows_f32)(const float* const* rows, std::int64_t m, std::int64_t depth, float* out,
-                             std::int64_t ldout) = nullptr;
+  void (*transpose_rows_f32)(const float* const* rows, std::int64_t m, std::int64_t depth,
+                             float* out, std::int64_t ldout) = nullptr;
   // y[i] = x[i] * s for i < n (n any; the same product on every ISA): the attention's
   // O = acc / l write-out, an SSE2 loop before; ~2% of a call at head_dim 256 either way,
   // since writing out to memory is the cost.
@@ -77,8 +76,8 @@ struct TileKernels {
   // The backward's elementwise step on transposed tiles s and dp [keys, cols] (ld), for
   // every column (query) c at once: p = exp(s[k, c] - lse[c]); dp[k, c] = p·(dp[k, c] -
   // delta[c]) (that is dS); s[k, c] = p. A -inf score, or lse[c] = +inf, gives p = 0.
-  void (*backward_probs)(float* s, float* dp, std::int64_t ld, std::int64_t keys,
-                         std::int64_t cols, const float* lse, const float* delta) = nullptr;
+  void (*backward_probs)(float* s, float* dp, std::int64_t ld, std::int64_t keys, std::int64_t cols,
+                         const float* lse, const float* delta) = nullptr;
   // out[c2, c] = bf16(x[2c2, c]) | bf16(x[2c2+1, c]) << 16 for c2 < (keys+1)/2 (a missing
   // odd row is 0): fp32 rows to bf16 pairs, rounding to nearest even. cols a multiple of W.
   void (*pair_rows_f32)(const float* x, std::int64_t ldx, std::int64_t keys, std::int64_t cols,

@@ -232,7 +232,8 @@ void softmax_columns(float* s, i64 lds, i64 keys, i64 cols, float* max, float* s
 
 // ---- masks: each column (query) sees the keys [lo, hi) of the tile ------------------------
 
-void mask_columns(float* s, i64 lds, i64 keys, i64 cols, const std::int32_t* lo, const std::int32_t* hi) {
+void mask_columns(float* s, i64 lds, i64 keys, i64 cols, const std::int32_t* lo,
+                  const std::int32_t* hi) {
   const vf minus_inf = splat(-std::numeric_limits<float>::infinity());
   for (i64 k = 0; k < keys; ++k) {
     const vi key = static_cast<std::int32_t>(k) + vi{};
@@ -284,7 +285,8 @@ bool any_non_finite_f32(const float* x, i64 n) {
 // 16 rows of 16 floats (a[j] = row j) transposed in registers: out[c * ld + j] = a[j][c].
 inline void transpose16(const __m512 (&a)[16], float* out, i64 ld) {
   __m512 t[16], u[16];
-  // Pairs of rows interleaved: per 128-bit lane, unpacklo = r0 r1 of columns 0, 1; unpackhi of 2, 3.
+  // Pairs of rows interleaved: per 128-bit lane, unpacklo = r0 r1 of columns 0, 1; unpackhi of
+  // 2, 3.
   for (int j = 0; j < 16; j += 2) {
     t[j] = _mm512_unpacklo_ps(a[j], a[j + 1]);
     t[j + 1] = _mm512_unpackhi_ps(a[j], a[j + 1]);
@@ -333,7 +335,8 @@ void scale_f32(const float* x, float s, float* y, i64 n) {
 
 // ---- the backward: P recomputed from the lse, and dS = P (dP - D) -------------------------
 
-void backward_probs(float* s, float* dp, i64 ld, i64 keys, i64 cols, const float* lse, const float* delta) {
+void backward_probs(float* s, float* dp, i64 ld, i64 keys, i64 cols, const float* lse,
+                    const float* delta) {
   for (i64 k = 0; k < keys; ++k) {
     float* s_row = s + k * ld;
     float* dp_row = dp + k * ld;
@@ -351,8 +354,8 @@ void backward_probs(float* s, float* dp, i64 ld, i64 keys, i64 cols, const float
 inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 
 template <int R, int NV>
-void score_block_bf16(const std::uint32_t* q, i64 ldq, const std::uint32_t* kt, i64 ldk,
-                      i64 pairs, float* s, i64 lds, float scale) {
+void score_block_bf16(const std::uint32_t* q, i64 ldq, const std::uint32_t* kt, i64 ldk, i64 pairs,
+                      float* s, i64 lds, float scale) {
   __m512 acc[R][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -373,12 +376,14 @@ void score_block_bf16(const std::uint32_t* q, i64 ldq, const std::uint32_t* kt, 
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < NV; ++j) _mm512_storeu_ps(s + r * lds + j * 16, _mm512_mul_ps(acc[r][j], sc));
+    for (int j = 0; j < NV; ++j)
+      _mm512_storeu_ps(s + r * lds + j * 16, _mm512_mul_ps(acc[r][j], sc));
 }
 
 using ScoreBlockBf16 = decltype(&score_block_bf16<1, 1>);
 template <int NV, int... R>
-constexpr std::array<ScoreBlockBf16, sizeof...(R)> score_rows_bf16(std::integer_sequence<int, R...>) {
+constexpr std::array<ScoreBlockBf16, sizeof...(R)> score_rows_bf16(
+    std::integer_sequence<int, R...>) {
   return {&score_block_bf16<R + 1, NV>...};
 }
 template <int... V>
@@ -408,7 +413,8 @@ void sum_block_bf16(const std::uint32_t* p, i64 p_row, i64 p_key, const std::uin
   for (int r = 0; r < R; ++r) {
     const __m512 al = _mm512_set1_ps(alpha[r]);
 #pragma GCC unroll 16
-    for (int j = 0; j < NV; ++j) a[r][j] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * ldacc + j * 16), al);
+    for (int j = 0; j < NV; ++j)
+      a[r][j] = _mm512_mul_ps(_mm512_loadu_ps(acc + r * ldacc + j * 16), al);
   }
   for (i64 c = 0; c < pairs; ++c) {
     __m512bh vv[NV];
@@ -455,8 +461,8 @@ void weighted_sum_bf16(const std::uint32_t* p, i64 p_row, i64 p_key, const std::
 
 // Lane order [a0 b0 a1 b1 ... a15 b15] from [a0 .. a15 b0 .. b15] (16-bit elements).
 inline __m512i interleave_halves(__m512i ab) {
-  const __m512i index = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i index = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(index, ab);
 }
 
@@ -482,7 +488,8 @@ void pair_rows_bf16(const std::uint16_t* x, i64 ldx, i64 keys, i64 cols, std::ui
     std::uint32_t* dst = out + (k / 2) * ldout;
     for (i64 c = 0; c < cols; c += 16) {
       const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c));
-      const __m256i vb = b ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + c)) : _mm256_setzero_si256();
+      const __m256i vb =
+          b ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + c)) : _mm256_setzero_si256();
       const __m512i ab = _mm512_inserti64x4(_mm512_zextsi256_si512(va), vb, 1);
       _mm512_storeu_si512(dst + c, interleave_halves(ab));
     }

@@ -72,7 +72,8 @@ inline vf mul_rounded(vf a, vf b) {
 // is never used (the clamp this had was a 16th instruction; every result is the same bits).
 // The clamp above stays: past it the reduction loses r and the polynomial could give -inf.
 inline vf exp_v(vf x) {
-  const __mmask16 normal = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-87.3365447504019f), _CMP_GE_OQ);
+  const __mmask16 normal =
+      _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-87.3365447504019f), _CMP_GE_OQ);
   const __m512 v = _mm512_min_ps((__m512)x, _mm512_set1_ps(88.3762626647949f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

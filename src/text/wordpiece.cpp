@@ -3,17 +3,16 @@
 // what sentence-transformers runs; where it differs from Google's original Python (the CJK
 // ranges, the control and whitespace classes), the crate wins, because the golden ids come
 // from it. Unicode data (categories, NFD, lower case) come from utf8proc.
-#include "headcount/tokenizer.h"
-
-#include <algorithm>
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <numeric>
 #include <unordered_map>
 
 #include "headcount/error.h"
+#include "headcount/tokenizer.h"
 #include "text/unicode_text.h"
 
 namespace headcount {
@@ -47,7 +46,8 @@ bool is_chinese_char(char32_t c) {
 }
 
 bool is_punctuation(char32_t c) {
-  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126))
+  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
+      (c >= 123 && c <= 126))
     return true;
   const auto cat = category(c);
   return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
@@ -84,13 +84,32 @@ std::u32string decode_utf8_lossy(std::string_view text) {
     int need = 0;
     unsigned char lo = 0x80, hi = 0xBF;
     char32_t cp = 0;
-    if (b0 >= 0xC2 && b0 <= 0xDF) { need = 1; cp = b0 & 0x1F; }
-    else if (b0 == 0xE0) { need = 2; lo = 0xA0; cp = 0; }
-    else if ((b0 >= 0xE1 && b0 <= 0xEC) || b0 == 0xEE || b0 == 0xEF) { need = 2; cp = b0 & 0x0F; }
-    else if (b0 == 0xED) { need = 2; hi = 0x9F; cp = 0x0D; }
-    else if (b0 == 0xF0) { need = 3; lo = 0x90; cp = 0; }
-    else if (b0 >= 0xF1 && b0 <= 0xF3) { need = 3; cp = b0 & 0x07; }
-    else if (b0 == 0xF4) { need = 3; hi = 0x8F; cp = 4; }
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+      need = 1;
+      cp = b0 & 0x1F;
+    } else if (b0 == 0xE0) {
+      need = 2;
+      lo = 0xA0;
+      cp = 0;
+    } else if ((b0 >= 0xE1 && b0 <= 0xEC) || b0 == 0xEE || b0 == 0xEF) {
+      need = 2;
+      cp = b0 & 0x0F;
+    } else if (b0 == 0xED) {
+      need = 2;
+      hi = 0x9F;
+      cp = 0x0D;
+    } else if (b0 == 0xF0) {
+      need = 3;
+      lo = 0x90;
+      cp = 0;
+    } else if (b0 >= 0xF1 && b0 <= 0xF3) {
+      need = 3;
+      cp = b0 & 0x07;
+    } else if (b0 == 0xF4) {
+      need = 3;
+      hi = 0x8F;
+      cp = 4;
+    }
     int taken = 1;
     bool ok = need > 0;
     for (int i = 0; ok && i < need; ++i) {
@@ -147,13 +166,15 @@ struct WordPieceTokenizer::Impl {
       const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(utf8.data());
       const auto length = static_cast<utf8proc_ssize_t>(utf8.size());
       std::vector<utf8proc_int32_t> buffer(utf8.size() + 8);
-      utf8proc_ssize_t n = utf8proc_decompose(bytes, length, buffer.data(),
-                                              static_cast<utf8proc_ssize_t>(buffer.size()), options_nfd);
+      utf8proc_ssize_t n = utf8proc_decompose(
+          bytes, length, buffer.data(), static_cast<utf8proc_ssize_t>(buffer.size()), options_nfd);
       if (n > static_cast<utf8proc_ssize_t>(buffer.size())) {
         buffer.resize(static_cast<std::size_t>(n));
         n = utf8proc_decompose(bytes, length, buffer.data(), n, options_nfd);
       }
-      if (n < 0) fail("text", concat("cannot normalise: ", utf8proc_errmsg(n)));  // not reached: input is valid
+      if (n < 0)
+        fail("text",
+             concat("cannot normalise: ", utf8proc_errmsg(n)));  // not reached: input is valid
       stripped.reserve(static_cast<std::size_t>(n));
       for (utf8proc_ssize_t i = 0; i < n; ++i) {
         const auto c = static_cast<char32_t>(buffer[static_cast<std::size_t>(i)]);
@@ -235,7 +256,8 @@ struct WordPieceTokenizer::Impl {
 
 WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab, TokenizerOptions options)
     : impl_(std::make_unique<Impl>()) {
-  check(options.max_length >= 2, "max_length", ">= 2 (room for [CLS] and [SEP])", options.max_length);
+  check(options.max_length >= 2, "max_length", ">= 2 (room for [CLS] and [SEP])",
+        options.max_length);
   check(options.max_input_chars_per_word >= 1, "max_input_chars_per_word", ">= 1",
         options.max_input_chars_per_word);
   impl_->options = options;
@@ -253,7 +275,8 @@ WordPieceTokenizer::~WordPieceTokenizer() = default;
 WordPieceTokenizer::WordPieceTokenizer(WordPieceTokenizer&&) noexcept = default;
 WordPieceTokenizer& WordPieceTokenizer::operator=(WordPieceTokenizer&&) noexcept = default;
 
-WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path, TokenizerOptions options) {
+WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path,
+                                                       TokenizerOptions options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open the vocabulary");
   std::vector<std::string> vocab;
@@ -263,7 +286,8 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path, 
     vocab.push_back(line);
   }
   check(vocab.size() >= 4 && vocab.size() < (1u << 31), path + ": vocabulary",
-        "at least [PAD], [UNK], [CLS] and [SEP], one token per line", concat(vocab.size(), " lines"));
+        "at least [PAD], [UNK], [CLS] and [SEP], one token per line",
+        concat(vocab.size(), " lines"));
   try {
     return WordPieceTokenizer(std::move(vocab), options);
   } catch (const Error& e) {
@@ -272,7 +296,9 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path, 
 }
 
 const TokenizerOptions& WordPieceTokenizer::options() const { return impl_->options; }
-std::int64_t WordPieceTokenizer::vocab_size() const { return static_cast<std::int64_t>(impl_->vocab.size()); }
+std::int64_t WordPieceTokenizer::vocab_size() const {
+  return static_cast<std::int64_t>(impl_->vocab.size());
+}
 const std::string& WordPieceTokenizer::token(std::int32_t id) const {
   check(id >= 0 && id < vocab_size(), "token id", concat("in [0, ", vocab_size(), ")"), id);
   return impl_->vocab[static_cast<std::size_t>(id)];
@@ -311,11 +337,13 @@ std::vector<std::int32_t> WordPieceTokenizer::encode(std::string_view text) cons
 TokenBatch pad_batch(const std::vector<std::vector<std::int32_t>>& sequences, std::int32_t pad_id) {
   TokenBatch batch;
   batch.batch = static_cast<std::int64_t>(sequences.size());
-  for (const auto& s : sequences) batch.seq_len = std::max(batch.seq_len, static_cast<std::int64_t>(s.size()));
+  for (const auto& s : sequences)
+    batch.seq_len = std::max(batch.seq_len, static_cast<std::int64_t>(s.size()));
   batch.ids.assign(static_cast<std::size_t>(batch.batch * batch.seq_len), pad_id);
   for (std::size_t b = 0; b < sequences.size(); ++b) {
     std::copy(sequences[b].begin(), sequences[b].end(),
-              batch.ids.begin() + static_cast<std::ptrdiff_t>(b * static_cast<std::size_t>(batch.seq_len)));
+              batch.ids.begin() +
+                  static_cast<std::ptrdiff_t>(b * static_cast<std::size_t>(batch.seq_len)));
     batch.lengths.push_back(static_cast<std::int64_t>(sequences[b].size()));
   }
   return batch;
@@ -326,8 +354,9 @@ std::vector<LengthBatch> batch_by_length(const std::vector<std::vector<std::int3
   check(batch_size >= 1, "batch size", ">= 1", batch_size);
   std::vector<std::size_t> order(sequences.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return sequences[a].size() < sequences[b].size(); });
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return sequences[a].size() < sequences[b].size();
+  });
   std::vector<LengthBatch> batches;
   std::vector<std::vector<std::int32_t>> chunk;
   for (std::size_t start = 0; start < order.size(); start += static_cast<std::size_t>(batch_size)) {
@@ -335,7 +364,8 @@ std::vector<LengthBatch> batch_by_length(const std::vector<std::vector<std::int3
     chunk.clear();
     for (std::size_t j = start; j < end; ++j) chunk.push_back(sequences[order[j]]);
     batches.push_back({pad_batch(chunk, pad_id),
-                       {order.begin() + static_cast<std::ptrdiff_t>(start), order.begin() + static_cast<std::ptrdiff_t>(end)}});
+                       {order.begin() + static_cast<std::ptrdiff_t>(start),
+                        order.begin() + static_cast<std::ptrdiff_t>(end)}});
   }
   return batches;
 }

@@ -33,9 +33,9 @@ AttentionParams kernel_params(const AttentionBlockShape& s, float* qkv, float* c
 
 }  // namespace
 
-void attention_block_forward(Context& ctx, const AttentionBlockShape& s, const AttentionBlockWeights& w,
-                             const float* x, const float* gates, const AttentionBlockSaved& saved,
-                             float* y, const TensorView& probs) {
+void attention_block_forward(Context& ctx, const AttentionBlockShape& s,
+                             const AttentionBlockWeights& w, const float* x, const float* gates,
+                             const AttentionBlockSaved& saved, float* y, const TensorView& probs) {
   const std::int64_t rows = s.rows(), cw = s.concat_width();
   linear_forward(ctx, x, rows, s.d_model, s.qkv_width(), w.w_qkv, w.b_qkv, saved.qkv);
   AttentionParams p = kernel_params(s, saved.qkv, saved.concat, saved.lse);
@@ -59,12 +59,20 @@ void attention_block_forward(Context& ctx, const AttentionBlockShape& s, const A
   linear_forward(ctx, saved.gated, rows, cw, s.d_model, w.w_o, w.b_o, y);
 }
 
-void attention_block_backward(Context& ctx, const AttentionBlockShape& s, const AttentionBlockWeights& w,
-                              const AttentionBlockBackward& a, const AttentionBlockGrads& grads) {
+void attention_block_backward(Context& ctx, const AttentionBlockShape& s,
+                              const AttentionBlockWeights& w, const AttentionBlockBackward& a,
+                              const AttentionBlockGrads& grads) {
   const std::int64_t rows = s.rows(), cw = s.concat_width(), hd = s.head_dim;
   // 4. Output projection: d_concat first holds d_gated.
-  linear_backward(ctx, {.x = a.saved.gated, .dy = a.dy, .w = w.w_o, .rows = rows, .in = cw,
-                        .out = s.d_model, .dw = grads.w_o, .db = grads.b_o, .dx = a.d_concat});
+  linear_backward(ctx, {.x = a.saved.gated,
+                        .dy = a.dy,
+                        .w = w.w_o,
+                        .rows = rows,
+                        .in = cw,
+                        .out = s.d_model,
+                        .dw = grads.w_o,
+                        .db = grads.b_o,
+                        .dx = a.d_concat});
   // 3. Gates: dL/dgate[h] in double over (rows, columns) in order; then d_concat = gate · d_gated.
   for (std::int64_t h = 0; h < s.heads; ++h) {
     double sum = 0;
@@ -104,8 +112,15 @@ void attention_block_backward(Context& ctx, const AttentionBlockShape& s, const 
     }
   });
   // 1. Fused projection.
-  linear_backward(ctx, {.x = a.x, .dy = a.d_qkv, .w = w.w_qkv, .rows = rows, .in = s.d_model,
-                        .out = width, .dw = grads.w_qkv, .db = grads.b_qkv, .dx = a.dx,
+  linear_backward(ctx, {.x = a.x,
+                        .dy = a.d_qkv,
+                        .w = w.w_qkv,
+                        .rows = rows,
+                        .in = s.d_model,
+                        .out = width,
+                        .dw = grads.w_qkv,
+                        .db = grads.b_qkv,
+                        .dx = a.dx,
                         .accumulate_dx = a.accumulate_dx});
 }
 

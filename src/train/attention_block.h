@@ -55,9 +55,10 @@ struct AttentionBlockSaved {
 
 // gates: [heads] or null (all ones: then saved.gated must equal saved.concat). probs: empty,
 // or [batch, heads, T, T] f32 to receive the probabilities (runs the reference kernel).
-void attention_block_forward(Context& ctx, const AttentionBlockShape& shape, const AttentionBlockWeights& w,
-                             const float* x, const float* gates, const AttentionBlockSaved& saved,
-                             float* y, const TensorView& probs = {});
+void attention_block_forward(Context& ctx, const AttentionBlockShape& shape,
+                             const AttentionBlockWeights& w, const float* x, const float* gates,
+                             const AttentionBlockSaved& saved, float* y,
+                             const TensorView& probs = {});
 
 struct AttentionBlockGrads {
   float* w_qkv = nullptr;
@@ -68,17 +69,18 @@ struct AttentionBlockGrads {
 };
 
 struct AttentionBlockBackward {
-  const float* x = nullptr;   // the forward's input [rows, d_model]
+  const float* x = nullptr;  // the forward's input [rows, d_model]
   const float* gates = nullptr;
   AttentionBlockSaved saved;
   const float* dy = nullptr;  // [rows, d_model]
-  float* dx = nullptr;        // [rows, d_model]; may alias dy (dy is fully read before dx is written)
+  float* dx = nullptr;  // [rows, d_model]; may alias dy (dy is fully read before dx is written)
   bool accumulate_dx = false;
   float* d_qkv = nullptr;     // scratch [rows, qkv_width]
   float* d_concat = nullptr;  // scratch [rows, concat_width]
   float* d_split = nullptr;   // scratch [rows · qkv_width]: dq, dk, dv as three blocks
 };
-void attention_block_backward(Context& ctx, const AttentionBlockShape& shape, const AttentionBlockWeights& w,
-                              const AttentionBlockBackward& args, const AttentionBlockGrads& grads);
+void attention_block_backward(Context& ctx, const AttentionBlockShape& shape,
+                              const AttentionBlockWeights& w, const AttentionBlockBackward& args,
+                              const AttentionBlockGrads& grads);
 
 }  // namespace headcount::train

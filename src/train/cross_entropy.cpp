@@ -7,7 +7,8 @@
 namespace headcount::train {
 
 CrossEntropyResult cross_entropy(Context& ctx, const float* logits, const std::int32_t* targets,
-                                 std::int64_t rows, std::int64_t vocab, double* row_loss, float* dlogits) {
+                                 std::int64_t rows, std::int64_t vocab, double* row_loss,
+                                 float* dlogits) {
   CrossEntropyResult result;
   for (std::int64_t r = 0; r < rows; ++r) result.scored += targets[r] >= 0 ? 1 : 0;
   const double inv_scored = result.scored > 0 ? 1.0 / static_cast<double>(result.scored) : 0.0;

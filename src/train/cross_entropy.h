@@ -12,13 +12,14 @@
 namespace headcount::train {
 
 struct CrossEntropyResult {
-  double loss = 0;          // 0 when nothing is scored
+  double loss = 0;  // 0 when nothing is scored
   std::int64_t scored = 0;
 };
 
 // targets in [0, vocab) or -1 (ignored), already checked. row_loss: `rows` doubles of
 // scratch. dlogits may be null (no gradient) and may alias logits.
 CrossEntropyResult cross_entropy(Context& ctx, const float* logits, const std::int32_t* targets,
-                                 std::int64_t rows, std::int64_t vocab, double* row_loss, float* dlogits);
+                                 std::int64_t rows, std::int64_t vocab, double* row_loss,
+                                 float* dlogits);
 
 }  // namespace headcount::train

@@ -26,8 +26,10 @@ void embedding_backward(Context& ctx, const EmbeddingShape& s, const std::int32_
   // Each task owns a band of columns of both tables and adds every token's row in order.
   ctx.parallel_for((s.d_model + kColumns - 1) / kColumns, [&](std::int64_t task, int) {
     const std::int64_t c0 = task * kColumns, c1 = std::min(s.d_model, c0 + kColumns);
-    for (std::int64_t v = 0; v < s.vocab; ++v) std::fill(d_tok_emb + v * s.d_model + c0, d_tok_emb + v * s.d_model + c1, 0.0f);
-    for (std::int64_t t = 0; t < s.context; ++t) std::fill(d_pos_emb + t * s.d_model + c0, d_pos_emb + t * s.d_model + c1, 0.0f);
+    for (std::int64_t v = 0; v < s.vocab; ++v)
+      std::fill(d_tok_emb + v * s.d_model + c0, d_tok_emb + v * s.d_model + c1, 0.0f);
+    for (std::int64_t t = 0; t < s.context; ++t)
+      std::fill(d_pos_emb + t * s.d_model + c0, d_pos_emb + t * s.d_model + c1, 0.0f);
     for (std::int64_t r = 0; r < rows; ++r) {
       const float* grad = dx + r * s.d_model;
       float* tok = d_tok_emb + static_cast<std::int64_t>(tokens[r]) * s.d_model;

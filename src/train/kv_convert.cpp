@@ -44,7 +44,8 @@ void copy_parameters(const Model& from, Model& to) {
 
 Model convert_kv_heads(const Model& model, std::int64_t kv_heads) {
   const ModelConfig& c = model.config();
-  check(c.uniform_heads(), "model", "the same head counts in every layer (a per-layer conversion is not written)",
+  check(c.uniform_heads(), "model",
+        "the same head counts in every layer (a per-layer conversion is not written)",
         "per-layer head counts");
   check(kv_heads >= 1 && c.kv_heads % kv_heads == 0, "kv_heads",
         concat("a divisor of ", c.kv_heads), kv_heads);

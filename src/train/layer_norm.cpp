@@ -15,12 +15,14 @@ constexpr std::int64_t kColumnsPerTask = 64;
 }  // namespace
 
 void layer_norm_forward(Context& ctx, const float* x, std::int64_t rows, std::int64_t width,
-                        const float* gamma, const float* beta, float* y, float* mean, float* rstd, float eps) {
+                        const float* gamma, const float* beta, float* y, float* mean, float* rstd,
+                        float eps) {
   const auto& kernels = simd::gemm_kernels(ctx.isa());
   ctx.parallel_for((rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
     for (std::int64_t r = task * kRowsPerTask; r < end; ++r)
-      kernels.layer_norm_train_row(x + r * width, width, gamma, beta, eps, y + r * width, mean + r, rstd + r);
+      kernels.layer_norm_train_row(x + r * width, width, gamma, beta, eps, y + r * width, mean + r,
+                                   rstd + r);
   });
 }
 
@@ -30,8 +32,8 @@ void layer_norm_backward(Context& ctx, const LayerNormBackward& g) {
   ctx.parallel_for((g.rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(g.rows, (task + 1) * kRowsPerTask);
     for (std::int64_t r = task * kRowsPerTask; r < end; ++r)
-      kernels.layer_norm_grad_row(g.x + r * width, g.dy + r * width, g.gamma, g.mean[r], g.rstd[r], width,
-                                  g.dx + r * width, g.accumulate_dx);
+      kernels.layer_norm_grad_row(g.x + r * width, g.dy + r * width, g.gamma, g.mean[r], g.rstd[r],
+                                  width, g.dx + r * width, g.accumulate_dx);
   });
   ctx.parallel_for((width + kColumnsPerTask - 1) / kColumnsPerTask, [&](std::int64_t task, int) {
     const std::int64_t c0 = task * kColumnsPerTask, c1 = std::min(width, c0 + kColumnsPerTask);

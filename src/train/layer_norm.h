@@ -26,10 +26,10 @@ struct LayerNormBackward {
   const float* mean = nullptr;
   const float* rstd = nullptr;
   std::int64_t rows = 0, width = 0;
-  float* dx = nullptr;        // [rows, width], may not alias dy
-  float* dgamma = nullptr;    // [width], overwritten
-  float* dbeta = nullptr;     // [width], overwritten
-  bool accumulate_dx = false; // dx += ... (a residual branch's gradient already there)
+  float* dx = nullptr;         // [rows, width], may not alias dy
+  float* dgamma = nullptr;     // [width], overwritten
+  float* dbeta = nullptr;      // [width], overwritten
+  bool accumulate_dx = false;  // dx += ... (a residual branch's gradient already there)
 };
 void layer_norm_backward(Context& ctx, const LayerNormBackward& args);
 

@@ -7,20 +7,45 @@
 
 namespace headcount::train {
 
-void linear_forward(Context& ctx, const float* x, std::int64_t rows, std::int64_t in, std::int64_t out,
-                    const float* w, const float* b, float* y) {
-  layers::gemm(ctx, {.m = rows, .n = out, .k = in, .a = x, .lda = in, .b = w, .ldb = out, .c = y, .ldc = out, .bias = b});
+void linear_forward(Context& ctx, const float* x, std::int64_t rows, std::int64_t in,
+                    std::int64_t out, const float* w, const float* b, float* y) {
+  layers::gemm(ctx, {.m = rows,
+                     .n = out,
+                     .k = in,
+                     .a = x,
+                     .lda = in,
+                     .b = w,
+                     .ldb = out,
+                     .c = y,
+                     .ldc = out,
+                     .bias = b});
 }
 
 void linear_backward(Context& ctx, const LinearBackward& g) {
   // dW[in, out] = xᵀ[in, rows] · dy[rows, out]: x is read transposed in place.
-  layers::gemm(ctx, {.m = g.in, .n = g.out, .k = g.rows, .a = g.x, .lda = g.in, .b = g.dy,
-                     .ldb = g.out, .c = g.dw, .ldc = g.out, .trans_a = true});
+  layers::gemm(ctx, {.m = g.in,
+                     .n = g.out,
+                     .k = g.rows,
+                     .a = g.x,
+                     .lda = g.in,
+                     .b = g.dy,
+                     .ldb = g.out,
+                     .c = g.dw,
+                     .ldc = g.out,
+                     .trans_a = true});
   if (g.db != nullptr) column_sums(ctx, g.dy, g.rows, g.out, g.db);
   // dx[rows, in] = dy[rows, out] · Wᵀ[out, in]: W [in, out] is read transposed in place.
   if (g.dx != nullptr)
-    layers::gemm(ctx, {.m = g.rows, .n = g.in, .k = g.out, .a = g.dy, .lda = g.out, .b = g.w,
-                       .ldb = g.out, .c = g.dx, .ldc = g.in, .accumulate = g.accumulate_dx,
+    layers::gemm(ctx, {.m = g.rows,
+                       .n = g.in,
+                       .k = g.out,
+                       .a = g.dy,
+                       .lda = g.out,
+                       .b = g.w,
+                       .ldb = g.out,
+                       .c = g.dx,
+                       .ldc = g.in,
+                       .accumulate = g.accumulate_dx,
                        .trans_b = true});
 }
 

@@ -12,18 +12,18 @@
 
 namespace headcount::train {
 
-void linear_forward(Context& ctx, const float* x, std::int64_t rows, std::int64_t in, std::int64_t out,
-                    const float* w, const float* b, float* y);
+void linear_forward(Context& ctx, const float* x, std::int64_t rows, std::int64_t in,
+                    std::int64_t out, const float* w, const float* b, float* y);
 
 struct LinearBackward {
   const float* x = nullptr;   // [rows, in], the forward's input
   const float* dy = nullptr;  // [rows, out]
   const float* w = nullptr;   // [in, out]
   std::int64_t rows = 0, in = 0, out = 0;
-  float* dw = nullptr;        // [in, out], overwritten
-  float* db = nullptr;        // [out], overwritten; null: no bias
-  float* dx = nullptr;        // [rows, in]; null: not needed (the first layer's input)
-  bool accumulate_dx = false; // dx += dy · Wᵀ instead of dx = dy · Wᵀ
+  float* dw = nullptr;         // [in, out], overwritten
+  float* db = nullptr;         // [out], overwritten; null: no bias
+  float* dx = nullptr;         // [rows, in]; null: not needed (the first layer's input)
+  bool accumulate_dx = false;  // dx += dy · Wᵀ instead of dx = dy · Wᵀ
 };
 void linear_backward(Context& ctx, const LinearBackward& args);
 

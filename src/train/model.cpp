@@ -39,15 +39,15 @@ struct BlockIndex {
 };
 
 struct BlockBuffers {
-  Tensor x;                 // input [N, D]
-  Tensor ln1_in_or_h1;      // pre: h1 = LN1(x); post: s1 (LN1's input)
+  Tensor x;             // input [N, D]
+  Tensor ln1_in_or_h1;  // pre: h1 = LN1(x); post: s1 (LN1's input)
   Tensor ln1_mean, ln1_rstd;
   Tensor qkv, concat, gated, lse;
-  Tensor mid;               // [N, D]
-  Tensor ln2_in_or_h2;      // pre: h2 = LN2(mid); post: s2 (LN2's input)
+  Tensor mid;           // [N, D]
+  Tensor ln2_in_or_h2;  // pre: h2 = LN2(mid); post: s2 (LN2's input)
   Tensor ln2_mean, ln2_rstd;
-  Tensor u, g;              // [N, d_ff]
-  Tensor probs;             // [B, heads, T, T] when kept
+  Tensor u, g;   // [N, d_ff]
+  Tensor probs;  // [B, heads, T, T] when kept
 };
 
 Tensor f32(std::vector<std::int64_t> shape) { return Tensor(DType::f32, std::move(shape)); }
@@ -61,30 +61,32 @@ struct Model::Impl {
   std::int64_t batch = 0, seq_len = 0;  // the shape the buffers were sized for
   bool has_probs = false;
   std::vector<BlockBuffers> layer;
-  Tensor x_final;                       // [N, D]: x[layers]
+  Tensor x_final;  // [N, D]: x[layers]
   Tensor lnf_out, lnf_mean, lnf_rstd;
-  Tensor logits;                        // [N, vocab]; the backward overwrites it with dlogits
+  Tensor logits;  // [N, vocab]; the backward overwrites it with dlogits
   std::vector<double> row_loss;
   std::vector<std::int32_t> tokens, targets;
   Tensor d_x, d_a, d_b, d_qkv, d_concat, d_split, d_u, attn_out;
-  std::vector<float> gates;             // every layer's heads in turn: layer l's start at gate_offset[l]
+  std::vector<float> gates;  // every layer's heads in turn: layer l's start at gate_offset[l]
   std::vector<std::size_t> gate_offset;  // [layers + 1]
   std::vector<std::vector<double>> gate_grads;
   std::vector<std::int64_t> key_lengths;  // the last forward's key padding (its backward uses it)
-  bool hidden_ready = false;            // forward_hidden ran and nothing has used the buffers since
+  bool hidden_ready = false;  // forward_hidden ran and nothing has used the buffers since
   Kernel hidden_kernel = Kernel::streaming;
 };
 
 namespace {
 
-void add_parameter(std::vector<Parameter>& params, std::string name, std::vector<std::int64_t> shape, bool decay) {
+void add_parameter(std::vector<Parameter>& params, std::string name,
+                   std::vector<std::int64_t> shape, bool decay) {
   Parameter p{.name = std::move(name), .value = f32(shape), .grad = f32(shape), .decay = decay};
   params.push_back(std::move(p));
 }
 
 }  // namespace
 
-Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(resolve(config)), impl_(std::make_shared<Impl>()) {
+Model::Model(const ModelConfig& config, std::uint64_t seed)
+    : config_(resolve(config)), impl_(std::make_shared<Impl>()) {
   const ModelConfig& c = config_;
   Impl& m = *impl_;
   const std::int64_t D = c.d_model;
@@ -98,7 +100,8 @@ Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(resolve(co
   m.pos_emb = add("pos_emb", {c.context, D});
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string p = concat("blocks.", l, ".");
-    const std::int64_t W = (c.heads_in(l) + 2 * c.kv_heads_in(l)) * c.head_dim, C = c.heads_in(l) * c.head_dim;
+    const std::int64_t W = (c.heads_in(l) + 2 * c.kv_heads_in(l)) * c.head_dim,
+                       C = c.heads_in(l) * c.head_dim;
     BlockIndex b;
     b.ln1_w = add(p + "ln1.weight", {D});
     b.ln1_b = add(p + "ln1.bias", {D});
@@ -130,7 +133,8 @@ Model::Model(const ModelConfig& config, std::uint64_t seed) : config_(resolve(co
     float* v = p.value.data<float>();
     const bool is_ln_weight = p.name.find("ln") != std::string::npos && p.name.ends_with(".weight");
     if (p.value.rank() >= 2) {
-      for (std::int64_t i = 0; i < p.value.numel(); ++i) v[i] = static_cast<float>(normal.next() * c.init_std);
+      for (std::int64_t i = 0; i < p.value.numel(); ++i)
+        v[i] = static_cast<float>(normal.next() * c.init_std);
     } else if (is_ln_weight) {
       std::fill(v, v + p.value.numel(), 1.0f);
     }
@@ -151,7 +155,8 @@ std::int64_t Model::parameter_count() const {
 
 const Tensor& Model::probs(std::int64_t layer) const {
   HEADCOUNT_CHECK(impl_->has_probs, "probs", "a forward call with keep_probs", "none");
-  HEADCOUNT_CHECK(layer >= 0 && layer < config_.layers, "layer", concat("in [0, ", config_.layers, ")"), layer);
+  HEADCOUNT_CHECK(layer >= 0 && layer < config_.layers, "layer",
+                  concat("in [0, ", config_.layers, ")"), layer);
   return impl_->layer[static_cast<std::size_t>(layer)].probs;
 }
 
@@ -161,7 +166,9 @@ struct Run {
   const ModelConfig& c;
   std::vector<Parameter>& params;
   Model::Impl& m;
-  const float* value(int i) const { return params[static_cast<std::size_t>(i)].value.data<const float>(); }
+  const float* value(int i) const {
+    return params[static_cast<std::size_t>(i)].value.data<const float>();
+  }
   float* grad(int i) const { return params[static_cast<std::size_t>(i)].grad.data<float>(); }
 };
 
@@ -170,14 +177,18 @@ void check_batch(const ModelConfig& c, const Batch& batch) {
   HEADCOUNT_CHECK(batch.seq_len >= 1 && batch.seq_len <= c.context, "batch.seq_len",
                   concat("in [1, context = ", c.context, "]"), batch.seq_len);
   const auto n = static_cast<std::size_t>(batch.batch * batch.seq_len);
-  HEADCOUNT_CHECK(batch.tokens.size() == n, "batch.tokens", concat(n, " entries (batch * seq_len)"), batch.tokens.size());
-  HEADCOUNT_CHECK(batch.targets.size() == n, "batch.targets", concat(n, " entries (batch * seq_len)"), batch.targets.size());
+  HEADCOUNT_CHECK(batch.tokens.size() == n, "batch.tokens", concat(n, " entries (batch * seq_len)"),
+                  batch.tokens.size());
+  HEADCOUNT_CHECK(batch.targets.size() == n, "batch.targets",
+                  concat(n, " entries (batch * seq_len)"), batch.targets.size());
   for (std::size_t i = 0; i < n; ++i) {
     HEADCOUNT_CHECK(batch.tokens[i] >= 0 && batch.tokens[i] < c.vocab, "batch.tokens",
-                    concat("values in [0, vocab = ", c.vocab, ")"), concat(batch.tokens[i], " at index ", i));
-    HEADCOUNT_CHECK(batch.targets[i] == Batch::kIgnore || (batch.targets[i] >= 0 && batch.targets[i] < c.vocab),
-                    "batch.targets", concat("values in [0, vocab = ", c.vocab, ") or -1 (ignored)"),
-                    concat(batch.targets[i], " at index ", i));
+                    concat("values in [0, vocab = ", c.vocab, ")"),
+                    concat(batch.tokens[i], " at index ", i));
+    HEADCOUNT_CHECK(
+        batch.targets[i] == Batch::kIgnore || (batch.targets[i] >= 0 && batch.targets[i] < c.vocab),
+        "batch.targets", concat("values in [0, vocab = ", c.vocab, ") or -1 (ignored)"),
+        concat(batch.targets[i], " at index ", i));
   }
 }
 
@@ -190,32 +201,39 @@ void set_gates(const ModelConfig& c, Model::Impl& m, const ForwardOptions& optio
                   concat(c.layers, " layers"), options.head_gates.size());
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const auto& row = options.head_gates[static_cast<std::size_t>(l)];
-    HEADCOUNT_CHECK(static_cast<std::int64_t>(row.size()) == c.heads_in(l), concat("head_gates[", l, "]"),
-                    concat(c.heads_in(l), " heads"), row.size());
+    HEADCOUNT_CHECK(static_cast<std::int64_t>(row.size()) == c.heads_in(l),
+                    concat("head_gates[", l, "]"), concat(c.heads_in(l), " heads"), row.size());
     for (std::int64_t h = 0; h < c.heads_in(l); ++h) {
       const float g = row[static_cast<std::size_t>(h)];
-      HEADCOUNT_CHECK(std::isfinite(g), concat("head_gates[", l, "][", h, "]"), "a finite value", g);
+      HEADCOUNT_CHECK(std::isfinite(g), concat("head_gates[", l, "][", h, "]"), "a finite value",
+                      g);
       m.gates[m.gate_offset[static_cast<std::size_t>(l)] + static_cast<std::size_t>(h)] = g;
     }
   }
 }
 
-void set_key_lengths(Model::Impl& m, std::int64_t batch, std::int64_t seq_len, const ForwardOptions& options) {
-  HEADCOUNT_CHECK(options.key_lengths.empty() || static_cast<std::int64_t>(options.key_lengths.size()) == batch,
-                  "key_lengths", concat("empty or ", batch, " entries (one per batch element)"), options.key_lengths.size());
+void set_key_lengths(Model::Impl& m, std::int64_t batch, std::int64_t seq_len,
+                     const ForwardOptions& options) {
+  HEADCOUNT_CHECK(
+      options.key_lengths.empty() || static_cast<std::int64_t>(options.key_lengths.size()) == batch,
+      "key_lengths", concat("empty or ", batch, " entries (one per batch element)"),
+      options.key_lengths.size());
   for (std::size_t b = 0; b < options.key_lengths.size(); ++b)
-    HEADCOUNT_CHECK(options.key_lengths[b] >= 0 && options.key_lengths[b] <= seq_len, concat("key_lengths[", b, "]"),
-                    concat("in [0, seq_len = ", seq_len, "]"), options.key_lengths[b]);
+    HEADCOUNT_CHECK(options.key_lengths[b] >= 0 && options.key_lengths[b] <= seq_len,
+                    concat("key_lengths[", b, "]"), concat("in [0, seq_len = ", seq_len, "]"),
+                    options.key_lengths[b]);
   m.key_lengths = options.key_lengths;
 }
 
 bool gates_all_one(const Model::Impl& m, const ModelConfig& c, std::int64_t l) {
   for (std::int64_t h = 0; h < c.heads_in(l); ++h)
-    if (m.gates[m.gate_offset[static_cast<std::size_t>(l)] + static_cast<std::size_t>(h)] != 1.0f) return false;
+    if (m.gates[m.gate_offset[static_cast<std::size_t>(l)] + static_cast<std::size_t>(h)] != 1.0f)
+      return false;
   return true;
 }
 
-void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std::int64_t seq_len, bool probs) {
+void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std::int64_t seq_len,
+                  bool probs) {
   if (m.batch == batch && m.seq_len == seq_len && (!probs || m.has_probs)) return;
   const std::int64_t N = batch * seq_len, D = c.d_model, F = c.d_ff;
   // The backward's scratch (d_qkv, d_split, d_concat) serves every layer: the widest one's size.
@@ -228,7 +246,8 @@ void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std:
   m.layer.resize(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
     BlockBuffers& b = m.layer[static_cast<std::size_t>(l)];
-    const std::int64_t heads = c.heads_in(l), W_l = (heads + 2 * c.kv_heads_in(l)) * c.head_dim, C_l = heads * c.head_dim;
+    const std::int64_t heads = c.heads_in(l), W_l = (heads + 2 * c.kv_heads_in(l)) * c.head_dim,
+                       C_l = heads * c.head_dim;
     b.x = f32({N, D});
     b.ln1_in_or_h1 = f32({N, D});
     b.ln1_mean = f32({N});
@@ -268,20 +287,32 @@ void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std:
   m.has_probs = probs;
 }
 
-AttentionBlockShape attention_shape(const ModelConfig& c, const Model::Impl& m, std::int64_t layer, std::int64_t batch,
-                                    std::int64_t seq_len, Kernel kernel) {
-  return {.batch = batch, .seq_len = seq_len, .d_model = c.d_model, .heads = c.heads_in(layer),
-          .kv_heads = c.kv_heads_in(layer), .head_dim = c.head_dim, .scale = *c.scale, .causal = c.causal,
-          .kernel = kernel, .key_lengths = m.key_lengths};
+AttentionBlockShape attention_shape(const ModelConfig& c, const Model::Impl& m, std::int64_t layer,
+                                    std::int64_t batch, std::int64_t seq_len, Kernel kernel) {
+  return {.batch = batch,
+          .seq_len = seq_len,
+          .d_model = c.d_model,
+          .heads = c.heads_in(layer),
+          .kv_heads = c.kv_heads_in(layer),
+          .head_dim = c.head_dim,
+          .scale = *c.scale,
+          .causal = c.causal,
+          .kernel = kernel,
+          .key_lengths = m.key_lengths};
 }
 
 AttentionBlockWeights attention_weights(const Run& r, const BlockIndex& b) {
-  return {.w_qkv = r.value(b.w_qkv), .b_qkv = r.value(b.b_qkv), .w_o = r.value(b.w_o), .b_o = r.value(b.b_o)};
+  return {.w_qkv = r.value(b.w_qkv),
+          .b_qkv = r.value(b.b_qkv),
+          .w_o = r.value(b.w_o),
+          .b_o = r.value(b.b_o)};
 }
 
 AttentionBlockSaved attention_saved(BlockBuffers& buf, bool gated) {
-  return {.qkv = buf.qkv.data<float>(), .concat = buf.concat.data<float>(),
-          .gated = gated ? buf.gated.data<float>() : buf.concat.data<float>(), .lse = buf.lse.data<float>()};
+  return {.qkv = buf.qkv.data<float>(),
+          .concat = buf.concat.data<float>(),
+          .gated = gated ? buf.gated.data<float>() : buf.concat.data<float>(),
+          .lse = buf.lse.data<float>()};
 }
 
 void add(Context& ctx, const float* a, const float* b, float* out, std::int64_t n) {
@@ -293,7 +324,8 @@ void add(Context& ctx, const float* a, const float* b, float* out, std::int64_t 
 }
 
 // The blocks' forward from m.layer[0].x to m.x_final.
-void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, const ForwardOptions& options) {
+void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
+                const ForwardOptions& options) {
   const ModelConfig& c = r.c;
   Model::Impl& m = r.m;
   const std::int64_t N = B * T, D = c.d_model, F = c.d_ff;
@@ -302,33 +334,37 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, cons
     const AttentionBlockShape shape = attention_shape(c, m, l, B, T, options.kernel);
     BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
     const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
-    float* next = l + 1 < c.layers ? m.layer[static_cast<std::size_t>(l + 1)].x.data<float>() : m.x_final.data<float>();
+    float* next = l + 1 < c.layers ? m.layer[static_cast<std::size_t>(l + 1)].x.data<float>()
+                                   : m.x_final.data<float>();
     const float* x = buf.x.data<const float>();
     const bool gated = !gates_all_one(m, c, l);
-    const float* gates = gated ? m.gates.data() + m.gate_offset[static_cast<std::size_t>(l)] : nullptr;
+    const float* gates =
+        gated ? m.gates.data() + m.gate_offset[static_cast<std::size_t>(l)] : nullptr;
     float* mid = c.attention_only ? next : buf.mid.data<float>();
     float* a = m.attn_out.data<float>();
     const TensorView probs = options.keep_probs ? buf.probs.view() : TensorView{};
     if (pre) {
       float* h1 = buf.ln1_in_or_h1.data<float>();
-      layer_norm_forward(ctx, x, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), h1, buf.ln1_mean.data<float>(),
-                         buf.ln1_rstd.data<float>(), c.ln_eps);
-      attention_block_forward(ctx, shape, attention_weights(r, bi), h1, gates, attention_saved(buf, gated), a, probs);
+      layer_norm_forward(ctx, x, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), h1,
+                         buf.ln1_mean.data<float>(), buf.ln1_rstd.data<float>(), c.ln_eps);
+      attention_block_forward(ctx, shape, attention_weights(r, bi), h1, gates,
+                              attention_saved(buf, gated), a, probs);
       add(ctx, x, a, mid, N * D);
     } else {
       float* s1 = buf.ln1_in_or_h1.data<float>();
-      attention_block_forward(ctx, shape, attention_weights(r, bi), x, gates, attention_saved(buf, gated), a, probs);
+      attention_block_forward(ctx, shape, attention_weights(r, bi), x, gates,
+                              attention_saved(buf, gated), a, probs);
       add(ctx, x, a, s1, N * D);
-      layer_norm_forward(ctx, s1, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), mid, buf.ln1_mean.data<float>(),
-                         buf.ln1_rstd.data<float>(), c.ln_eps);
+      layer_norm_forward(ctx, s1, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), mid,
+                         buf.ln1_mean.data<float>(), buf.ln1_rstd.data<float>(), c.ln_eps);
     }
     if (c.attention_only) continue;
     float* u = buf.u.data<float>();
     float* g = buf.g.data<float>();
     if (pre) {
       float* h2 = buf.ln2_in_or_h2.data<float>();
-      layer_norm_forward(ctx, mid, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), h2, buf.ln2_mean.data<float>(),
-                         buf.ln2_rstd.data<float>(), c.ln_eps);
+      layer_norm_forward(ctx, mid, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), h2,
+                         buf.ln2_mean.data<float>(), buf.ln2_rstd.data<float>(), c.ln_eps);
       linear_forward(ctx, h2, N, D, F, r.value(bi.w_up), r.value(bi.b_up), u);
       gelu_forward(ctx, u, g, N * F);
       linear_forward(ctx, g, N, F, D, r.value(bi.w_down), r.value(bi.b_down), a);
@@ -339,21 +375,22 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, cons
       gelu_forward(ctx, u, g, N * F);
       linear_forward(ctx, g, N, F, D, r.value(bi.w_down), r.value(bi.b_down), a);
       add(ctx, mid, a, s2, N * D);
-      layer_norm_forward(ctx, s2, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), next, buf.ln2_mean.data<float>(),
-                         buf.ln2_rstd.data<float>(), c.ln_eps);
+      layer_norm_forward(ctx, s2, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), next,
+                         buf.ln2_mean.data<float>(), buf.ln2_rstd.data<float>(), c.ln_eps);
     }
   }
 }
 
 // The forward pass over a checked batch; returns the loss (dlogits into m.logits if asked).
-CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, const ForwardOptions& options,
-                               bool gradient) {
+CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch,
+                               const ForwardOptions& options, bool gradient) {
   const ModelConfig& c = r.c;
   Model::Impl& m = r.m;
   const std::int64_t B = batch.batch, T = batch.seq_len, N = B * T, D = c.d_model;
   const bool pre = c.norm == NormPlacement::pre;
-  embedding_forward(ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
-                    batch.tokens.data(), r.value(m.tok_emb), r.value(m.pos_emb), m.layer[0].x.data<float>());
+  embedding_forward(
+      ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
+      batch.tokens.data(), r.value(m.tok_emb), r.value(m.pos_emb), m.layer[0].x.data<float>());
   run_blocks(ctx, r, B, T, options);
   const float* top = m.x_final.data<const float>();
   if (pre) {
@@ -361,9 +398,10 @@ CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch, c
                        m.lnf_mean.data<float>(), m.lnf_rstd.data<float>(), c.ln_eps);
     top = m.lnf_out.data<const float>();
   }
-  linear_forward(ctx, top, N, D, c.vocab, r.value(m.head_w), r.value(m.head_b), m.logits.data<float>());
-  return cross_entropy(ctx, m.logits.data<const float>(), batch.targets.data(), N, c.vocab, m.row_loss.data(),
-                       gradient ? m.logits.data<float>() : nullptr);
+  linear_forward(ctx, top, N, D, c.vocab, r.value(m.head_w), r.value(m.head_b),
+                 m.logits.data<float>());
+  return cross_entropy(ctx, m.logits.data<const float>(), batch.targets.data(), N, c.vocab,
+                       m.row_loss.data(), gradient ? m.logits.data<float>() : nullptr);
 }
 
 void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, Kernel kernel);
@@ -379,23 +417,46 @@ void run_backward(Context& ctx, const Run& r, const Batch& batch, const ForwardO
 
   // Head and final LayerNorm.
   if (pre) {
-    linear_backward(ctx, {.x = m.lnf_out.data<const float>(), .dy = dlogits, .w = r.value(m.head_w), .rows = N,
-                          .in = D, .out = c.vocab, .dw = r.grad(m.head_w), .db = r.grad(m.head_b), .dx = d_a});
-    layer_norm_backward(ctx, {.x = m.x_final.data<const float>(), .dy = d_a, .gamma = r.value(m.lnf_w),
-                              .mean = m.lnf_mean.data<const float>(), .rstd = m.lnf_rstd.data<const float>(),
-                              .rows = N, .width = D, .dx = d_x, .dgamma = r.grad(m.lnf_w), .dbeta = r.grad(m.lnf_b)});
+    linear_backward(ctx, {.x = m.lnf_out.data<const float>(),
+                          .dy = dlogits,
+                          .w = r.value(m.head_w),
+                          .rows = N,
+                          .in = D,
+                          .out = c.vocab,
+                          .dw = r.grad(m.head_w),
+                          .db = r.grad(m.head_b),
+                          .dx = d_a});
+    layer_norm_backward(ctx, {.x = m.x_final.data<const float>(),
+                              .dy = d_a,
+                              .gamma = r.value(m.lnf_w),
+                              .mean = m.lnf_mean.data<const float>(),
+                              .rstd = m.lnf_rstd.data<const float>(),
+                              .rows = N,
+                              .width = D,
+                              .dx = d_x,
+                              .dgamma = r.grad(m.lnf_w),
+                              .dbeta = r.grad(m.lnf_b)});
   } else {
-    linear_backward(ctx, {.x = m.x_final.data<const float>(), .dy = dlogits, .w = r.value(m.head_w), .rows = N,
-                          .in = D, .out = c.vocab, .dw = r.grad(m.head_w), .db = r.grad(m.head_b), .dx = d_x});
+    linear_backward(ctx, {.x = m.x_final.data<const float>(),
+                          .dy = dlogits,
+                          .w = r.value(m.head_w),
+                          .rows = N,
+                          .in = D,
+                          .out = c.vocab,
+                          .dw = r.grad(m.head_w),
+                          .db = r.grad(m.head_b),
+                          .dx = d_x});
   }
 
   run_blocks_backward(ctx, r, B, T, options.kernel);
-  embedding_backward(ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
-                     batch.tokens.data(), d_x, r.grad(m.tok_emb), r.grad(m.pos_emb));
+  embedding_backward(
+      ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
+      batch.tokens.data(), d_x, r.grad(m.tok_emb), r.grad(m.pos_emb));
 }
 
 // The blocks' backward from m.d_x = dL/d(x_final) down to m.d_x = dL/d(layer 0's input).
-void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, Kernel kernel) {
+void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
+                         Kernel kernel) {
   const ModelConfig& c = r.c;
   Model::Impl& m = r.m;
   const std::int64_t N = B * T, D = c.d_model, F = c.d_ff;
@@ -408,59 +469,125 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
     BlockBuffers& buf = m.layer[static_cast<std::size_t>(l)];
     const BlockIndex& bi = m.blocks[static_cast<std::size_t>(l)];
     const bool gated = !gates_all_one(m, c, l);
-    const float* gates = gated ? m.gates.data() + m.gate_offset[static_cast<std::size_t>(l)] : nullptr;
+    const float* gates =
+        gated ? m.gates.data() + m.gate_offset[static_cast<std::size_t>(l)] : nullptr;
     double* gate_grads = m.gate_grads[static_cast<std::size_t>(l)].data();
     const float* x = buf.x.data<const float>();
-    const float* mid = c.attention_only ? (l + 1 < c.layers ? m.layer[static_cast<std::size_t>(l + 1)].x.data<const float>()
-                                                            : m.x_final.data<const float>())
-                                        : buf.mid.data<const float>();
-    AttentionBlockBackward attn{.x = nullptr, .gates = gates, .saved = attention_saved(buf, gated),
-                                .d_qkv = m.d_qkv.data<float>(), .d_concat = m.d_concat.data<float>(),
+    const float* mid =
+        c.attention_only
+            ? (l + 1 < c.layers ? m.layer[static_cast<std::size_t>(l + 1)].x.data<const float>()
+                                : m.x_final.data<const float>())
+            : buf.mid.data<const float>();
+    AttentionBlockBackward attn{.x = nullptr,
+                                .gates = gates,
+                                .saved = attention_saved(buf, gated),
+                                .d_qkv = m.d_qkv.data<float>(),
+                                .d_concat = m.d_concat.data<float>(),
                                 .d_split = m.d_split.data<float>()};
-    const AttentionBlockGrads attn_grads{.w_qkv = r.grad(bi.w_qkv), .b_qkv = r.grad(bi.b_qkv),
-                                         .w_o = r.grad(bi.w_o), .b_o = r.grad(bi.b_o), .gates = gate_grads};
+    const AttentionBlockGrads attn_grads{.w_qkv = r.grad(bi.w_qkv),
+                                         .b_qkv = r.grad(bi.b_qkv),
+                                         .w_o = r.grad(bi.w_o),
+                                         .b_o = r.grad(bi.b_o),
+                                         .gates = gate_grads};
     if (pre) {
       if (!c.attention_only) {
         // x_next = mid + FFN(LN2(mid)): d_x flows to mid directly and through the FFN.
         float* d_u = m.d_u.data<float>();
-        linear_backward(ctx, {.x = buf.g.data<const float>(), .dy = d_x, .w = r.value(bi.w_down), .rows = N,
-                              .in = F, .out = D, .dw = r.grad(bi.w_down), .db = r.grad(bi.b_down), .dx = d_u});
+        linear_backward(ctx, {.x = buf.g.data<const float>(),
+                              .dy = d_x,
+                              .w = r.value(bi.w_down),
+                              .rows = N,
+                              .in = F,
+                              .out = D,
+                              .dw = r.grad(bi.w_down),
+                              .db = r.grad(bi.b_down),
+                              .dx = d_u});
         gelu_backward(ctx, buf.u.data<const float>(), d_u, d_u, N * F);
-        linear_backward(ctx, {.x = buf.ln2_in_or_h2.data<const float>(), .dy = d_u, .w = r.value(bi.w_up),
-                              .rows = N, .in = D, .out = F, .dw = r.grad(bi.w_up), .db = r.grad(bi.b_up), .dx = d_a});
-        layer_norm_backward(ctx, {.x = mid, .dy = d_a, .gamma = r.value(bi.ln2_w), .mean = buf.ln2_mean.data<const float>(),
-                                  .rstd = buf.ln2_rstd.data<const float>(), .rows = N, .width = D, .dx = d_x,
-                                  .dgamma = r.grad(bi.ln2_w), .dbeta = r.grad(bi.ln2_b), .accumulate_dx = true});
+        linear_backward(ctx, {.x = buf.ln2_in_or_h2.data<const float>(),
+                              .dy = d_u,
+                              .w = r.value(bi.w_up),
+                              .rows = N,
+                              .in = D,
+                              .out = F,
+                              .dw = r.grad(bi.w_up),
+                              .db = r.grad(bi.b_up),
+                              .dx = d_a});
+        layer_norm_backward(ctx, {.x = mid,
+                                  .dy = d_a,
+                                  .gamma = r.value(bi.ln2_w),
+                                  .mean = buf.ln2_mean.data<const float>(),
+                                  .rstd = buf.ln2_rstd.data<const float>(),
+                                  .rows = N,
+                                  .width = D,
+                                  .dx = d_x,
+                                  .dgamma = r.grad(bi.ln2_w),
+                                  .dbeta = r.grad(bi.ln2_b),
+                                  .accumulate_dx = true});
       }
       // mid = x + Attn(LN1(x)).
       attn.x = buf.ln1_in_or_h1.data<const float>();
       attn.dy = d_x;
       attn.dx = d_a;
       attention_block_backward(ctx, shape, attention_weights(r, bi), attn, attn_grads);
-      layer_norm_backward(ctx, {.x = x, .dy = d_a, .gamma = r.value(bi.ln1_w), .mean = buf.ln1_mean.data<const float>(),
-                                .rstd = buf.ln1_rstd.data<const float>(), .rows = N, .width = D, .dx = d_x,
-                                .dgamma = r.grad(bi.ln1_w), .dbeta = r.grad(bi.ln1_b), .accumulate_dx = true});
+      layer_norm_backward(ctx, {.x = x,
+                                .dy = d_a,
+                                .gamma = r.value(bi.ln1_w),
+                                .mean = buf.ln1_mean.data<const float>(),
+                                .rstd = buf.ln1_rstd.data<const float>(),
+                                .rows = N,
+                                .width = D,
+                                .dx = d_x,
+                                .dgamma = r.grad(bi.ln1_w),
+                                .dbeta = r.grad(bi.ln1_b),
+                                .accumulate_dx = true});
     } else {
       float* d_mid = d_x;
       if (!c.attention_only) {
         // x_next = LN2(s2), s2 = mid + FFN(mid).
         float* d_u = m.d_u.data<float>();
-        layer_norm_backward(ctx, {.x = buf.ln2_in_or_h2.data<const float>(), .dy = d_x, .gamma = r.value(bi.ln2_w),
-                                  .mean = buf.ln2_mean.data<const float>(), .rstd = buf.ln2_rstd.data<const float>(),
-                                  .rows = N, .width = D, .dx = d_a, .dgamma = r.grad(bi.ln2_w),
+        layer_norm_backward(ctx, {.x = buf.ln2_in_or_h2.data<const float>(),
+                                  .dy = d_x,
+                                  .gamma = r.value(bi.ln2_w),
+                                  .mean = buf.ln2_mean.data<const float>(),
+                                  .rstd = buf.ln2_rstd.data<const float>(),
+                                  .rows = N,
+                                  .width = D,
+                                  .dx = d_a,
+                                  .dgamma = r.grad(bi.ln2_w),
                                   .dbeta = r.grad(bi.ln2_b)});
-        linear_backward(ctx, {.x = buf.g.data<const float>(), .dy = d_a, .w = r.value(bi.w_down), .rows = N,
-                              .in = F, .out = D, .dw = r.grad(bi.w_down), .db = r.grad(bi.b_down), .dx = d_u});
+        linear_backward(ctx, {.x = buf.g.data<const float>(),
+                              .dy = d_a,
+                              .w = r.value(bi.w_down),
+                              .rows = N,
+                              .in = F,
+                              .out = D,
+                              .dw = r.grad(bi.w_down),
+                              .db = r.grad(bi.b_down),
+                              .dx = d_u});
         gelu_backward(ctx, buf.u.data<const float>(), d_u, d_u, N * F);
-        linear_backward(ctx, {.x = mid, .dy = d_u, .w = r.value(bi.w_up), .rows = N, .in = D, .out = F,
-                              .dw = r.grad(bi.w_up), .db = r.grad(bi.b_up), .dx = d_a, .accumulate_dx = true});
+        linear_backward(ctx, {.x = mid,
+                              .dy = d_u,
+                              .w = r.value(bi.w_up),
+                              .rows = N,
+                              .in = D,
+                              .out = F,
+                              .dw = r.grad(bi.w_up),
+                              .db = r.grad(bi.b_up),
+                              .dx = d_a,
+                              .accumulate_dx = true});
         d_mid = d_a;
       }
       // mid = LN1(s1), s1 = x + Attn(x): d_s1 goes to x directly and through the attention.
       float* d_s1 = d_mid == d_x ? d_a : d_b;
-      layer_norm_backward(ctx, {.x = buf.ln1_in_or_h1.data<const float>(), .dy = d_mid, .gamma = r.value(bi.ln1_w),
-                                .mean = buf.ln1_mean.data<const float>(), .rstd = buf.ln1_rstd.data<const float>(),
-                                .rows = N, .width = D, .dx = d_s1, .dgamma = r.grad(bi.ln1_w),
+      layer_norm_backward(ctx, {.x = buf.ln1_in_or_h1.data<const float>(),
+                                .dy = d_mid,
+                                .gamma = r.value(bi.ln1_w),
+                                .mean = buf.ln1_mean.data<const float>(),
+                                .rstd = buf.ln1_rstd.data<const float>(),
+                                .rows = N,
+                                .width = D,
+                                .dx = d_s1,
+                                .dgamma = r.grad(bi.ln1_w),
                                 .dbeta = r.grad(bi.ln1_b)});
       attn.x = x;
       attn.dy = d_s1;
@@ -473,7 +600,8 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
 
 }  // namespace
 
-double Model::forward(Context& ctx, const Batch& batch, float* logits, const ForwardOptions& options) {
+double Model::forward(Context& ctx, const Batch& batch, float* logits,
+                      const ForwardOptions& options) {
   check_batch(config_, batch);
   set_gates(config_, *impl_, options);
   set_key_lengths(*impl_, batch.batch, batch.seq_len, options);
@@ -481,11 +609,13 @@ double Model::forward(Context& ctx, const Batch& batch, float* logits, const For
   const Run run{config_, params_, *impl_};
   impl_->hidden_ready = false;
   const CrossEntropyResult ce = run_forward(ctx, run, batch, options, false);
-  if (logits != nullptr) std::copy_n(impl_->logits.data<const float>(), impl_->logits.numel(), logits);
+  if (logits != nullptr)
+    std::copy_n(impl_->logits.data<const float>(), impl_->logits.numel(), logits);
   return ce.loss;
 }
 
-StepResult Model::forward_backward(Context& ctx, const Batch& batch, const ForwardOptions& options) {
+StepResult Model::forward_backward(Context& ctx, const Batch& batch,
+                                   const ForwardOptions& options) {
   check_batch(config_, batch);
   set_gates(config_, *impl_, options);
   set_key_lengths(*impl_, batch.batch, batch.seq_len, options);
@@ -497,19 +627,21 @@ StepResult Model::forward_backward(Context& ctx, const Batch& batch, const Forwa
   return {.loss = ce.loss, .scored = ce.scored, .gate_grads = impl_->gate_grads};
 }
 
-void Model::forward_hidden(Context& ctx, std::int64_t batch, std::int64_t seq_len, const float* x_in, float* hidden,
-                           const ForwardOptions& options) {
+void Model::forward_hidden(Context& ctx, std::int64_t batch, std::int64_t seq_len,
+                           const float* x_in, float* hidden, const ForwardOptions& options) {
   HEADCOUNT_CHECK(batch >= 1, "batch", ">= 1", batch);
-  HEADCOUNT_CHECK(seq_len >= 1 && seq_len <= config_.context, "seq_len", concat("in [1, context = ", config_.context, "]"),
-                  seq_len);
-  HEADCOUNT_CHECK(x_in != nullptr && hidden != nullptr, "x_in / hidden", "two buffers", "a null pointer");
+  HEADCOUNT_CHECK(seq_len >= 1 && seq_len <= config_.context, "seq_len",
+                  concat("in [1, context = ", config_.context, "]"), seq_len);
+  HEADCOUNT_CHECK(x_in != nullptr && hidden != nullptr, "x_in / hidden", "two buffers",
+                  "a null pointer");
   HEADCOUNT_CHECK(!options.keep_probs, "options.keep_probs", "false in forward_hidden", "true");
   set_gates(config_, *impl_, options);
   set_key_lengths(*impl_, batch, seq_len, options);
   size_buffers(config_, *impl_, batch, seq_len, false);
   const std::int64_t n = batch * seq_len * config_.d_model;
   for (std::int64_t i = 0; i < n; ++i)
-    HEADCOUNT_CHECK(std::isfinite(x_in[i]), "x_in", "finite values", concat(x_in[i], " at index ", i));
+    HEADCOUNT_CHECK(std::isfinite(x_in[i]), "x_in", "finite values",
+                    concat(x_in[i], " at index ", i));
   std::copy_n(x_in, n, impl_->layer[0].x.data<float>());
   const Run run{config_, params_, *impl_};
   run_blocks(ctx, run, batch, seq_len, options);
@@ -518,7 +650,8 @@ void Model::forward_hidden(Context& ctx, std::int64_t batch, std::int64_t seq_le
   impl_->hidden_ready = true;
 }
 
-std::vector<std::vector<double>> Model::backward_hidden(Context& ctx, const float* d_hidden, float* d_x_in) {
+std::vector<std::vector<double>> Model::backward_hidden(Context& ctx, const float* d_hidden,
+                                                        float* d_x_in) {
   Impl& m = *impl_;
   HEADCOUNT_CHECK(m.hidden_ready, "backward_hidden", "a forward_hidden call before it", "none");
   HEADCOUNT_CHECK(d_hidden != nullptr, "d_hidden", "a buffer", "a null pointer");

@@ -31,22 +31,29 @@ ModelConfig resolve(const ModelConfig& config) {
   if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
   HEADCOUNT_CHECK(c.d_ff >= 1, "model.d_ff", ">= 1", c.d_ff);
   if (!c.scale) c.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  HEADCOUNT_CHECK(std::isfinite(*c.scale) && *c.scale > 0, "model.scale", "a finite value > 0", *c.scale);
-  HEADCOUNT_CHECK(std::isfinite(c.init_std) && c.init_std > 0, "model.init_std", "a finite value > 0", c.init_std);
-  HEADCOUNT_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0, "model.ln_eps", "a finite value > 0", c.ln_eps);
+  HEADCOUNT_CHECK(std::isfinite(*c.scale) && *c.scale > 0, "model.scale", "a finite value > 0",
+                  *c.scale);
+  HEADCOUNT_CHECK(std::isfinite(c.init_std) && c.init_std > 0, "model.init_std",
+                  "a finite value > 0", c.init_std);
+  HEADCOUNT_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0, "model.ln_eps", "a finite value > 0",
+                  c.ln_eps);
   // Sizes stay far inside what the GEMM's BLAS integers and the tensors can index.
   constexpr std::int64_t kMaxWidth = 1 << 20;
-  for (auto [name, value] : {std::pair{"model.vocab", c.vocab}, {"model.context", c.context},
-                             {"model.d_model", c.d_model}, {"model.d_ff", c.d_ff},
-                             {"model.layers", c.layers}, {"model.heads", c.heads}})
+  for (auto [name, value] : {std::pair{"model.vocab", c.vocab},
+                             {"model.context", c.context},
+                             {"model.d_model", c.d_model},
+                             {"model.d_ff", c.d_ff},
+                             {"model.layers", c.layers},
+                             {"model.heads", c.heads}})
     HEADCOUNT_CHECK(value <= kMaxWidth, name, concat("<= ", kMaxWidth), value);
   HEADCOUNT_CHECK(c.heads * c.head_dim <= kMaxWidth, "model.head_dim",
                   concat("heads * head_dim <= ", kMaxWidth), c.heads * c.head_dim);
   HEADCOUNT_CHECK(!c.layer_heads.empty() || c.layer_kv_heads.empty(), "model.layer_kv_heads",
                   "empty unless layer_heads is set", concat(c.layer_kv_heads.size(), " entries"));
   if (!c.layer_heads.empty()) {
-    HEADCOUNT_CHECK(static_cast<std::int64_t>(c.layer_heads.size()) == c.layers, "model.layer_heads",
-                    concat(c.layers, " entries (one per layer)"), c.layer_heads.size());
+    HEADCOUNT_CHECK(static_cast<std::int64_t>(c.layer_heads.size()) == c.layers,
+                    "model.layer_heads", concat(c.layers, " entries (one per layer)"),
+                    c.layer_heads.size());
     if (c.layer_kv_heads.empty()) c.layer_kv_heads = c.layer_heads;
     HEADCOUNT_CHECK(c.layer_kv_heads.size() == c.layer_heads.size(), "model.layer_kv_heads",
                     concat(c.layers, " entries (one per layer)"), c.layer_kv_heads.size());
@@ -62,11 +69,18 @@ ModelConfig resolve(const ModelConfig& config) {
 }
 
 json to_json(const ModelConfig& c) {
-  json j{{"vocab", c.vocab},       {"context", c.context},   {"layers", c.layers},
-         {"d_model", c.d_model},   {"heads", c.heads},       {"kv_heads", c.kv_heads},
-         {"head_dim", c.head_dim}, {"d_ff", c.d_ff},
+  json j{{"vocab", c.vocab},
+         {"context", c.context},
+         {"layers", c.layers},
+         {"d_model", c.d_model},
+         {"heads", c.heads},
+         {"kv_heads", c.kv_heads},
+         {"head_dim", c.head_dim},
+         {"d_ff", c.d_ff},
          {"norm", c.norm == NormPlacement::pre ? "pre" : "post"},
-         {"causal", c.causal},     {"attention_only", c.attention_only}, {"init_std", c.init_std},
+         {"causal", c.causal},
+         {"attention_only", c.attention_only},
+         {"init_std", c.init_std},
          {"ln_eps", c.ln_eps}};
   j["scale"] = c.scale ? json(*c.scale) : json(nullptr);
   if (!c.layer_heads.empty()) {
@@ -89,15 +103,17 @@ std::int64_t integer(const json& j, const char* key, std::int64_t fallback) {
 
 ModelConfig model_config_from_json(const json& j) {
   HEADCOUNT_CHECK(j.is_object(), "model", "a JSON object", j.dump());
-  static const std::set<std::string> known = {"vocab", "context", "layers", "d_model", "heads",
-                                              "kv_heads", "head_dim", "d_ff", "scale", "norm",
-                                              "causal", "attention_only", "init_std", "ln_eps",
-                                              "layer_heads", "layer_kv_heads"};
+  static const std::set<std::string> known = {
+      "vocab",    "context", "layers",      "d_model",       "heads",  "kv_heads",
+      "head_dim", "d_ff",    "scale",       "norm",          "causal", "attention_only",
+      "init_std", "ln_eps",  "layer_heads", "layer_kv_heads"};
   for (const auto& item : j.items())
-    HEADCOUNT_CHECK(known.count(item.key()) == 1, "model", "known fields (vocab, context, layers, d_model, "
-                    "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std, ln_eps, "
-                    "layer_heads, layer_kv_heads)",
-                    concat("\"", item.key(), "\""));
+    HEADCOUNT_CHECK(
+        known.count(item.key()) == 1, "model",
+        "known fields (vocab, context, layers, d_model, "
+        "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std, ln_eps, "
+        "layer_heads, layer_kv_heads)",
+        concat("\"", item.key(), "\""));
   ModelConfig c;
   c.vocab = integer(j, "vocab", c.vocab);
   c.context = integer(j, "context", c.context);
@@ -108,29 +124,36 @@ ModelConfig model_config_from_json(const json& j) {
   c.head_dim = integer(j, "head_dim", c.head_dim);
   c.d_ff = integer(j, "d_ff", c.d_ff);
   if (j.contains("scale") && !j.at("scale").is_null()) {
-    HEADCOUNT_CHECK(j.at("scale").is_number(), "model.scale", "a number or null", j.at("scale").dump());
+    HEADCOUNT_CHECK(j.at("scale").is_number(), "model.scale", "a number or null",
+                    j.at("scale").dump());
     c.scale = j.at("scale").get<float>();
   }
   if (j.contains("norm")) {
     const json& v = j.at("norm");
-    HEADCOUNT_CHECK(v.is_string() && (v == "pre" || v == "post"), "model.norm", "\"pre\" or \"post\"", v.dump());
+    HEADCOUNT_CHECK(v.is_string() && (v == "pre" || v == "post"), "model.norm",
+                    "\"pre\" or \"post\"", v.dump());
     c.norm = v == "pre" ? NormPlacement::pre : NormPlacement::post;
   }
-  for (auto [key, field] : {std::pair{"causal", &c.causal}, {"attention_only", &c.attention_only}}) {
+  for (auto [key, field] :
+       {std::pair{"causal", &c.causal}, {"attention_only", &c.attention_only}}) {
     if (!j.contains(key)) continue;
-    HEADCOUNT_CHECK(j.at(key).is_boolean(), concat("model.", key), "true or false", j.at(key).dump());
+    HEADCOUNT_CHECK(j.at(key).is_boolean(), concat("model.", key), "true or false",
+                    j.at(key).dump());
     *field = j.at(key).get<bool>();
   }
   if (j.contains("init_std")) {
-    HEADCOUNT_CHECK(j.at("init_std").is_number(), "model.init_std", "a number", j.at("init_std").dump());
+    HEADCOUNT_CHECK(j.at("init_std").is_number(), "model.init_std", "a number",
+                    j.at("init_std").dump());
     c.init_std = j.at("init_std").get<float>();
   }
-  for (auto [key, field] : {std::pair{"layer_heads", &c.layer_heads}, {"layer_kv_heads", &c.layer_kv_heads}}) {
+  for (auto [key, field] :
+       {std::pair{"layer_heads", &c.layer_heads}, {"layer_kv_heads", &c.layer_kv_heads}}) {
     if (!j.contains(key)) continue;
     const json& v = j.at(key);
     HEADCOUNT_CHECK(v.is_array(), concat("model.", key), "an array of integers", v.dump());
     for (const json& e : v) {
-      HEADCOUNT_CHECK(e.is_number_integer(), concat("model.", key), "an array of integers", v.dump());
+      HEADCOUNT_CHECK(e.is_number_integer(), concat("model.", key), "an array of integers",
+                      v.dump());
       field->push_back(e.get<std::int64_t>());
     }
   }

@@ -20,7 +20,8 @@ OptimConfig resolve(const OptimConfig& config, std::int64_t steps) {
   OptimConfig c = config;
   auto finite_nonneg = [](double v) { return std::isfinite(v) && v >= 0; };
   HEADCOUNT_CHECK(std::isfinite(c.lr) && c.lr > 0, "optim.lr", "a finite value > 0", c.lr);
-  HEADCOUNT_CHECK(finite_nonneg(c.min_lr) && c.min_lr <= c.lr, "optim.min_lr", concat("in [0, lr = ", c.lr, "]"), c.min_lr);
+  HEADCOUNT_CHECK(finite_nonneg(c.min_lr) && c.min_lr <= c.lr, "optim.min_lr",
+                  concat("in [0, lr = ", c.lr, "]"), c.min_lr);
   HEADCOUNT_CHECK(c.warmup_steps >= 0, "optim.warmup_steps", ">= 0", c.warmup_steps);
   if (c.decay_steps == 0) c.decay_steps = std::max<std::int64_t>(steps, c.warmup_steps + 1);
   HEADCOUNT_CHECK(c.decay_steps > c.warmup_steps, "optim.decay_steps",
@@ -28,24 +29,36 @@ OptimConfig resolve(const OptimConfig& config, std::int64_t steps) {
   HEADCOUNT_CHECK(c.beta1 >= 0 && c.beta1 < 1, "optim.beta1", "in [0, 1)", c.beta1);
   HEADCOUNT_CHECK(c.beta2 >= 0 && c.beta2 < 1, "optim.beta2", "in [0, 1)", c.beta2);
   HEADCOUNT_CHECK(std::isfinite(c.eps) && c.eps > 0, "optim.eps", "a finite value > 0", c.eps);
-  HEADCOUNT_CHECK(finite_nonneg(c.weight_decay), "optim.weight_decay", "a finite value >= 0", c.weight_decay);
-  HEADCOUNT_CHECK(finite_nonneg(c.grad_clip), "optim.grad_clip", "a finite value >= 0 (0: off)", c.grad_clip);
+  HEADCOUNT_CHECK(finite_nonneg(c.weight_decay), "optim.weight_decay", "a finite value >= 0",
+                  c.weight_decay);
+  HEADCOUNT_CHECK(finite_nonneg(c.grad_clip), "optim.grad_clip", "a finite value >= 0 (0: off)",
+                  c.grad_clip);
   return c;
 }
 
 json to_json(const OptimConfig& c) {
-  return {{"lr", c.lr},       {"min_lr", c.min_lr}, {"warmup_steps", c.warmup_steps},
-          {"decay_steps", c.decay_steps}, {"beta1", c.beta1}, {"beta2", c.beta2},
-          {"eps", c.eps},     {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip}};
+  return {{"lr", c.lr},
+          {"min_lr", c.min_lr},
+          {"warmup_steps", c.warmup_steps},
+          {"decay_steps", c.decay_steps},
+          {"beta1", c.beta1},
+          {"beta2", c.beta2},
+          {"eps", c.eps},
+          {"weight_decay", c.weight_decay},
+          {"grad_clip", c.grad_clip}};
 }
 
 OptimConfig optim_config_from_json(const json& j) {
   HEADCOUNT_CHECK(j.is_object(), "optim", "a JSON object", j.dump());
   OptimConfig c;
   const std::set<std::string> integers = {"warmup_steps", "decay_steps"};
-  const std::vector<std::pair<const char*, double*>> reals = {
-      {"lr", &c.lr}, {"min_lr", &c.min_lr}, {"beta1", &c.beta1}, {"beta2", &c.beta2},
-      {"eps", &c.eps}, {"weight_decay", &c.weight_decay}, {"grad_clip", &c.grad_clip}};
+  const std::vector<std::pair<const char*, double*>> reals = {{"lr", &c.lr},
+                                                              {"min_lr", &c.min_lr},
+                                                              {"beta1", &c.beta1},
+                                                              {"beta2", &c.beta2},
+                                                              {"eps", &c.eps},
+                                                              {"weight_decay", &c.weight_decay},
+                                                              {"grad_clip", &c.grad_clip}};
   for (const auto& item : j.items()) {
     const std::string& key = item.key();
     const json& v = item.value();
@@ -54,9 +67,11 @@ OptimConfig optim_config_from_json(const json& j) {
       (key == "warmup_steps" ? c.warmup_steps : c.decay_steps) = v.get<std::int64_t>();
       continue;
     }
-    auto real = std::find_if(reals.begin(), reals.end(), [&](const auto& r) { return key == r.first; });
+    auto real =
+        std::find_if(reals.begin(), reals.end(), [&](const auto& r) { return key == r.first; });
     HEADCOUNT_CHECK(real != reals.end(), "optim",
-                    "known fields (lr, min_lr, warmup_steps, decay_steps, beta1, beta2, eps, weight_decay, grad_clip)",
+                    "known fields (lr, min_lr, warmup_steps, decay_steps, beta1, beta2, eps, "
+                    "weight_decay, grad_clip)",
                     concat("\"", key, "\""));
     HEADCOUNT_CHECK(v.is_number(), concat("optim.", key), "a number", v.dump());
     *real->second = v.get<double>();
@@ -68,7 +83,8 @@ double learning_rate(const OptimConfig& c, std::int64_t step) {
   if (step < c.warmup_steps)
     return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps + 1);
   if (step > c.decay_steps) return c.min_lr;
-  const double ratio = static_cast<double>(step - c.warmup_steps) / static_cast<double>(c.decay_steps - c.warmup_steps);
+  const double ratio = static_cast<double>(step - c.warmup_steps) /
+                       static_cast<double>(c.decay_steps - c.warmup_steps);
   return c.min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) * (c.lr - c.min_lr);
 }
 
@@ -87,7 +103,8 @@ double clip_grad_norm(std::vector<Parameter>& params, double max_norm) {
     squares += (part[0] + part[1]) + (part[2] + part[3]);
   }
   const double total = std::sqrt(squares);
-  HEADCOUNT_CHECK(std::isfinite(total), "gradient norm", "a finite value (the loss diverged)", total);
+  HEADCOUNT_CHECK(std::isfinite(total), "gradient norm", "a finite value (the loss diverged)",
+                  total);
   if (max_norm > 0) {
     const double coef = max_norm / (total + 1e-6);
     if (coef < 1.0) {
@@ -109,8 +126,8 @@ AdamW::AdamW(const std::vector<Parameter>& params, const OptimConfig& config) : 
 }
 
 void AdamW::step(Context& ctx, std::vector<Parameter>& params, double lr) {
-  HEADCOUNT_CHECK(params.size() == m_.size(), "parameters", concat(m_.size(), " tensors (as at construction)"),
-                  params.size());
+  HEADCOUNT_CHECK(params.size() == m_.size(), "parameters",
+                  concat(m_.size(), " tensors (as at construction)"), params.size());
   ++t_;
   const double t = static_cast<double>(t_);
   const float beta2 = static_cast<float>(config_.beta2);
@@ -131,8 +148,8 @@ void AdamW::step(Context& ctx, std::vector<Parameter>& params, double lr) {
     const float factor = params[i].decay ? decay : 1.0f;
     ctx.parallel_for((n + kChunk - 1) / kChunk, [&, p, g, m, v, n](std::int64_t task, int) {
       // Locals, not captured references: the loop then vectorises (no aliasing through them).
-      const float b2 = beta2, c1 = one_minus_beta1, c2 = one_minus_beta2, sq = correction2_sqrt, e_ = eps,
-                  step = step_size, f = factor;
+      const float b2 = beta2, c1 = one_minus_beta1, c2 = one_minus_beta2, sq = correction2_sqrt,
+                  e_ = eps, step = step_size, f = factor;
       const std::int64_t end = std::min(n, (task + 1) * kChunk);
       for (std::int64_t e = task * kChunk; e < end; ++e) {
         const float pe = p[e] * f;

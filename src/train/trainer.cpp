@@ -25,8 +25,10 @@ ModelConfig model_for_task(const TrainConfig& config, const Task& task) {
   ModelConfig m = config.model;
   if (m.vocab == 0) m.vocab = task.vocab_size();
   if (m.context == 0) m.context = task.seq_len();
-  HEADCOUNT_CHECK(m.vocab >= task.vocab_size(), "model.vocab", concat(">= the task's vocabulary ", task.vocab_size()), m.vocab);
-  HEADCOUNT_CHECK(m.context >= task.seq_len(), "model.context", concat(">= the task's seq_len ", task.seq_len()), m.context);
+  HEADCOUNT_CHECK(m.vocab >= task.vocab_size(), "model.vocab",
+                  concat(">= the task's vocabulary ", task.vocab_size()), m.vocab);
+  HEADCOUNT_CHECK(m.context >= task.seq_len(), "model.context",
+                  concat(">= the task's seq_len ", task.seq_len()), m.context);
   HEADCOUNT_CHECK(m.causal || !task.causal(), "model.causal",
                   concat("true (task ", task.name(), " needs a causal model)"), "false");
   return m;
@@ -35,15 +37,21 @@ ModelConfig model_for_task(const TrainConfig& config, const Task& task) {
 std::string duration(double seconds) {
   const auto s = static_cast<long long>(std::max(0.0, seconds) + 0.5);
   char text[32];
-  if (s >= 3600) std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s / 60 % 60);
-  else if (s >= 60) std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
-  else std::snprintf(text, sizeof text, "%llds", s);
+  if (s >= 3600)
+    std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  else if (s >= 60)
+    std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
+  else
+    std::snprintf(text, sizeof text, "%llds", s);
   return text;
 }
 
 json metrics_json(const ValidationPoint& v) {
-  return {{"step", v.step}, {"loss", v.metrics.loss}, {"accuracy", v.metrics.accuracy},
-          {"sequence_accuracy", v.metrics.sequence_accuracy}, {"scored", v.metrics.scored}};
+  return {{"step", v.step},
+          {"loss", v.metrics.loss},
+          {"accuracy", v.metrics.accuracy},
+          {"sequence_accuracy", v.metrics.sequence_accuracy},
+          {"scored", v.metrics.scored}};
 }
 
 }  // namespace
@@ -65,8 +73,8 @@ std::int64_t Trainer::tokens_per_step() const { return config_.batch * task_->se
 double Trainer::train_step() {
   const Batch batch = task_->train_batch(config_.seed, step_, config_.batch);
   const StepResult result = model_.forward_backward(ctx_, batch, {.kernel = config_.kernel});
-  HEADCOUNT_CHECK(std::isfinite(result.loss), "loss", concat("a finite value at step ", step_, " (the run diverged)"),
-                  result.loss);
+  HEADCOUNT_CHECK(std::isfinite(result.loss), "loss",
+                  concat("a finite value at step ", step_, " (the run diverged)"), result.loss);
   const double norm = clip_grad_norm(model_.parameters(), config_.optim.grad_clip);
   const double lr = learning_rate(config_.optim, step_);
   adam_.step(ctx_, model_.parameters(), lr);
@@ -77,8 +85,8 @@ double Trainer::train_step() {
   return result.loss;
 }
 
-TaskMetrics evaluate_model(Context& ctx, Model& model, const Task& task, std::int64_t batch, std::int64_t count,
-                           Kernel kernel, std::vector<float>* logits_buffer) {
+TaskMetrics evaluate_model(Context& ctx, Model& model, const Task& task, std::int64_t batch,
+                           std::int64_t count, Kernel kernel, std::vector<float>* logits_buffer) {
   const std::int64_t available = task.validation_batches(batch);
   count = count > 0 ? std::min(count, available) : available;
   std::vector<float> local;
@@ -106,7 +114,8 @@ TaskMetrics evaluate_model(Context& ctx, Model& model, const Task& task, std::in
 }
 
 TaskMetrics Trainer::evaluate() {
-  return evaluate_model(ctx_, model_, *task_, config_.batch, config_.eval_batches, config_.kernel, &logits_);
+  return evaluate_model(ctx_, model_, *task_, config_.batch, config_.eval_batches, config_.kernel,
+                        &logits_);
 }
 
 void Trainer::record_validation() {
@@ -127,7 +136,8 @@ void Trainer::run(const std::string& out_dir) {
       record_validation();
       const TaskMetrics& m = validation_.back().metrics;
       if (config_.log_every > 0)
-        std::fprintf(stderr, "step %lld  validation loss %.4f  accuracy %.4f  sequence accuracy %.4f\n",
+        std::fprintf(stderr,
+                     "step %lld  validation loss %.4f  accuracy %.4f  sequence accuracy %.4f\n",
                      static_cast<long long>(step_), m.loss, m.accuracy, m.sequence_accuracy);
     }
     if (!out_dir.empty() && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 &&
@@ -139,7 +149,8 @@ void Trainer::run(const std::string& out_dir) {
       const double elapsed = std::chrono::duration<double>(now - start).count();
       const double per_step = elapsed / static_cast<double>(step_ - first);
       std::fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.3e  %.0f tokens/s  %s left\n",
-                   static_cast<long long>(step_), static_cast<long long>(config_.steps), loss, lrs_.back(),
+                   static_cast<long long>(step_), static_cast<long long>(config_.steps), loss,
+                   lrs_.back(),
                    static_cast<double>(window_steps * tokens_per_step()) / std::max(window, 1e-9),
                    duration(per_step * static_cast<double>(config_.steps - step_)).c_str());
       window_start = now;
@@ -153,7 +164,8 @@ void Trainer::run(const std::string& out_dir) {
 std::vector<NamedTensor> Trainer::checkpoint_tensors() const {
   std::vector<NamedTensor> out;
   const std::vector<Parameter>& params = model_.parameters();
-  for (std::size_t i = 0; i < params.size(); ++i) out.push_back({.name = params[i].name, .view = params[i].value.view()});
+  for (std::size_t i = 0; i < params.size(); ++i)
+    out.push_back({.name = params[i].name, .view = params[i].value.view()});
   for (std::size_t i = 0; i < params.size(); ++i)
     out.push_back({.name = "adamw.m." + params[i].name, .view = adam_.first_moments()[i].view()});
   for (std::size_t i = 0; i < params.size(); ++i)
@@ -179,19 +191,23 @@ json Trainer::state() const {
           {"validation", validation}};
 }
 
-void Trainer::save(const std::string& dir) const { save_checkpoint(dir, kCheckpointStem, checkpoint_tensors(), state()); }
+void Trainer::save(const std::string& dir) const {
+  save_checkpoint(dir, kCheckpointStem, checkpoint_tensors(), state());
+}
 
 std::unique_ptr<Trainer> Trainer::resume(Context& ctx, const std::string& dir, std::int64_t steps) {
   const LoadedCheckpoint loaded = load_checkpoint(dir, kCheckpointStem);
   const json& state = loaded.state;
   const std::string path = checkpoint_tensors_path(dir, kCheckpointStem);
   HEADCOUNT_CHECK(state.is_object() && state.value("format", "") == kFormat, path,
-                  concat("a training checkpoint (format ", kFormat, ")"), state.is_object() ? state.value("format", "none") : "none");
+                  concat("a training checkpoint (format ", kFormat, ")"),
+                  state.is_object() ? state.value("format", "none") : "none");
   TrainConfig config = train_config_from_json(state.at("config"));
   if (steps > 0) config.steps = steps;
   auto trainer = std::make_unique<Trainer>(ctx, config);
   const std::int64_t step = state.at("step").get<std::int64_t>();
-  HEADCOUNT_CHECK(step >= 0 && step <= config.steps, "steps", concat(">= the checkpoint's step ", step), config.steps);
+  HEADCOUNT_CHECK(step >= 0 && step <= config.steps, "steps",
+                  concat(">= the checkpoint's step ", step), config.steps);
   restore_tensors(loaded, trainer->checkpoint_tensors());
   trainer->step_ = step;
   trainer->adam_.set_steps_taken(state.at("adamw_steps").get<std::int64_t>());
@@ -200,11 +216,12 @@ std::unique_ptr<Trainer> Trainer::resume(Context& ctx, const std::string& dir, s
   trainer->lrs_ = curve.at("lr").get<std::vector<double>>();
   trainer->grad_norms_ = curve.at("grad_norm").get<std::vector<double>>();
   for (const json& v : state.at("validation"))
-    trainer->validation_.push_back({.step = v.at("step").get<std::int64_t>(),
-                                    .metrics = {.loss = v.at("loss").get<double>(),
-                                                .accuracy = v.at("accuracy").get<double>(),
-                                                .sequence_accuracy = v.at("sequence_accuracy").get<double>(),
-                                                .scored = v.at("scored").get<std::int64_t>()}});
+    trainer->validation_.push_back(
+        {.step = v.at("step").get<std::int64_t>(),
+         .metrics = {.loss = v.at("loss").get<double>(),
+                     .accuracy = v.at("accuracy").get<double>(),
+                     .sequence_accuracy = v.at("sequence_accuracy").get<double>(),
+                     .scored = v.at("scored").get<std::int64_t>()}});
   return trainer;
 }
 

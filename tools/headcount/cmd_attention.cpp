@@ -106,7 +106,8 @@ void write_outputs(const std::vector<std::pair<std::string, TensorView>>& output
   }
 }
 
-void run_attention(const AttentionCliOptions& o, bool kernel_given, const AttentionCompute* distributed = nullptr) {
+void run_attention(const AttentionCliOptions& o, bool kernel_given,
+                   const AttentionCompute* distributed = nullptr) {
   // 1. Options first: a typo should not cost a read of large inputs.
   Kernel kernel = parse_kernel(o.kernel);
   if (!o.probs.empty()) {
@@ -117,15 +118,21 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given, const Attent
   const std::optional<float> scale = parse_scale(o.scale);
   const std::vector<std::int64_t> key_lengths = parse_key_lengths(o.key_lengths);
   const bool backward = !o.grad_out.empty();
-  for (const auto& [flag, value] : {std::pair{"--grad-q", &o.grad_q}, std::pair{"--grad-k", &o.grad_k},
-                                    std::pair{"--grad-v", &o.grad_v}, std::pair{"--grad-bias", &o.grad_bias}}) {
+  for (const auto& [flag, value] :
+       {std::pair{"--grad-q", &o.grad_q}, std::pair{"--grad-k", &o.grad_k},
+        std::pair{"--grad-v", &o.grad_v}, std::pair{"--grad-bias", &o.grad_bias}}) {
     if (backward && std::string(flag) != "--grad-bias")
-      check(!value->empty(), flag, "a path (--grad-out asks for the gradients of q, k and v)", "none");
+      check(!value->empty(), flag, "a path (--grad-out asks for the gradients of q, k and v)",
+            "none");
     if (!backward)
-      check(value->empty(), flag, "--grad-out too (the gradient of the loss with respect to out)", "none");
+      check(value->empty(), flag, "--grad-out too (the gradient of the loss with respect to out)",
+            "none");
   }
-  if (!o.grad_bias.empty()) check(!o.bias.empty(), "--grad-bias", "--bias too (the gradient of which bias?)", "none");
-  if (distributed) check(o.probs.empty(), "--probs", "none with --distributed (no rank holds every probability)", o.probs);
+  if (!o.grad_bias.empty())
+    check(!o.bias.empty(), "--grad-bias", "--bias too (the gradient of which bias?)", "none");
+  if (distributed)
+    check(o.probs.empty(), "--probs", "none with --distributed (no rank holds every probability)",
+          o.probs);
   std::set<std::string> names{o.out};
   for (const std::string* p : {&o.lse, &o.probs, &o.grad_q, &o.grad_k, &o.grad_v, &o.grad_bias})
     if (!p->empty()) check(names.insert(*p).second, "outputs", "distinct paths", *p + " twice");
@@ -169,7 +176,8 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given, const Attent
   Tensor grad_out, d_q, d_k, d_v, d_bias;
   AttentionGrads grads;
   if (backward) {
-    grad_out = read_input(o.grad_out, 4, "4 dimensions [batch, q_len, heads, v_head_dim] (the shape of out)");
+    grad_out = read_input(o.grad_out, 4,
+                          "4 dimensions [batch, q_len, heads, v_head_dim] (the shape of out)");
     check(grad_out.shape() == out.shape(), o.grad_out + ": shape",
           shape_string(out.shape()) + " (the shape of out: [batch, q_len, heads, v_head_dim])",
           shape_string(grad_out.shape()));
@@ -218,9 +226,11 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given, const Attent
 }  // namespace
 
 #ifndef HEADCOUNT_HAVE_MPI
-void run_distributed_attention(const std::string& mode, const std::function<void(const AttentionCompute&)>&) {
-  fail("--distributed", detail::concat("this build has no MPI (configure with -DHEADCOUNT_MPI=ON); got --distributed ",
-                                       mode));
+void run_distributed_attention(const std::string& mode,
+                               const std::function<void(const AttentionCompute&)>&) {
+  fail("--distributed",
+       detail::concat(
+           "this build has no MPI (configure with -DHEADCOUNT_MPI=ON); got --distributed ", mode));
 }
 #endif
 
@@ -248,23 +258,27 @@ void register_attention(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--key-lengths", o->key_lengths, "Valid keys per batch element, e.g. 3,5");
   cmd->add_option("--bias", o->bias, "Additive bias .npy [batch or 1, heads or 1, q_len, kv_len]");
-  cmd->add_option("--grad-out", o->grad_out,
-                  "Gradient G .npy of a loss with respect to out (shape of out): writes the gradients of "
-                  "sum(out * G)");
+  cmd->add_option(
+      "--grad-out", o->grad_out,
+      "Gradient G .npy of a loss with respect to out (shape of out): writes the gradients of "
+      "sum(out * G)");
   cmd->add_option("--grad-q", o->grad_q, "Write dL/dq .npy (with --grad-out)");
   cmd->add_option("--grad-k", o->grad_k, "Write dL/dk .npy (with --grad-out)");
   cmd->add_option("--grad-v", o->grad_v, "Write dL/dv .npy (with --grad-out)");
-  cmd->add_option("--grad-bias", o->grad_bias, "Write dL/dbias .npy, the shape of --bias (with --grad-out)");
+  cmd->add_option("--grad-bias", o->grad_bias,
+                  "Write dL/dbias .npy, the shape of --bias (with --grad-out)");
 
   cmd->add_option("--distributed", o->distributed,
-                  "Under mpirun: split the heads (heads) or the sequence (ring) over the ranks; rank 0 reads and "
+                  "Under mpirun: split the heads (heads) or the sequence (ring) over the ranks; "
+                  "rank 0 reads and "
                   "writes the files");
 
   cmd->callback([o, cmd] {
     const bool kernel_given = cmd->count("--kernel") > 0;
     if (o->distributed.empty()) return run_attention(*o, kernel_given);
-    run_distributed_attention(o->distributed,
-                              [&](const AttentionCompute& compute) { run_attention(*o, kernel_given, &compute); });
+    run_distributed_attention(o->distributed, [&](const AttentionCompute& compute) {
+      run_attention(*o, kernel_given, &compute);
+    });
   });
 }
 

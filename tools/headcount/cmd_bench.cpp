@@ -18,13 +18,13 @@
 #include <thread>
 #include <vector>
 
-#include "suites/bench_measure.h"
-#include "suites/bench_rows.h"
-#include "suites/bench_decode.h"
-#include "suites/bench_encoder.h"
-#include "suites/bench_train.h"
 #include "commands.h"
 #include "headcount/error.h"
+#include "suites/bench_decode.h"
+#include "suites/bench_encoder.h"
+#include "suites/bench_measure.h"
+#include "suites/bench_rows.h"
+#include "suites/bench_train.h"
 
 namespace headcount::cli {
 namespace {
@@ -44,14 +44,16 @@ struct BenchArgs {
   bool sgemm_only = false;      // hidden: the child process that measures one sgemm rate
   std::int64_t sgemm_size = 0;  // hidden: 0 = 2048 (1024 with --quick)
   std::string model_dir;        // encoder suite
-  std::string sentences = HEADCOUNT_SOURCE_DIR "/../shared/data/stsb/sts-test.tsv";  // encoder suite
+  std::string sentences =
+      HEADCOUNT_SOURCE_DIR "/../shared/data/stsb/sts-test.tsv";  // encoder suite
 };
 
 constexpr double kSpreadTarget = 0.15;   // heads suite: time within +/-15% of the mean
 constexpr double kCorePctTarget = 70.0;  // streaming fp32 n 4096: % of the best sgemm rate
 constexpr double kBf16SpeedupTarget = 1.6;
 constexpr std::int64_t kStreamingExtraBytes = 64ll << 20;  // n 16384: inputs + outputs + 64 MiB
-constexpr double kBackwardPctTarget = 60.0;  // streaming backward fp32 n 4096: % of the best sgemm rate
+constexpr double kBackwardPctTarget =
+    60.0;  // streaming backward fp32 n 4096: % of the best sgemm rate
 
 const char* kFlopsMethod =
     "FLOPs = 2 x (score_macs + weighted_sum_macs) as counted by the kernel's AttentionStats, "
@@ -140,9 +142,9 @@ json row_json(const RowResult& r) {
 
 // ---- summaries --------------------------------------------------------------------------
 
-const RowResult* find_row(const std::vector<RowResult>& rows, const std::string& suite, bench::Op op,
-                          Kernel kernel, DType dtype, std::int64_t heads, std::int64_t kv_heads,
-                          std::int64_t n, bool causal) {
+const RowResult* find_row(const std::vector<RowResult>& rows, const std::string& suite,
+                          bench::Op op, Kernel kernel, DType dtype, std::int64_t heads,
+                          std::int64_t kv_heads, std::int64_t n, bool causal) {
   for (const RowResult& r : rows) {
     const RowSpec& s = r.spec;
     if (r.status == "ok" && s.suite == suite && s.op == op && s.kernel == kernel &&
@@ -213,8 +215,10 @@ json heads_memory(const std::vector<RowResult>& rows) {
 json targets(const std::vector<RowResult>& rows, const std::string& sgemm_basis) {
   using bench::Op;
   json out = json::array();
-  const RowResult* f32 = find_row(rows, "seq", Op::attention, Kernel::streaming, DType::f32, 8, 8, 4096, false);
-  const RowResult* b16 = find_row(rows, "seq", Op::attention, Kernel::streaming, DType::bf16, 8, 8, 4096, false);
+  const RowResult* f32 =
+      find_row(rows, "seq", Op::attention, Kernel::streaming, DType::f32, 8, 8, 4096, false);
+  const RowResult* b16 =
+      find_row(rows, "seq", Op::attention, Kernel::streaming, DType::bf16, 8, 8, 4096, false);
   if (f32)
     out.push_back({{"target", detail::concat("streaming fp32, n 4096, heads 8, head_dim 64: >= ",
                                              kCorePctTarget, "% of sgemm (", sgemm_basis, ")")},
@@ -234,31 +238,37 @@ json targets(const std::vector<RowResult>& rows, const std::string& sgemm_basis)
                        fmt("%+.1f%%", 100 * s["min_over_mean_minus_1"].get<double>())},
          {"met", s["within_15_percent"]}});
   }
-  if (const RowResult* r = find_row(rows, "backward", Op::backward, Kernel::streaming, DType::f32, 8, 8, 4096, false))
-    out.push_back({{"target", detail::concat("streaming backward fp32, n 4096, heads 8, head_dim 64: >= ",
-                                             kBackwardPctTarget, "% of sgemm (", sgemm_basis, ")")},
-                   {"value", fmt("%.1f%%", r->pct_of_sgemm)},
-                   {"met", r->pct_of_sgemm >= kBackwardPctTarget}});
+  if (const RowResult* r = find_row(rows, "backward", Op::backward, Kernel::streaming, DType::f32,
+                                    8, 8, 4096, false))
+    out.push_back(
+        {{"target", detail::concat("streaming backward fp32, n 4096, heads 8, head_dim 64: >= ",
+                                   kBackwardPctTarget, "% of sgemm (", sgemm_basis, ")")},
+         {"value", fmt("%.1f%%", r->pct_of_sgemm)},
+         {"met", r->pct_of_sgemm >= kBackwardPctTarget}});
   for (bool causal : {false, true}) {
-    const RowResult* r = find_row(rows, "backward", Op::backward, Kernel::streaming, DType::f32, 8, 8, 16384, causal);
+    const RowResult* r = find_row(rows, "backward", Op::backward, Kernel::streaming, DType::f32, 8,
+                                  8, 16384, causal);
     if (!r || !r->timing.peak_bytes) continue;
     out.push_back(
         {{"target", detail::concat("streaming backward fp32 n 16384", causal ? " causal" : "",
                                    ": peak <= inputs + outputs + gradients + 64 MiB")},
-         {"value", detail::concat("peak ", mib(*r->timing.peak_bytes), " MiB beyond inputs + outputs + gradients (",
-                                  mib(r->io_bytes), " MiB)")},
+         {"value",
+          detail::concat("peak ", mib(*r->timing.peak_bytes),
+                         " MiB beyond inputs + outputs + gradients (", mib(r->io_bytes), " MiB)")},
          {"met", *r->timing.peak_bytes <= kStreamingExtraBytes}});
   }
   for (bool causal : {false, true}) {
-    const RowResult* r = find_row(rows, "seq", Op::attention, Kernel::streaming, DType::f32, 8, 8, 16384, causal);
+    const RowResult* r =
+        find_row(rows, "seq", Op::attention, Kernel::streaming, DType::f32, 8, 8, 16384, causal);
     if (!r || !r->timing.peak_bytes) continue;
-    out.push_back(
-        {{"target", detail::concat("streaming fp32 n 16384", causal ? " causal" : "",
-                                   ": peak <= inputs + outputs + 64 MiB")},
-         {"value", detail::concat("peak ", mib(*r->timing.peak_bytes), " MiB beyond inputs + outputs (",
-                                  mib(r->io_bytes), " MiB); the reference's heads*n^2 doubles "
-                                  "(cost model): ", mib(r->model_reference_score_bytes), " MiB")},
-         {"met", *r->timing.peak_bytes <= kStreamingExtraBytes}});
+    out.push_back({{"target", detail::concat("streaming fp32 n 16384", causal ? " causal" : "",
+                                             ": peak <= inputs + outputs + 64 MiB")},
+                   {"value", detail::concat("peak ", mib(*r->timing.peak_bytes),
+                                            " MiB beyond inputs + outputs (", mib(r->io_bytes),
+                                            " MiB); the reference's heads*n^2 doubles "
+                                            "(cost model): ",
+                                            mib(r->model_reference_score_bytes), " MiB")},
+                   {"met", *r->timing.peak_bytes <= kStreamingExtraBytes}});
   }
   return out;
 }
@@ -266,7 +276,8 @@ json targets(const std::vector<RowResult>& rows, const std::string& sgemm_basis)
 void print_summaries(const std::vector<RowResult>& rows, const std::string& sgemm_basis) {
   const json spread = heads_spread(rows);
   if (!spread.empty()) {
-    std::printf("\nheads suite: time over heads {1, 2, 4, 8, 16} (target: within +/-15%% of the mean)\n");
+    std::printf(
+        "\nheads suite: time over heads {1, 2, 4, 8, 16} (target: within +/-15%% of the mean)\n");
     std::printf("%-9s %-9s %10s %12s %12s %s\n", "op", "kernel", "mean ms", "max/mean-1",
                 "min/mean-1", "within");
     for (const json& s : spread)
@@ -278,7 +289,8 @@ void print_summaries(const std::vector<RowResult>& rows, const std::string& sgem
   }
   const json memory = heads_memory(rows);
   if (!memory.empty()) {
-    std::printf("\nheads suite, attention core: measured peak vs the cost model's heads*n^2 doubles\n");
+    std::printf(
+        "\nheads suite, attention core: measured peak vs the cost model's heads*n^2 doubles\n");
     std::printf("%5s %18s %24s %18s\n", "heads", "reference peak MiB", "cost model h*n^2*8 MiB",
                 "streaming peak MiB");
     for (const json& m : memory) {
@@ -303,7 +315,8 @@ void print_summaries(const std::vector<RowResult>& rows, const std::string& sgem
 // ---- the run ----------------------------------------------------------------------------
 
 void run_sgemm_only(const BenchArgs& a) {
-  const SgemmRate rate = bench::measure_sgemm(a.threads, a.sgemm_size ? a.sgemm_size : 2048, a.repeats);
+  const SgemmRate rate =
+      bench::measure_sgemm(a.threads, a.sgemm_size ? a.sgemm_size : 2048, a.repeats);
   std::printf("%s\n", bench::sgemm_to_json(rate).c_str());
 }
 
@@ -318,13 +331,21 @@ void run_bench(const BenchArgs& a) {
   if (a.sgemm_only) return run_sgemm_only(a);
   // Decode is memory-bound: it measures the memory bandwidth (a stream triad), not sgemm.
   if (a.suite == "decode")
-    return bench::run_decode_suite({.threads = a.threads, .repeats = a.repeats, .row_seconds = a.row_seconds,
-                                    .json = a.json, .quick = a.quick});
+    return bench::run_decode_suite({.threads = a.threads,
+                                    .repeats = a.repeats,
+                                    .row_seconds = a.row_seconds,
+                                    .json = a.json,
+                                    .quick = a.quick});
   if (a.suite == "train")
-    return bench::run_train_suite({.threads = a.threads, .steps = a.quick ? 3 : std::max(a.repeats, 20), .json = a.json});
+    return bench::run_train_suite(
+        {.threads = a.threads, .steps = a.quick ? 3 : std::max(a.repeats, 20), .json = a.json});
   if (a.suite == "encoder")
-    return bench::run_encoder_suite({.threads = a.threads, .repeats = std::min(a.repeats, 3), .json = a.json,
-                                     .quick = a.quick, .model_dir = a.model_dir, .sentences = a.sentences});
+    return bench::run_encoder_suite({.threads = a.threads,
+                                     .repeats = std::min(a.repeats, 3),
+                                     .json = a.json,
+                                     .quick = a.quick,
+                                     .model_dir = a.model_dir,
+                                     .sentences = a.sentences});
 
   // 1. The machine: sgemm as configured, then OpenBLAS's best kernel in a child.
   const std::int64_t gemm_size = a.sgemm_size ? a.sgemm_size : (a.quick ? 1024 : 2048);
@@ -362,20 +383,25 @@ void run_bench(const BenchArgs& a) {
               {"sgemm_best", best ? json::parse(bench::sgemm_to_json(*best)) : json(nullptr)},
               {"sgemm_gflops", sgemm_gflops},
               {"pct_of_sgemm_basis", use_best ? "best" : "as_configured"},
-              {"methods", {{"flops", kFlopsMethod}, {"peak_bytes", kPeakMethod}, {"seconds", kTimeMethod}}}};
+              {"methods",
+               {{"flops", kFlopsMethod}, {"peak_bytes", kPeakMethod}, {"seconds", kTimeMethod}}}};
   if (!best) header["sgemm_best_error"] = best_error;
 
   if (!a.json) {
     std::printf("headcount bench --suite %s: %d thread%s, %s, %s\n", a.suite.c_str(), a.threads,
-                a.threads == 1 ? "" : "s", bench::cpu_model().c_str(), header["date"].get<std::string>().c_str());
+                a.threads == 1 ? "" : "s", bench::cpu_model().c_str(),
+                header["date"].get<std::string>().c_str());
     std::printf("cpu flags: %s\n", header["cpu_flags"].get<std::string>().c_str());
-    std::printf("sgemm %lld^3, median of %d: as configured (OPENBLAS_CORETYPE=%s, core %s) %.1f GFLOP/s\n",
-                static_cast<long long>(gemm_size), gemm_repeats,
-                configured.coretype_env.empty() ? "unset" : configured.coretype_env.c_str(),
-                configured.corename.c_str(), configured.gflops);
+    std::printf(
+        "sgemm %lld^3, median of %d: as configured (OPENBLAS_CORETYPE=%s, core %s) %.1f GFLOP/s\n",
+        static_cast<long long>(gemm_size), gemm_repeats,
+        configured.coretype_env.empty() ? "unset" : configured.coretype_env.c_str(),
+        configured.corename.c_str(), configured.gflops);
     if (best)
-      std::printf("      best kernel for this CPU (child with OPENBLAS_CORETYPE=%s, core %s) %.1f GFLOP/s\n",
-                  bench::kBestCoretype, best->corename.c_str(), best->gflops);
+      std::printf(
+          "      best kernel for this CPU (child with OPENBLAS_CORETYPE=%s, core %s) %.1f "
+          "GFLOP/s\n",
+          bench::kBestCoretype, best->corename.c_str(), best->gflops);
     else
       std::printf("      best kernel: not measured (%s)\n", best_error.c_str());
     std::printf("%%sgemm is against the %s\n", sgemm_basis.c_str());
@@ -410,8 +436,11 @@ void run_bench(const BenchArgs& a) {
 
   // 3. Summaries.
   if (a.json) {
-    json out{{"header", header}, {"notes", notes}, {"rows", json::array()},
-             {"heads_spread", heads_spread(rows)}, {"heads_memory", heads_memory(rows)},
+    json out{{"header", header},
+             {"notes", notes},
+             {"rows", json::array()},
+             {"heads_spread", heads_spread(rows)},
+             {"heads_memory", heads_memory(rows)},
              {"targets", targets(rows, sgemm_basis)}};
     for (const RowResult& r : rows) out["rows"].push_back(row_json(r));
     std::printf("%s\n", out.dump(2).c_str());
@@ -428,13 +457,17 @@ void register_bench(CLI::App& app) {
       "bench", "Time the kernels and the layer against this machine's sgemm rate");
   cmd->add_option("--suite", a->suite,
                   "heads, seq, gqa, layer, all (those four), decode (KV-cache decoding), encoder "
-                  "(all-MiniLM-L6-v2 sentences/s), backward (the attention backward) or train (one training step)")
+                  "(all-MiniLM-L6-v2 sentences/s), backward (the attention backward) or train (one "
+                  "training step)")
       ->capture_default_str();
-  cmd->add_option("--model", a->model_dir, "encoder suite: model directory (default: the set-up's)");
-  cmd->add_option("--sentences", a->sentences, "encoder suite: an STS-B file whose sentences are embedded")
+  cmd->add_option("--model", a->model_dir,
+                  "encoder suite: model directory (default: the set-up's)");
+  cmd->add_option("--sentences", a->sentences,
+                  "encoder suite: an STS-B file whose sentences are embedded")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Workers (and OpenBLAS threads)")->capture_default_str();
-  cmd->add_option("--repeats", a->repeats, "Timed calls per row after one warm-up (the median is reported)")
+  cmd->add_option("--repeats", a->repeats,
+                  "Timed calls per row after one warm-up (the median is reported)")
       ->capture_default_str();
   cmd->add_option("--row-seconds", a->row_seconds,
                   "Time budget for a row's timed calls; slow rows run fewer (at least one)")

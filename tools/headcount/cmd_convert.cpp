@@ -7,11 +7,11 @@
 // head count and method, as a table and JSON.
 #include <chrono>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "commands.h"
 #include "encoder_cli.h"
@@ -50,10 +50,11 @@ void run_convert(const ConvertArgs& a) {
   const KvConvertMethod method = parse_kv_convert_method(a.method);
   check(!std::filesystem::exists(a.out) || std::filesystem::is_empty(a.out), "--out",
         "a directory that does not exist yet (or is empty)", a.out);
-  check(a.uptrain_minutes >= 0 && std::isfinite(a.uptrain_minutes), "--uptrain-minutes", "a number >= 0", a.uptrain_minutes);
+  check(a.uptrain_minutes >= 0 && std::isfinite(a.uptrain_minutes), "--uptrain-minutes",
+        "a number >= 0", a.uptrain_minutes);
   check(a.uptrain_steps >= 0, "--uptrain-steps", ">= 0", a.uptrain_steps);
-  check(!(a.uptrain_minutes > 0 && a.uptrain_steps > 0), "--uptrain-minutes / --uptrain-steps", "at most one of them",
-        "both");
+  check(!(a.uptrain_minutes > 0 && a.uptrain_steps > 0), "--uptrain-minutes / --uptrain-steps",
+        "at most one of them", "both");
   const std::string model_dir = resolve_model_dir(a.model);
   const EncoderWeights weights = read_encoder_weights(model_dir);
   EncoderWeights converted = convert_kv_heads(weights, a.kv_heads, method);
@@ -61,26 +62,31 @@ void run_convert(const ConvertArgs& a) {
     const std::vector<std::string> sentences = split_sentences(read_text(a.corpus));
     const BertEncoder teacher = encoder_from_weights(weights);  // the file is read once
     Context ctx({.threads = resolve_threads(a.threads)});
-    DistillOptions options{.steps = a.uptrain_steps, .seconds = 60 * a.uptrain_minutes, .batch_size = a.batch,
+    DistillOptions options{.steps = a.uptrain_steps,
+                           .seconds = 60 * a.uptrain_minutes,
+                           .batch_size = a.batch,
                            .seed = static_cast<std::uint64_t>(a.seed)};
     options.optim.lr = options.optim.min_lr = a.lr;
     options.progress = [](std::int64_t step, double loss) {
-      if (step % 25 == 0) std::fprintf(stderr, "uptrain: step %lld, loss %.6f\n", static_cast<long long>(step), loss);
+      if (step % 25 == 0)
+        std::fprintf(stderr, "uptrain: step %lld, loss %.6f\n", static_cast<long long>(step), loss);
     };
     DistillResult r = distill_encoder(ctx, teacher, converted, sentences, options);
     std::fprintf(stderr,
-                 "uptrain: %lld steps on %lld sentences (%lld batches) in %.1f s wall, %.1f s CPU (%d threads); "
+                 "uptrain: %lld steps on %lld sentences (%lld batches) in %.1f s wall, %.1f s CPU "
+                 "(%d threads); "
                  "loss %.6f -> %.6f\n",
                  static_cast<long long>(r.steps), static_cast<long long>(r.sentences),
-                 static_cast<long long>(r.batches_available), r.wall_seconds, r.cpu_seconds, ctx.threads(), r.first_loss,
-                 r.last_loss);
+                 static_cast<long long>(r.batches_available), r.wall_seconds, r.cpu_seconds,
+                 ctx.threads(), r.first_loss, r.last_loss);
     converted = std::move(r.student);
   }
   if (a.repeat_kv) converted = repeat_kv_heads(converted);
   write_encoder_dir(converted, a.out);
-  std::fprintf(stderr, "convert: %lld K/V heads per layer (%s%s), KV cache %lld bytes/token; wrote %s\n",
-               static_cast<long long>(a.kv_heads), a.method.c_str(), a.repeat_kv ? ", repeated to MHA" : "",
-               static_cast<long long>(kv_cache_bytes_per_token(converted.config)), a.out.c_str());
+  std::fprintf(
+      stderr, "convert: %lld K/V heads per layer (%s%s), KV cache %lld bytes/token; wrote %s\n",
+      static_cast<long long>(a.kv_heads), a.method.c_str(), a.repeat_kv ? ", repeated to MHA" : "",
+      static_cast<long long>(kv_cache_bytes_per_token(converted.config)), a.out.c_str());
 }
 
 struct SweepArgs {
@@ -95,12 +101,14 @@ void run_sweep(const SweepArgs& a) {
   std::vector<KvConvertMethod> methods;
   for (const std::string& m : a.methods) methods.push_back(parse_kv_convert_method(m));
   std::vector<StsPair> test = read_sts(a.test);
-  if (a.max_pairs > 0 && static_cast<std::int64_t>(test.size()) > a.max_pairs) test.resize(static_cast<std::size_t>(a.max_pairs));
+  if (a.max_pairs > 0 && static_cast<std::int64_t>(test.size()) > a.max_pairs)
+    test.resize(static_cast<std::size_t>(a.max_pairs));
   const std::string model_dir = resolve_model_dir(a.model);
   const EncoderWeights weights = read_encoder_weights(model_dir);
   for (std::int64_t g : a.kv_heads)  // every value checked before the first evaluation
     for (std::int64_t l = 0; l < weights.config.layers; ++l)
-      check(g >= 1 && weights.config.layer_heads(l) % g == 0, "--kv-heads", "divisors of every layer's head count", g);
+      check(g >= 1 && weights.config.layer_heads(l) % g == 0, "--kv-heads",
+            "divisors of every layer's head count", g);
   Context ctx({.threads = resolve_threads(a.threads)});
   json rows = json::array();
   std::fprintf(stderr, "%9s %10s %10s %12s\n", "kv heads", "method", "Spearman", "KV B/token");
@@ -111,15 +119,20 @@ void run_sweep(const SweepArgs& a) {
       const BertEncoder encoder = encoder_from_weights(converted);
       const StsResult r = evaluate_sts(ctx, encoder, test, {.batch_size = a.batch});
       const std::int64_t bytes = kv_cache_bytes_per_token(converted.config);
-      std::fprintf(stderr, "%9lld %10s %10.2f %12lld\n", static_cast<long long>(g), kv_convert_method_name(m), r.spearman,
-                   static_cast<long long>(bytes));
-      rows.push_back({{"kv_heads", g}, {"method", kv_convert_method_name(m)}, {"spearman", r.spearman}, {"pearson", r.pearson},
-                      {"kv_cache_bytes_per_token", bytes},
-                      {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}});
+      std::fprintf(stderr, "%9lld %10s %10.2f %12lld\n", static_cast<long long>(g),
+                   kv_convert_method_name(m), r.spearman, static_cast<long long>(bytes));
+      rows.push_back(
+          {{"kv_heads", g},
+           {"method", kv_convert_method_name(m)},
+           {"spearman", r.spearman},
+           {"pearson", r.pearson},
+           {"kv_cache_bytes_per_token", bytes},
+           {"seconds",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}});
     }
   if (!a.json_out.empty()) {
-    const json r = {{"command", "convert-sweep"}, {"model", model_dir}, {"test_file", a.test}, {"test_pairs", test.size()},
-                    {"threads", ctx.threads()}, {"rows", rows}};
+    const json r = {{"command", "convert-sweep"}, {"model", model_dir},       {"test_file", a.test},
+                    {"test_pairs", test.size()},  {"threads", ctx.threads()}, {"rows", rows}};
     io::write_file_atomically(a.json_out, r.dump(2) + "\n");
   }
 }
@@ -128,35 +141,52 @@ void run_sweep(const SweepArgs& a) {
 
 void register_convert(CLI::App& app) {
   auto a = std::make_shared<ConvertArgs>();
-  CLI::App* cmd = app.add_subcommand("convert", "MHA -> GQA: pool each layer's K/V heads and write the model directory");
+  CLI::App* cmd = app.add_subcommand(
+      "convert", "MHA -> GQA: pool each layer's K/V heads and write the model directory");
   cmd->add_option("--model", a->model, model_option_help());
-  cmd->add_option("--kv-heads", a->kv_heads, "K/V heads per layer (a divisor of the heads)")->required();
-  cmd->add_option("--method", a->method, "mean | aligned (Procrustes-rotated, then mean) | clustered (groups by key similarity)")
+  cmd->add_option("--kv-heads", a->kv_heads, "K/V heads per layer (a divisor of the heads)")
+      ->required();
+  cmd->add_option(
+         "--method", a->method,
+         "mean | aligned (Procrustes-rotated, then mean) | clustered (groups by key similarity)")
       ->capture_default_str();
-  cmd->add_flag("--repeat-kv", a->repeat_kv, "Write the GQA model as MHA with each K/V head repeated (for transformers)");
-  cmd->add_option("--out", a->out, "The converted model directory (must not exist yet)")->required();
+  cmd->add_flag("--repeat-kv", a->repeat_kv,
+                "Write the GQA model as MHA with each K/V head repeated (for transformers)");
+  cmd->add_option("--out", a->out, "The converted model directory (must not exist yet)")
+      ->required();
   cmd->add_option("--uptrain-minutes", a->uptrain_minutes,
-                  "Then train it this long (wall clock) to match the MHA model's hidden states (0: no uptraining)")
+                  "Then train it this long (wall clock) to match the MHA model's hidden states (0: "
+                  "no uptraining)")
       ->capture_default_str();
-  cmd->add_option("--uptrain-steps", a->uptrain_steps, "Or exactly this many uptraining steps (reproducible)")
+  cmd->add_option("--uptrain-steps", a->uptrain_steps,
+                  "Or exactly this many uptraining steps (reproducible)")
       ->capture_default_str();
-  cmd->add_option("--uptrain-corpus", a->corpus, "Text whose sentences the uptraining uses")->capture_default_str();
-  cmd->add_option("--uptrain-lr", a->lr, "AdamW learning rate (constant after 20 warm-up steps)")->capture_default_str();
-  cmd->add_option("--uptrain-batch", a->batch, "Sentences per step (all of one token count)")->capture_default_str();
+  cmd->add_option("--uptrain-corpus", a->corpus, "Text whose sentences the uptraining uses")
+      ->capture_default_str();
+  cmd->add_option("--uptrain-lr", a->lr, "AdamW learning rate (constant after 20 warm-up steps)")
+      ->capture_default_str();
+  cmd->add_option("--uptrain-batch", a->batch, "Sentences per step (all of one token count)")
+      ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the uptraining's batch order")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->callback([a] { run_convert(*a); });
 
   auto s = std::make_shared<SweepArgs>();
-  CLI::App* sweep = app.add_subcommand("convert-sweep", "STS-B test and KV-cache bytes per token for each K/V head count and method");
+  CLI::App* sweep = app.add_subcommand(
+      "convert-sweep",
+      "STS-B test and KV-cache bytes per token for each K/V head count and method");
   sweep->add_option("--model", s->model, model_option_help());
   sweep->add_option("--test", s->test, "STS file")->capture_default_str();
-  sweep->add_option("--kv-heads", s->kv_heads, "K/V head counts")->delimiter(',')->capture_default_str();
+  sweep->add_option("--kv-heads", s->kv_heads, "K/V head counts")
+      ->delimiter(',')
+      ->capture_default_str();
   sweep->add_option("--methods", s->methods, "Methods")->delimiter(',')->capture_default_str();
-  sweep->add_option("--max-pairs", s->max_pairs, "Use the first N pairs (0: all)")->capture_default_str();
+  sweep->add_option("--max-pairs", s->max_pairs, "Use the first N pairs (0: all)")
+      ->capture_default_str();
   sweep->add_option("--json-out", s->json_out, "Write the rows as JSON here");
   sweep->add_option("--batch", s->batch, "Sentences per forward pass")->capture_default_str();
-  sweep->add_option("--threads", s->threads, "Worker threads (0: all cores)")->capture_default_str();
+  sweep->add_option("--threads", s->threads, "Worker threads (0: all cores)")
+      ->capture_default_str();
   sweep->callback([s] { run_sweep(*s); });
 }
 

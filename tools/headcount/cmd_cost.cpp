@@ -43,7 +43,8 @@ void register_cost(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--context", c.context,
                   "KV-cache section: positions cached per sequence (MHA, GQA, MQA side by side)");
-  cmd->add_option("--layers", c.layers, "Layers of the model, for the KV-cache section")->capture_default_str();
+  cmd->add_option("--layers", c.layers, "Layers of the model, for the KV-cache section")
+      ->capture_default_str();
   cmd->add_flag("--json", options->json, "Print a JSON object instead of the table");
 
   cmd->callback([options] {

@@ -1,7 +1,7 @@
 // `headcount embed`: sentence embeddings, one input line each, written in input order.
-//   jsonl  one {"text": ..., "embedding": [...]} object per line (floats in shortest round-trip form)
-//   tsv    one line per sentence: the embedding's values, TAB-separated (row i = input line i)
-//   npy    a float32 [sentences, dim] .npy file at --out (written whole or not at all)
+//   jsonl  one {"text": ..., "embedding": [...]} object per line (floats in shortest round-trip
+//   form) tsv    one line per sentence: the embedding's values, TAB-separated (row i = input line
+//   i) npy    a float32 [sentences, dim] .npy file at --out (written whole or not at all)
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -33,19 +33,21 @@ void append_float(std::string& line, float value) {
 
 void run_embed(const EmbedArgs& a) {
   // 1. Options and input before the model: mistakes should be cheap.
-  check(a.format == "jsonl" || a.format == "npy" || a.format == "tsv", "--format", "jsonl, npy or tsv", a.format);
+  check(a.format == "jsonl" || a.format == "npy" || a.format == "tsv", "--format",
+        "jsonl, npy or tsv", a.format);
   check(a.batch >= 1, "--batch", ">= 1", a.batch);
   const DType dtype = parse_dtype_option(a.dtype);
-  check(a.format != "npy" || !a.out.empty(), "--out", "a file path for --format npy (binary, not for stdout)",
-        "nothing");
+  check(a.format != "npy" || !a.out.empty(), "--out",
+        "a file path for --format npy (binary, not for stdout)", "nothing");
   const std::vector<std::string> sentences = read_sentences(a.input);
   const BertEncoder encoder = load_encoder(a.model, dtype);
   Context ctx({.threads = resolve_threads(a.threads)});
 
   // 2. Embed (dynamic batching inside; rows come back in input order).
-  const Tensor embeddings = encoder.embed(
-      ctx, sentences,
-      {.batch_size = a.batch, .normalize = !a.no_normalize, .progress = progress_reporter("embed")});
+  const Tensor embeddings = encoder.embed(ctx, sentences,
+                                          {.batch_size = a.batch,
+                                           .normalize = !a.no_normalize,
+                                           .progress = progress_reporter("embed")});
 
   // 3. Write.
   if (a.format == "npy") {
@@ -64,7 +66,8 @@ void run_embed(const EmbedArgs& a) {
     if (a.format == "jsonl") {
       // Invalid UTF-8 in the input is written as U+FFFD, so every line is valid JSON.
       line += "{\"text\": ";
-      line += nlohmann::json(sentences[i]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      line += nlohmann::json(sentences[i])
+                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       line += ", \"embedding\": [";
       for (std::int64_t k = 0; k < d; ++k) {
         if (k) line += ", ";
@@ -95,12 +98,15 @@ void run_embed(const EmbedArgs& a) {
 
 void register_embed(CLI::App& app) {
   auto a = std::make_shared<EmbedArgs>();
-  CLI::App* cmd = app.add_subcommand("embed", "Sentence embeddings (all-MiniLM-L6-v2 by default), one per input line");
-  cmd->add_option("input", a->input, "Text file, one sentence per line, or - for stdin")->capture_default_str();
+  CLI::App* cmd = app.add_subcommand(
+      "embed", "Sentence embeddings (all-MiniLM-L6-v2 by default), one per input line");
+  cmd->add_option("input", a->input, "Text file, one sentence per line, or - for stdin")
+      ->capture_default_str();
   cmd->add_option("--model", a->model, model_option_help());
   cmd->add_option("--format", a->format, "jsonl, tsv or npy")->capture_default_str();
   cmd->add_option("--out", a->out, "Output file (required for npy; default stdout)");
-  cmd->add_option("--batch", a->batch, "Sentences per forward pass (batched by length)")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "Sentences per forward pass (batched by length)")
+      ->capture_default_str();
   cmd->add_option("--dtype", a->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_flag("--no-normalize", a->no_normalize, "Mean pooling without L2 normalisation");
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();

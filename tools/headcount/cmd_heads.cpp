@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -14,13 +14,13 @@
 #include <string>
 
 #include "commands.h"
-#include "report/compress_report.h"
 #include "encoder_cli.h"
-#include "io/atomic_file.h"
 #include "headcount/cost.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
+#include "io/atomic_file.h"
+#include "report/compress_report.h"
 #include "report/heads_report.h"
 
 namespace headcount::cli {
@@ -33,8 +33,10 @@ const std::string kDataDir =
 constexpr std::int64_t kMaxHeatmapTokens = 64;
 
 struct HeadsArgs {
-  std::string model, out, text = "It is a truth universally acknowledged, that a single man in possession of a good "
-                                 "fortune must be in want of a wife.";
+  std::string model, out,
+      text =
+          "It is a truth universally acknowledged, that a single man in possession of a good "
+          "fortune must be in want of a wife.";
   std::vector<std::string> corpus;
   std::string sts = kDataDir + "/stsb/sts-dev.tsv";
   std::string prune_sts = kDataDir + "/stsb/sts-test.tsv";
@@ -48,19 +50,23 @@ struct HeadsArgs {
 
 // The default corpus: the two plain-English files and the sentences of STS-B dev and test from
 // ../shared/data when it is there; on a clone without it, the repository's own public-domain text
-// (data/pride-and-prejudice.txt, the same sentences as the shared file), so the command runs anywhere.
+// (data/pride-and-prejudice.txt, the same sentences as the shared file), so the command runs
+// anywhere.
 std::vector<std::string> default_corpus() {
   const std::vector<std::string> shared = {kDataDir + "/corpus/pride-and-prejudice.sentences.txt",
-                                           kDataDir + "/corpus/wordnet-examples.txt", kDataDir + "/stsb/sts-dev.tsv",
+                                           kDataDir + "/corpus/wordnet-examples.txt",
+                                           kDataDir + "/stsb/sts-dev.tsv",
                                            kDataDir + "/stsb/sts-test.tsv"};
   for (const std::string& path : shared)
-    if (!std::filesystem::exists(path)) return {HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt"};
+    if (!std::filesystem::exists(path))
+      return {HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt"};
   return shared;
 }
 
 // Sentences of one file: STS files (.tsv) give both sides of each pair, others one per line.
 // Repeated sentences are kept once.
-void add_sentences(const std::string& path, std::vector<std::string>& out, std::set<std::string>& seen) {
+void add_sentences(const std::string& path, std::vector<std::string>& out,
+                   std::set<std::string>& seen) {
   auto add = [&](const std::string& s) {
     if (!s.empty() && seen.insert(s).second) out.push_back(s);
   };
@@ -95,12 +101,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 void run_heads(const HeadsArgs& a) {
   // 1. Options, the output file and the inputs, before any long computation.
-  check(!a.out.empty() || a.json, "--out", "a file for the HTML report (or --json for the numbers)", "neither");
+  check(!a.out.empty() || a.json, "--out", "a file for the HTML report (or --json for the numbers)",
+        "neither");
   check(a.batch >= 1, "--batch", ">= 1", a.batch);
   check(a.max_sentences >= 0, "--max-sentences", ">= 0 (0: all)", a.max_sentences);
   check(a.max_pairs >= 0, "--max-pairs", ">= 0 (0: all)", a.max_pairs);
-  check(a.stats_kernel == "streaming" || a.stats_kernel == "reference", "--stats-kernel", "streaming or reference",
-        a.stats_kernel);
+  check(a.stats_kernel == "streaming" || a.stats_kernel == "reference", "--stats-kernel",
+        "streaming or reference", a.stats_kernel);
   const Kernel stats_kernel = parse_kernel(a.stats_kernel);
   const DType dtype = parse_dtype_option(a.dtype);
   std::unique_ptr<PendingOutput> output;
@@ -122,7 +129,8 @@ void run_heads(const HeadsArgs& a) {
       report.prune_file = a.prune_sts;
     }
     pairs = read_sts(a.sts);
-    if (a.max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > a.max_pairs) pairs.resize(static_cast<std::size_t>(a.max_pairs));
+    if (a.max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > a.max_pairs)
+      pairs.resize(static_cast<std::size_t>(a.max_pairs));
     report.sts_file = a.sts;
   }
   if (!a.prune_curve.empty()) report.prune_curve = report::read_json_file(a.prune_curve);
@@ -130,40 +138,48 @@ void run_heads(const HeadsArgs& a) {
   report.model_dir = resolve_model_dir(a.model);
   const BertEncoder encoder = BertEncoder::load(report.model_dir, {.dtype = dtype});
   check(!a.text.empty(), "--text", "a sentence", "an empty string");
-  const std::int64_t text_tokens = static_cast<std::int64_t>(encoder.tokenizer().encode(a.text).size());
+  const std::int64_t text_tokens =
+      static_cast<std::int64_t>(encoder.tokenizer().encode(a.text).size());
   check(text_tokens <= kMaxHeatmapTokens, "--text",
-        concat("at most ", kMaxHeatmapTokens, " tokens with [CLS] and [SEP] (the heatmaps show n x n cells)"),
+        concat("at most ", kMaxHeatmapTokens,
+               " tokens with [CLS] and [SEP] (the heatmaps show n x n cells)"),
         concat(text_tokens, " tokens"));
   Context ctx({.threads = resolve_threads(a.threads)});
 
   // 2. Statistics and roles.
   auto start = std::chrono::steady_clock::now();
   report.analysis = analyze_heads(ctx, encoder, sentences,
-                                  {.batch_size = a.batch, .stats_kernel = stats_kernel, .progress = progress_reporter("heads")});
+                                  {.batch_size = a.batch,
+                                   .stats_kernel = stats_kernel,
+                                   .progress = progress_reporter("heads")});
   report.stats_seconds = seconds_since(start);
   report.stats_kernel = stats_kernel;
   std::fprintf(stderr, "heads: statistics of %lld sentences (%lld tokens) in %.1f s\n",
-               static_cast<long long>(report.analysis.sentences), static_cast<long long>(report.analysis.tokens),
-               report.stats_seconds);
+               static_cast<long long>(report.analysis.sentences),
+               static_cast<long long>(report.analysis.tokens), report.stats_seconds);
 
   // 3. Ablation: one STS evaluation per head.
   if (a.ablate) {
     start = std::chrono::steady_clock::now();
-    report.ablation = ablate_heads(ctx, encoder, pairs, {.batch_size = a.batch, .progress = [&](std::int64_t done, std::int64_t total) {
-      std::fprintf(stderr, "ablate: %lld/%lld STS evaluations (%.0f s)\n", static_cast<long long>(done),
-                   static_cast<long long>(total), seconds_since(start));
-    }});
+    report.ablation = ablate_heads(
+        ctx, encoder, pairs,
+        {.batch_size = a.batch, .progress = [&](std::int64_t done, std::int64_t total) {
+           std::fprintf(stderr, "ablate: %lld/%lld STS evaluations (%.0f s)\n",
+                        static_cast<long long>(done), static_cast<long long>(total),
+                        seconds_since(start));
+         }});
     report.ablation_seconds = seconds_since(start);
     if (!prune_pairs.empty()) {
       const std::int64_t total = encoder.config().layers * encoder.config().heads;
       std::vector<std::int64_t> counts;
       for (std::int64_t k : {0, 6, 12, 18, 24, 36, 48, 60})
         if (k <= total) counts.push_back(k);
-      report.pruning = prune_least_important(ctx, encoder, *report.ablation, prune_pairs, counts,
-                                             {.batch_size = a.batch, .progress = [&](std::int64_t done, std::int64_t all) {
-                                               std::fprintf(stderr, "prune: %lld/%lld STS evaluations\n",
-                                                            static_cast<long long>(done), static_cast<long long>(all));
-                                             }});
+      report.pruning = prune_least_important(
+          ctx, encoder, *report.ablation, prune_pairs, counts,
+          {.batch_size = a.batch, .progress = [&](std::int64_t done, std::int64_t all) {
+             std::fprintf(stderr, "prune: %lld/%lld STS evaluations\n",
+                          static_cast<long long>(done), static_cast<long long>(all));
+           }});
     }
   }
 
@@ -171,8 +187,10 @@ void run_heads(const HeadsArgs& a) {
   report.text = a.text;
   report.maps = attention_maps(ctx, encoder, a.text);
   const EncoderConfig& c = encoder.config();
-  report.cost_table = format_cost_table(estimate_cost(
-      {.d_model = c.hidden_size, .heads = c.heads, .seq_len = report.maps.n, .d_ff = c.intermediate_size}));
+  report.cost_table = format_cost_table(estimate_cost({.d_model = c.hidden_size,
+                                                       .heads = c.heads,
+                                                       .seq_len = report.maps.n,
+                                                       .d_ff = c.intermediate_size}));
   if (output) output->commit(report::render_heads_html(report));
   if (a.json) std::cout << report::heads_json(report).dump(2) << '\n';
   if (!a.out.empty()) std::fprintf(stderr, "heads: wrote %s\n", a.out.c_str());
@@ -182,34 +200,45 @@ void run_heads(const HeadsArgs& a) {
 
 void register_heads(CLI::App& app) {
   auto a = std::make_shared<HeadsArgs>();
-  CLI::App* cmd = app.add_subcommand("heads", "What each head does: statistics, roles, ablation, HTML report");
+  CLI::App* cmd =
+      app.add_subcommand("heads", "What each head does: statistics, roles, ablation, HTML report");
   cmd->add_option("--model", a->model, model_option_help());
-  cmd->add_option("--corpus", a->corpus,
-                  "Sentence file(s): one sentence per line, or an STS .tsv (both sides). Repeatable. Default: "
-                  "../shared/data/corpus/*.txt and STS-B dev + test, or data/pride-and-prejudice.txt "
-                  "where ../shared is absent");
-  cmd->add_option("--text", a->text, "The sentence whose attention maps are drawn (<= 64 tokens)")->capture_default_str();
+  cmd->add_option(
+      "--corpus", a->corpus,
+      "Sentence file(s): one sentence per line, or an STS .tsv (both sides). Repeatable. Default: "
+      "../shared/data/corpus/*.txt and STS-B dev + test, or data/pride-and-prejudice.txt "
+      "where ../shared is absent");
+  cmd->add_option("--text", a->text, "The sentence whose attention maps are drawn (<= 64 tokens)")
+      ->capture_default_str();
   cmd->add_flag("--ablate", a->ablate,
-                "Remove each head in turn and measure STS Spearman on --sts (1 + 72 evaluations, ~6 min for STS-B dev on 2 "
+                "Remove each head in turn and measure STS Spearman on --sts (1 + 72 evaluations, "
+                "~6 min for STS-B dev on 2 "
                 "cores), then prune the least "
                 "important heads together on --prune-sts (8 evaluations)");
   cmd->add_option("--sts", a->sts, "STS file for --ablate")->capture_default_str();
   cmd->add_option("--prune-sts", a->prune_sts,
-                  "With --ablate: STS file on which the least important heads are removed together (0, 6, ... 60 "
+                  "With --ablate: STS file on which the least important heads are removed together "
+                  "(0, 6, ... 60 "
                   "heads); held-out from --sts. Empty: skip")
       ->capture_default_str();
-  cmd->add_option("--max-pairs", a->max_pairs, "Use the first N pairs of each STS file (0: all)")->capture_default_str();
-  cmd->add_option("--max-sentences", a->max_sentences, "Use the first N corpus sentences (0: all)")->capture_default_str();
+  cmd->add_option("--max-pairs", a->max_pairs, "Use the first N pairs of each STS file (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--max-sentences", a->max_sentences, "Use the first N corpus sentences (0: all)")
+      ->capture_default_str();
   cmd->add_option("--out", a->out, "Write the HTML report here");
-  cmd->add_flag("--json", a->json, "Print the numbers as JSON: one object per head (layer, head, role, statistics)");
+  cmd->add_flag("--json", a->json,
+                "Print the numbers as JSON: one object per head (layer, head, role, statistics)");
   cmd->add_option("--stats-kernel", a->stats_kernel,
-                  "streaming (second pass over the lse, O(n) memory) or reference (reduce the n^2 probabilities)")
+                  "streaming (second pass over the lse, O(n) memory) or reference (reduce the n^2 "
+                  "probabilities)")
       ->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--prune-curve", a->prune_curve, "Draw a saved `headcount prune-curve --json-out` result in the report");
-  cmd->add_option("--convert-sweep", a->convert_sweep, "Draw a saved `headcount convert-sweep --json-out` result in the report");
+  cmd->add_option("--prune-curve", a->prune_curve,
+                  "Draw a saved `headcount prune-curve --json-out` result in the report");
+  cmd->add_option("--convert-sweep", a->convert_sweep,
+                  "Draw a saved `headcount convert-sweep --json-out` result in the report");
   cmd->callback([a] { run_heads(*a); });
 }
 

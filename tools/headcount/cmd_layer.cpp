@@ -40,12 +40,15 @@ void run_layer(const LayerArgs& a) {
   std::normal_distribution<float> normal;
   std::generate_n(x.data<float>(), x.numel(), [&] { return normal(rng); });
 
-  std::printf("layer: d_model %lld, heads %lld, kv_heads %lld, head_dim %lld, batch %lld, seq_len %lld%s, %d thread%s\n",
-              static_cast<long long>(config.d_model), static_cast<long long>(config.heads),
-              static_cast<long long>(config.kv_heads), static_cast<long long>(config.head_dim),
-              static_cast<long long>(a.batch), static_cast<long long>(a.seq_len),
-              a.causal ? " (causal)" : "", a.threads, a.threads == 1 ? "" : "s");
-  std::printf("%-10s %12s %14s %18s\n", "kernel", "median ms", "attention MACs", "scores held at once");
+  std::printf(
+      "layer: d_model %lld, heads %lld, kv_heads %lld, head_dim %lld, batch %lld, seq_len %lld%s, "
+      "%d thread%s\n",
+      static_cast<long long>(config.d_model), static_cast<long long>(config.heads),
+      static_cast<long long>(config.kv_heads), static_cast<long long>(config.head_dim),
+      static_cast<long long>(a.batch), static_cast<long long>(a.seq_len),
+      a.causal ? " (causal)" : "", a.threads, a.threads == 1 ? "" : "s");
+  std::printf("%-10s %12s %14s %18s\n", "kernel", "median ms", "attention MACs",
+              "scores held at once");
 
   Tensor outputs[2] = {Tensor(DType::f32, {a.batch, a.seq_len, a.d_model}),
                        Tensor(DType::f32, {a.batch, a.seq_len, a.d_model})};
@@ -60,9 +63,10 @@ void run_layer(const LayerArgs& a) {
       times.push_back(seconds_since(start));
     }
     std::sort(times.begin(), times.end());
-    std::printf("%-10s %12.2f %14lld %18lld\n", kernel_name(kernels[which]), times[times.size() / 2] * 1e3,
-                static_cast<long long>(stats.attention.score_macs + stats.attention.weighted_sum_macs),
-                static_cast<long long>(stats.attention.peak_score_entries));
+    std::printf(
+        "%-10s %12.2f %14lld %18lld\n", kernel_name(kernels[which]), times[times.size() / 2] * 1e3,
+        static_cast<long long>(stats.attention.score_macs + stats.attention.weighted_sum_macs),
+        static_cast<long long>(stats.attention.peak_score_entries));
   }
 
   double max_diff = 0.0, max_ref = 0.0;
@@ -77,7 +81,8 @@ void run_layer(const LayerArgs& a) {
 }  // namespace
 
 void register_layer(CLI::App& app) {
-  auto* cmd = app.add_subcommand("layer", "Time the multi-head attention layer on random input, reference vs streaming");
+  auto* cmd = app.add_subcommand(
+      "layer", "Time the multi-head attention layer on random input, reference vs streaming");
   auto args = std::make_shared<LayerArgs>();
   cmd->add_option("--d-model", args->d_model, "model width")->capture_default_str();
   cmd->add_option("--heads", args->heads, "query heads")->capture_default_str();
@@ -86,7 +91,8 @@ void register_layer(CLI::App& app) {
   cmd->add_option("--batch", args->batch, "batch size")->capture_default_str();
   cmd->add_flag("--causal", args->causal, "causal mask");
   cmd->add_option("--threads", args->threads, "worker threads")->capture_default_str();
-  cmd->add_option("--repeats", args->repeats, "timed runs per kernel (the median is printed)")->capture_default_str();
+  cmd->add_option("--repeats", args->repeats, "timed runs per kernel (the median is printed)")
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "random seed")->capture_default_str();
   cmd->callback([args] { run_layer(*args); });
 }

@@ -29,7 +29,8 @@ using detail::concat;
 using nlohmann::json;
 
 struct SpeedArgs {
-  std::string model, order_from, sentences = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt", json_out;
+  std::string model, order_from, sentences = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt",
+                                 json_out;
   std::vector<double> fractions = {0, 0.2, 0.4, 0.5, 0.6, 0.8};
   std::vector<std::int64_t> batches = {1, 4, 16, 32, 64};
   std::int64_t max_sentences = 256;
@@ -51,11 +52,14 @@ std::vector<std::size_t> removal_order(const SpeedArgs& a, const EncoderConfig& 
     }
     check(r.contains("ablation_order") && r["ablation_order"].is_array(), a.order_from,
           "a prune-curve result with \"ablation_order\"", "none");
-    for (const json& h : r["ablation_order"]) order.push_back(h.at("layer").get<std::size_t>() * static_cast<std::size_t>(c.heads) + h.at("head").get<std::size_t>());
+    for (const json& h : r["ablation_order"])
+      order.push_back(h.at("layer").get<std::size_t>() * static_cast<std::size_t>(c.heads) +
+                      h.at("head").get<std::size_t>());
     return order;
   }
   for (std::int64_t h = c.heads - 1; h >= 0; --h)
-    for (std::int64_t l = 0; l < c.layers; ++l) order.push_back(static_cast<std::size_t>(l * c.heads + h));
+    for (std::int64_t l = 0; l < c.layers; ++l)
+      order.push_back(static_cast<std::size_t>(l * c.heads + h));
   return order;
 }
 
@@ -64,8 +68,12 @@ std::int64_t model_macs(const EncoderConfig& c, const std::vector<std::int64_t>&
   std::int64_t macs = 0;
   for (std::int64_t l = 0; l < c.layers; ++l)
     for (std::int64_t n : lengths) {
-      const CostReport cost = estimate_cost({.d_model = c.hidden_size, .heads = c.layer_heads(l), .kv_heads = c.layer_kv_heads(l),
-                                             .head_dim = c.head_dim(), .seq_len = n, .d_ff = c.intermediate_size});
+      const CostReport cost = estimate_cost({.d_model = c.hidden_size,
+                                             .heads = c.layer_heads(l),
+                                             .kv_heads = c.layer_kv_heads(l),
+                                             .head_dim = c.head_dim(),
+                                             .seq_len = n,
+                                             .d_ff = c.intermediate_size});
       macs += cost.stages.back().macs;  // "layer"
     }
   return macs;
@@ -73,7 +81,8 @@ std::int64_t model_macs(const EncoderConfig& c, const std::vector<std::int64_t>&
 
 void run_speed(const SpeedArgs& a) {
   check(a.repeats >= 1, "--repeats", ">= 1", a.repeats);
-  check(!a.fractions.empty() && !a.batches.empty(), "--fractions / --batches", "at least one value each", "none");
+  check(!a.fractions.empty() && !a.batches.empty(), "--fractions / --batches",
+        "at least one value each", "none");
   for (std::int64_t b : a.batches) check(b >= 1, "--batches", "values >= 1", b);
   // An STS-B file (.tsv) gives both sentences of every pair, as `bench --suite encoder` embeds
   // them; anything else is one sentence per line.
@@ -85,7 +94,8 @@ void run_speed(const SpeedArgs& a) {
   } else {
     texts = read_sentences(a.sentences);
   }
-  if (a.max_sentences > 0 && static_cast<std::int64_t>(texts.size()) > a.max_sentences) texts.resize(static_cast<std::size_t>(a.max_sentences));
+  if (a.max_sentences > 0 && static_cast<std::int64_t>(texts.size()) > a.max_sentences)
+    texts.resize(static_cast<std::size_t>(a.max_sentences));
   const std::string model_dir = resolve_model_dir(a.model);
   const EncoderWeights weights = read_encoder_weights(model_dir);
   const EncoderConfig& c = weights.config;
@@ -107,18 +117,23 @@ void run_speed(const SpeedArgs& a) {
     const std::vector<float> mask = removal_mask(c, order, k);
     std::vector<std::vector<std::int64_t>> remove(static_cast<std::size_t>(c.layers));
     for (std::size_t h = 0; h < mask.size(); ++h)
-      if (mask[h] == 0.0f) remove[h / static_cast<std::size_t>(c.heads)].push_back(static_cast<std::int64_t>(h % static_cast<std::size_t>(c.heads)));
+      if (mask[h] == 0.0f)
+        remove[h / static_cast<std::size_t>(c.heads)].push_back(
+            static_cast<std::int64_t>(h % static_cast<std::size_t>(c.heads)));
     BertEncoder e = encoder_from_weights(prune_heads(weights, remove));
     if (lengths.empty())
-      for (const std::string& t : texts) lengths.push_back(static_cast<std::int64_t>(e.tokenizer().encode(t).size()));
+      for (const std::string& t : texts)
+        lengths.push_back(static_cast<std::int64_t>(e.tokenizer().encode(t).size()));
     const std::int64_t macs = model_macs(e.config(), lengths);
     variants.push_back({f, k, std::move(e), macs});
   }
   Context ctx({.threads = resolve_threads(a.threads)});
 
   json rows = json::array();
-  std::fprintf(stderr, "prune-speed: %zu sentences, %d threads, median of %d rounds\n", texts.size(), ctx.threads(), a.repeats);
-  std::fprintf(stderr, "%8s %7s %6s %12s %10s %12s %9s\n", "removed", "heads", "batch", "sentences/s", "x full", "GMAC/pass", "MAC ratio");
+  std::fprintf(stderr, "prune-speed: %zu sentences, %d threads, median of %d rounds\n",
+               texts.size(), ctx.threads(), a.repeats);
+  std::fprintf(stderr, "%8s %7s %6s %12s %10s %12s %9s\n", "removed", "heads", "batch",
+               "sentences/s", "x full", "GMAC/pass", "MAC ratio");
   for (std::int64_t batch : a.batches) {
     const EmbedOptions options{.batch_size = batch};
     for (const Variant& v : variants) v.encoder.embed(ctx, texts, options);  // warm-up
@@ -127,7 +142,8 @@ void run_speed(const SpeedArgs& a) {
       for (std::size_t i = 0; i < variants.size(); ++i) {
         const auto start = std::chrono::steady_clock::now();
         variants[i].encoder.embed(ctx, texts, options);
-        seconds[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        seconds[i].push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
     double full_rate = 0;
     for (std::size_t i = 0; i < variants.size(); ++i) {
@@ -137,16 +153,24 @@ void run_speed(const SpeedArgs& a) {
       if (i == 0) full_rate = rate;
       const Variant& v = variants[i];
       const double mac_ratio = static_cast<double>(variants[0].macs) / static_cast<double>(v.macs);
-      std::fprintf(stderr, "%7.0f%% %7lld %6lld %12.1f %9.3fx %12.3f %8.3fx\n", 100 * v.fraction, static_cast<long long>(total - v.removed),
-                   static_cast<long long>(batch), rate, rate / full_rate, static_cast<double>(v.macs) * 1e-9, mac_ratio);
-      rows.push_back({{"fraction", v.fraction}, {"heads_removed", v.removed}, {"batch", batch}, {"sentences_per_second", rate},
-                      {"speedup_vs_first", rate / full_rate}, {"macs_per_pass", v.macs}, {"mac_ratio_vs_first", mac_ratio},
+      std::fprintf(stderr, "%7.0f%% %7lld %6lld %12.1f %9.3fx %12.3f %8.3fx\n", 100 * v.fraction,
+                   static_cast<long long>(total - v.removed), static_cast<long long>(batch), rate,
+                   rate / full_rate, static_cast<double>(v.macs) * 1e-9, mac_ratio);
+      rows.push_back({{"fraction", v.fraction},
+                      {"heads_removed", v.removed},
+                      {"batch", batch},
+                      {"sentences_per_second", rate},
+                      {"speedup_vs_first", rate / full_rate},
+                      {"macs_per_pass", v.macs},
+                      {"mac_ratio_vs_first", mac_ratio},
                       {"seconds", seconds[i]}});
     }
   }
   if (!a.json_out.empty()) {
-    const json r = {{"command", "prune-speed"}, {"model", model_dir}, {"sentences", texts.size()}, {"sentences_file", a.sentences},
-                    {"threads", ctx.threads()}, {"repeats", a.repeats}, {"order_from", a.order_from}, {"rows", rows}};
+    const json r = {{"command", "prune-speed"},   {"model", model_dir},
+                    {"sentences", texts.size()},  {"sentences_file", a.sentences},
+                    {"threads", ctx.threads()},   {"repeats", a.repeats},
+                    {"order_from", a.order_from}, {"rows", rows}};
     io::write_file_atomically(a.json_out, r.dump(2) + "\n");
   }
 }
@@ -155,13 +179,22 @@ void run_speed(const SpeedArgs& a) {
 
 void register_prune_speed(CLI::App& app) {
   auto a = std::make_shared<SpeedArgs>();
-  CLI::App* cmd = app.add_subcommand("prune-speed", "Sentences/s of physically pruned models vs fraction removed and batch size");
+  CLI::App* cmd = app.add_subcommand(
+      "prune-speed", "Sentences/s of physically pruned models vs fraction removed and batch size");
   cmd->add_option("--model", a->model, model_option_help());
-  cmd->add_option("--order-from", a->order_from, "A prune-curve JSON whose ablation order says which heads go (default: round robin)");
-  cmd->add_option("--fractions", a->fractions, "Fractions of heads removed (the first is the baseline of the ratios)")->delimiter(',')->capture_default_str();
+  cmd->add_option(
+      "--order-from", a->order_from,
+      "A prune-curve JSON whose ablation order says which heads go (default: round robin)");
+  cmd->add_option("--fractions", a->fractions,
+                  "Fractions of heads removed (the first is the baseline of the ratios)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--batches", a->batches, "Batch sizes")->delimiter(',')->capture_default_str();
-  cmd->add_option("--sentences", a->sentences, "One sentence per line, or an STS-B .tsv file (both sentences of every pair)")->capture_default_str();
-  cmd->add_option("--max-sentences", a->max_sentences, "Use the first N sentences (0: all)")->capture_default_str();
+  cmd->add_option("--sentences", a->sentences,
+                  "One sentence per line, or an STS-B .tsv file (both sentences of every pair)")
+      ->capture_default_str();
+  cmd->add_option("--max-sentences", a->max_sentences, "Use the first N sentences (0: all)")
+      ->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "Timed rounds (median)")->capture_default_str();
   cmd->add_option("--json-out", a->json_out, "Write the rows as JSON here");
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();

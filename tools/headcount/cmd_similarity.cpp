@@ -20,7 +20,8 @@ void run_similarity(const SimilarityArgs& s) {
   const BertEncoder encoder = load_encoder(s.model);
   Context ctx({.threads = resolve_threads(s.threads)});
   const Tensor e = encoder.embed(ctx, {s.a, s.b});
-  const double cosine = cosine_similarity(e.data<const float>(), e.data<const float>() + encoder.dim(), encoder.dim());
+  const double cosine = cosine_similarity(e.data<const float>(),
+                                          e.data<const float>() + encoder.dim(), encoder.dim());
   if (s.json)
     std::printf("{\"cosine\": %.9g}\n", cosine);
   else
@@ -31,7 +32,8 @@ void run_similarity(const SimilarityArgs& s) {
 
 void register_similarity(CLI::App& app) {
   auto s = std::make_shared<SimilarityArgs>();
-  CLI::App* cmd = app.add_subcommand("similarity", "Cosine similarity of two sentences' embeddings");
+  CLI::App* cmd =
+      app.add_subcommand("similarity", "Cosine similarity of two sentences' embeddings");
   cmd->add_option("a", s->a, "First sentence")->required();
   cmd->add_option("b", s->b, "Second sentence")->required();
   cmd->add_option("--model", s->model, model_option_help());

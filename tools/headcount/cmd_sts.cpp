@@ -28,14 +28,17 @@ void run_sts(const StsArgs& a) {
   const std::string dir = resolve_model_dir(a.model);
   const BertEncoder encoder = BertEncoder::load(dir, {.dtype = dtype});
   Context ctx({.threads = resolve_threads(a.threads)});
-  const StsResult r = evaluate_sts(ctx, encoder, pairs, {.batch_size = a.batch, .progress = progress_reporter("sts")});
+  const StsResult r = evaluate_sts(ctx, encoder, pairs,
+                                   {.batch_size = a.batch, .progress = progress_reporter("sts")});
   check(std::isfinite(r.spearman) && std::isfinite(r.pearson), a.file,
-        "gold scores and similarities that vary (a correlation needs two distinct values)", "constant values");
+        "gold scores and similarities that vary (a correlation needs two distinct values)",
+        "constant values");
   if (a.json) {
     std::printf("{\"spearman\": %.4f, \"pearson\": %.4f, \"pairs\": %lld}\n", r.spearman, r.pearson,
                 static_cast<long long>(r.pairs));
   } else {
-    std::printf("sts: %s, %lld pairs, model %s\n", a.file.c_str(), static_cast<long long>(r.pairs), dir.c_str());
+    std::printf("sts: %s, %lld pairs, model %s\n", a.file.c_str(), static_cast<long long>(r.pairs),
+                dir.c_str());
     std::printf("  spearman x100  %8.2f\n  pearson  x100  %8.2f\n", r.spearman, r.pearson);
   }
 }
@@ -44,9 +47,11 @@ void run_sts(const StsArgs& a) {
 
 void register_sts(CLI::App& app) {
   auto a = std::make_shared<StsArgs>();
-  CLI::App* cmd = app.add_subcommand("sts", "STS-B evaluation: Spearman/Pearson of embedding cosine vs gold score");
+  CLI::App* cmd = app.add_subcommand(
+      "sts", "STS-B evaluation: Spearman/Pearson of embedding cosine vs gold score");
   cmd->add_option("file", a->file,
-                  "STS-B file: TAB-separated genre, file, year, id, score, sentence1, sentence2 (extra fields ignored)")
+                  "STS-B file: TAB-separated genre, file, year, id, score, sentence1, sentence2 "
+                  "(extra fields ignored)")
       ->required();
   cmd->add_option("--model", a->model, model_option_help());
   cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();

@@ -40,7 +40,8 @@ struct TrainArgs {
 
 train::TrainConfig read_config_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("--config", concat("expected a readable JSON file, got \"", path, "\" (cannot open)"));
+  if (!in)
+    fail("--config", concat("expected a readable JSON file, got \"", path, "\" (cannot open)"));
   std::ostringstream text;
   text << in.rdbuf();
   json j;
@@ -61,35 +62,41 @@ void dump_batches(const train::Trainer& trainer, const std::string& dir) {
   Tensor tokens(DType::f32, {c.steps, c.batch, T}), targets(DType::f32, {c.steps, c.batch, T});
   for (std::int64_t s = 0; s < c.steps; ++s) {
     const train::Batch b = trainer.task().train_batch(c.seed, s, c.batch);
-    HEADCOUNT_CHECK(b.seq_len == T && b.batch == c.batch, "task batch", concat("[", c.batch, ", ", T, "]"),
-                    concat("[", b.batch, ", ", b.seq_len, "]"));
+    HEADCOUNT_CHECK(b.seq_len == T && b.batch == c.batch, "task batch",
+                    concat("[", c.batch, ", ", T, "]"), concat("[", b.batch, ", ", b.seq_len, "]"));
     for (std::int64_t i = 0; i < c.batch * T; ++i) {
-      tokens.data<float>()[s * c.batch * T + i] = static_cast<float>(b.tokens[static_cast<std::size_t>(i)]);
-      targets.data<float>()[s * c.batch * T + i] = static_cast<float>(b.targets[static_cast<std::size_t>(i)]);
+      tokens.data<float>()[s * c.batch * T + i] =
+          static_cast<float>(b.tokens[static_cast<std::size_t>(i)]);
+      targets.data<float>()[s * c.batch * T + i] =
+          static_cast<float>(b.targets[static_cast<std::size_t>(i)]);
     }
   }
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  if (error) fail("--dump-batches", concat("expected a directory we can create, got \"", dir, "\" (", error.message(), ")"));
+  if (error)
+    fail("--dump-batches",
+         concat("expected a directory we can create, got \"", dir, "\" (", error.message(), ")"));
   write_npy(dir + "/tokens.npy", tokens.view());
   write_npy(dir + "/targets.npy", targets.view());
 }
 
 void run_train(const TrainArgs& a) {
   const int sources = !a.preset.empty() + !a.config.empty() + !a.resume.empty();
-  HEADCOUNT_CHECK(sources == 1, "--preset/--config/--resume", "exactly one of them", concat(sources, " given"));
+  HEADCOUNT_CHECK(sources == 1, "--preset/--config/--resume", "exactly one of them",
+                  concat(sources, " given"));
   HEADCOUNT_CHECK(a.threads >= 1 && a.threads <= 1024, "--threads", "in [1, 1024]", a.threads);
   HEADCOUNT_CHECK(a.steps == TrainArgs::kUnset || a.steps >= 0, "--steps", ">= 0", a.steps);
   HEADCOUNT_CHECK(a.seed == TrainArgs::kUnset || a.seed >= 0, "--seed", ">= 0", a.seed);
-  HEADCOUNT_CHECK(a.resume.empty() || a.seed == TrainArgs::kUnset, "--seed", "no seed with --resume (the checkpoint's run has one)",
-                  a.seed);
+  HEADCOUNT_CHECK(a.resume.empty() || a.seed == TrainArgs::kUnset, "--seed",
+                  "no seed with --resume (the checkpoint's run has one)", a.seed);
   Context ctx({.threads = a.threads});
   std::unique_ptr<train::Trainer> trainer;
   try {
     if (!a.resume.empty()) {
       trainer = train::Trainer::resume(ctx, a.resume, std::max<std::int64_t>(a.steps, 0));
     } else {
-      train::TrainConfig config = a.preset.empty() ? read_config_file(a.config) : train::preset_config(a.preset);
+      train::TrainConfig config =
+          a.preset.empty() ? read_config_file(a.config) : train::preset_config(a.preset);
       if (a.steps >= 0) config.steps = a.steps;
       if (a.seed >= 0) config.seed = static_cast<std::uint64_t>(a.seed);
       if (a.quiet) config.log_every = 0;
@@ -97,74 +104,102 @@ void run_train(const TrainArgs& a) {
     }
   } catch (const json::exception& e) {
     // A checkpoint whose state lacks a field: the file is not one of ours.
-    fail(a.resume.empty() ? "--config" : "--resume", concat("expected a headcount training state, got ", e.what()));
+    fail(a.resume.empty() ? "--config" : "--resume",
+         concat("expected a headcount training state, got ", e.what()));
   }
   if (!a.dump_batches.empty()) dump_batches(*trainer, a.dump_batches);
   const train::TrainConfig& c = trainer->config();
   if (!a.quiet)
-    std::fprintf(stderr, "train: %s, %lld parameters, %lld layers x %lld heads (kv %lld, head_dim %lld), d_model %lld, "
-                 "batch %lld x %lld tokens, steps %lld -> %lld, %d thread%s\n",
-                 trainer->task().name().c_str(), static_cast<long long>(trainer->model().parameter_count()),
-                 static_cast<long long>(c.model.layers), static_cast<long long>(c.model.heads),
-                 static_cast<long long>(c.model.kv_heads), static_cast<long long>(c.model.head_dim),
-                 static_cast<long long>(c.model.d_model), static_cast<long long>(c.batch),
-                 static_cast<long long>(trainer->task().seq_len()), static_cast<long long>(trainer->step()),
-                 static_cast<long long>(c.steps), a.threads, a.threads == 1 ? "" : "s");
+    std::fprintf(
+        stderr,
+        "train: %s, %lld parameters, %lld layers x %lld heads (kv %lld, head_dim %lld), d_model "
+        "%lld, "
+        "batch %lld x %lld tokens, steps %lld -> %lld, %d thread%s\n",
+        trainer->task().name().c_str(), static_cast<long long>(trainer->model().parameter_count()),
+        static_cast<long long>(c.model.layers), static_cast<long long>(c.model.heads),
+        static_cast<long long>(c.model.kv_heads), static_cast<long long>(c.model.head_dim),
+        static_cast<long long>(c.model.d_model), static_cast<long long>(c.batch),
+        static_cast<long long>(trainer->task().seq_len()), static_cast<long long>(trainer->step()),
+        static_cast<long long>(c.steps), a.threads, a.threads == 1 ? "" : "s");
   const std::int64_t first = trainer->step();
   const auto start = std::chrono::steady_clock::now();
   trainer->run(a.out);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::int64_t steps_run = trainer->step() - first;
-  const double tokens_per_s = steps_run > 0 && seconds > 0
-                                  ? static_cast<double>(steps_run * trainer->tokens_per_step()) / seconds : 0.0;
+  const double tokens_per_s =
+      steps_run > 0 && seconds > 0
+          ? static_cast<double>(steps_run * trainer->tokens_per_step()) / seconds
+          : 0.0;
   const train::TaskMetrics& v = trainer->validation().back().metrics;
   if (a.json) {
     json out = trainer->state();
-    out["final"] = {{"step", trainer->step()},
-                    {"train_loss", trainer->losses().empty() ? json(nullptr) : json(trainer->losses().back())},
-                    {"validation_loss", v.loss}, {"validation_accuracy", v.accuracy},
-                    {"validation_sequence_accuracy", v.sequence_accuracy}};
-    out["timing"] = {{"seconds", seconds}, {"steps", steps_run}, {"tokens_per_s", tokens_per_s}, {"threads", a.threads}};
-    if (!a.out.empty()) out["checkpoint"] = train::checkpoint_tensors_path(a.out, train::kCheckpointStem);
+    out["final"] = {
+        {"step", trainer->step()},
+        {"train_loss", trainer->losses().empty() ? json(nullptr) : json(trainer->losses().back())},
+        {"validation_loss", v.loss},
+        {"validation_accuracy", v.accuracy},
+        {"validation_sequence_accuracy", v.sequence_accuracy}};
+    out["timing"] = {{"seconds", seconds},
+                     {"steps", steps_run},
+                     {"tokens_per_s", tokens_per_s},
+                     {"threads", a.threads}};
+    if (!a.out.empty())
+      out["checkpoint"] = train::checkpoint_tensors_path(a.out, train::kCheckpointStem);
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("step %lld: train loss %s, validation loss %.4f, accuracy %.4f, sequence accuracy %.4f\n",
-              static_cast<long long>(trainer->step()),
-              trainer->losses().empty() ? "-" : concat(trainer->losses().back()).c_str(), v.loss, v.accuracy,
-              v.sequence_accuracy);
-  std::printf("%lld steps in %.1f s (%.0f tokens/s, %d thread%s)\n", static_cast<long long>(steps_run), seconds,
-              tokens_per_s, a.threads, a.threads == 1 ? "" : "s");
-  if (!a.out.empty()) std::printf("checkpoint: %s\n", train::checkpoint_tensors_path(a.out, train::kCheckpointStem).c_str());
+  std::printf(
+      "step %lld: train loss %s, validation loss %.4f, accuracy %.4f, sequence accuracy %.4f\n",
+      static_cast<long long>(trainer->step()),
+      trainer->losses().empty() ? "-" : concat(trainer->losses().back()).c_str(), v.loss,
+      v.accuracy, v.sequence_accuracy);
+  std::printf("%lld steps in %.1f s (%.0f tokens/s, %d thread%s)\n",
+              static_cast<long long>(steps_run), seconds, tokens_per_s, a.threads,
+              a.threads == 1 ? "" : "s");
+  if (!a.out.empty())
+    std::printf("checkpoint: %s\n",
+                train::checkpoint_tensors_path(a.out, train::kCheckpointStem).c_str());
 }
 
 std::string presets_help() {
   std::string text = "presets:";
-  for (const train::PresetInfo& p : train::presets()) text += "\n  " + p.name + ": " + p.description;
+  for (const train::PresetInfo& p : train::presets())
+    text += "\n  " + p.name + ": " + p.description;
   return text;
 }
 
 }  // namespace
 
 void register_train(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "Train a small transformer on a task (char LM, copy, recall, ...) on the CPU");
+  auto* cmd = app.add_subcommand(
+      "train", "Train a small transformer on a task (char LM, copy, recall, ...) on the CPU");
   auto args = std::make_shared<TrainArgs>();
   cmd->add_option("--preset", args->preset, "a named run (see below)");
-  cmd->add_option("--config", args->config,
-                  "a JSON run: {\"task\": {\"name\": copy|char-lm|assoc-recall|multi-relation, task fields...}, "
-                  "\"model\": {vocab, context (0: the task's), layers, d_model, heads, kv_heads, head_dim, d_ff, "
-                  "scale, norm: pre|post, causal, attention_only, init_std}, \"optim\": {lr, min_lr, warmup_steps, "
-                  "decay_steps, beta1, beta2, eps, weight_decay, grad_clip}, \"train\": {steps, batch, seed, "
-                  "eval_every, eval_batches, checkpoint_every, log_every, kernel: streaming|reference}}; "
-                  "every object but task is optional");
-  cmd->add_option("--resume", args->resume, "continue the run checkpointed in DIR (its config; bitwise as if never stopped)");
-  cmd->add_option("--steps", args->steps, "total steps of the run (0: write the initial checkpoint and evaluate)");
+  cmd->add_option(
+      "--config", args->config,
+      "a JSON run: {\"task\": {\"name\": copy|char-lm|assoc-recall|multi-relation, task "
+      "fields...}, "
+      "\"model\": {vocab, context (0: the task's), layers, d_model, heads, kv_heads, head_dim, "
+      "d_ff, "
+      "scale, norm: pre|post, causal, attention_only, init_std}, \"optim\": {lr, min_lr, "
+      "warmup_steps, "
+      "decay_steps, beta1, beta2, eps, weight_decay, grad_clip}, \"train\": {steps, batch, seed, "
+      "eval_every, eval_batches, checkpoint_every, log_every, kernel: streaming|reference}}; "
+      "every object but task is optional");
+  cmd->add_option("--resume", args->resume,
+                  "continue the run checkpointed in DIR (its config; bitwise as if never stopped)");
+  cmd->add_option("--steps", args->steps,
+                  "total steps of the run (0: write the initial checkpoint and evaluate)");
   cmd->add_option("--seed", args->seed, "seed of the initial weights and of the data order");
   cmd->add_option("--threads", args->threads, "worker threads")->capture_default_str();
-  cmd->add_option("--out", args->out, "directory for checkpoints (checkpoint.safetensors + checkpoint.json)");
+  cmd->add_option("--out", args->out,
+                  "directory for checkpoints (checkpoint.safetensors + checkpoint.json)");
   cmd->add_option("--dump-batches", args->dump_batches,
-                  "also write DIR/tokens.npy and DIR/targets.npy, float32 [steps, batch, seq_len] (-1: ignored)");
-  cmd->add_flag("--json", args->json, "print the run's JSON (config, curve, validation, final metrics, timing)");
+                  "also write DIR/tokens.npy and DIR/targets.npy, float32 [steps, batch, seq_len] "
+                  "(-1: ignored)");
+  cmd->add_flag("--json", args->json,
+                "print the run's JSON (config, curve, validation, final metrics, timing)");
   cmd->add_flag("--quiet", args->quiet, "no progress on stderr");
   cmd->footer(presets_help());
   cmd->callback([args] { run_train(*args); });

@@ -17,8 +17,10 @@ namespace headcount::cli {
 using detail::concat;
 
 std::string model_option_help() {
-  return concat("Model directory (model.safetensors, config.json, vocab.txt). Default: $HEADCOUNT_MODEL if set, else ",
-                default_model_dir(), " (filled by scripts/setup.sh)");
+  return concat(
+      "Model directory (model.safetensors, config.json, vocab.txt). Default: $HEADCOUNT_MODEL if "
+      "set, else ",
+      default_model_dir(), " (filled by scripts/setup.sh)");
 }
 
 std::string resolve_model_dir(const std::string& flag) {
@@ -44,16 +46,19 @@ std::string resolve_model_dir(const std::string& flag) {
 BertEncoder load_encoder(const std::string& flag, DType dtype) {
   // Without vdpbf16ps the bf16 projections run on fp32 multiply-adds over widened values (at
   // batch 32 the weights are widened once per call, at batch 1 pair by pair), so they are no
-  // faster than fp32 (0.95-1.02x at batch 32 on an Intel host without AVX512_BF16, docs/performance.md).
-  // The user asked for speed; say where it is not.
+  // faster than fp32 (0.95-1.02x at batch 32 on an Intel host without AVX512_BF16,
+  // docs/performance.md). The user asked for speed; say where it is not.
   if (dtype == DType::bf16 && !isa_supported(Isa::avx512_bf16))
-    std::cerr << "headcount: note: this CPU (or HEADCOUNT_ISA) has no AVX512_BF16, so --dtype bf16 widens its "
-                 "weights to fp32 and runs no faster than fp32 here; its results are still bf16's\n";
+    std::cerr
+        << "headcount: note: this CPU (or HEADCOUNT_ISA) has no AVX512_BF16, so --dtype bf16 "
+           "widens its "
+           "weights to fp32 and runs no faster than fp32 here; its results are still bf16's\n";
   return BertEncoder::load(resolve_model_dir(flag), {.dtype = dtype});
 }
 
 DType parse_dtype_option(const std::string& value) {
-  check(value == "fp32" || value == "bf16" || value == "int8", "--dtype", "fp32, bf16 or int8", value);
+  check(value == "fp32" || value == "bf16" || value == "int8", "--dtype", "fp32, bf16 or int8",
+        value);
   return parse_encoder_dtype(value);
 }
 
@@ -77,7 +82,8 @@ std::vector<std::string> read_sentences(const std::string& path) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     lines.push_back(line);
   }
-  check(!lines.empty(), path == "-" ? std::string("stdin") : path, "at least one line of text", "an empty input");
+  check(!lines.empty(), path == "-" ? std::string("stdin") : path, "at least one line of text",
+        "an empty input");
   return lines;
 }
 

@@ -22,7 +22,8 @@ std::string resolve_model_dir(const std::string& flag);
 // Loads the encoder from resolve_model_dir(flag), its projections in `dtype`.
 BertEncoder load_encoder(const std::string& flag, DType dtype = DType::f32);
 
-// --dtype: "fp32", "bf16" or "int8"; anything else: Error("--dtype: expected fp32, bf16 or int8, got ...").
+// --dtype: "fp32", "bf16" or "int8"; anything else: Error("--dtype: expected fp32, bf16 or int8,
+// got ...").
 DType parse_dtype_option(const std::string& value);
 
 // Help text of --dtype, the same for every encoder command.

@@ -12,13 +12,16 @@ namespace headcount::cli {
 
 // ../shared/data/stsb/<name> beside the source tree (present on the development machine only).
 inline std::string default_sts_file(const std::string& name) {
-  return std::filesystem::path(HEADCOUNT_SOURCE_DIR "/../shared/data/stsb/" + name).lexically_normal().string();
+  return std::filesystem::path(HEADCOUNT_SOURCE_DIR "/../shared/data/stsb/" + name)
+      .lexically_normal()
+      .string();
 }
 
 // Heads removed at 0, 10, ..., 90% of `total`: round(f * total).
 inline std::vector<std::int64_t> curve_counts(std::int64_t total) {
   std::vector<std::int64_t> counts;
-  for (int tenth = 0; tenth <= 9; ++tenth) counts.push_back(std::llround(tenth * static_cast<double>(total) / 10.0));
+  for (int tenth = 0; tenth <= 9; ++tenth)
+    counts.push_back(std::llround(tenth * static_cast<double>(total) / 10.0));
   return counts;
 }
 

@@ -12,11 +12,12 @@
 //
 // Weights are [in, out] (x · W), the transpose of PyTorch's nn.Linear, named:
 //   tok_emb [vocab, d_model], pos_emb [context, d_model],
-//   blocks.{i}.ln1.weight/bias [d_model], blocks.{i}.attn.w_qkv [d_model, (heads + 2 kv_heads) head_dim]
-//   (Q columns, then K, then V), blocks.{i}.attn.b_qkv, blocks.{i}.attn.w_o [heads head_dim, d_model],
-//   blocks.{i}.attn.b_o, blocks.{i}.ln2.weight/bias, blocks.{i}.ffn.w_up [d_model, d_ff],
-//   blocks.{i}.ffn.b_up, blocks.{i}.ffn.w_down [d_ff, d_model], blocks.{i}.ffn.b_down,
-//   ln_f.weight/bias (pre-LN only), head.weight [d_model, vocab], head.bias [vocab].
+//   blocks.{i}.ln1.weight/bias [d_model], blocks.{i}.attn.w_qkv [d_model, (heads + 2 kv_heads)
+//   head_dim] (Q columns, then K, then V), blocks.{i}.attn.b_qkv, blocks.{i}.attn.w_o [heads
+//   head_dim, d_model], blocks.{i}.attn.b_o, blocks.{i}.ln2.weight/bias, blocks.{i}.ffn.w_up
+//   [d_model, d_ff], blocks.{i}.ffn.b_up, blocks.{i}.ffn.w_down [d_ff, d_model],
+//   blocks.{i}.ffn.b_down, ln_f.weight/bias (pre-LN only), head.weight [d_model, vocab], head.bias
+//   [vocab].
 #pragma once
 
 #include <cstdint>
@@ -41,15 +42,15 @@ struct ModelConfig {
   std::int64_t layers = 1;
   std::int64_t d_model = 0;
   std::int64_t heads = 1;
-  std::int64_t kv_heads = 0;  // 0: = heads
-  std::int64_t head_dim = 0;  // 0: = d_model / heads (must divide)
-  std::int64_t d_ff = 0;      // 0: = 4 d_model
-  std::optional<float> scale; // default 1/sqrt(head_dim)
+  std::int64_t kv_heads = 0;   // 0: = heads
+  std::int64_t head_dim = 0;   // 0: = d_model / heads (must divide)
+  std::int64_t d_ff = 0;       // 0: = 4 d_model
+  std::optional<float> scale;  // default 1/sqrt(head_dim)
   NormPlacement norm = NormPlacement::pre;
-  bool causal = true;         // decoder (true) or bidirectional encoder (false)
+  bool causal = true;           // decoder (true) or bidirectional encoder (false)
   bool attention_only = false;  // no FFN sub-blocks (attention-only transformer)
-  float init_std = 0.02f;     // normal init of weights; biases zero, LayerNorm weight one
-  float ln_eps = 1e-5f;       // every LayerNorm's eps (PyTorch's default; BERT uses 1e-12)
+  float init_std = 0.02f;       // normal init of weights; biases zero, LayerNorm weight one
+  float ln_eps = 1e-5f;         // every LayerNorm's eps (PyTorch's default; BERT uses 1e-12)
   // Per-layer head counts, for a model whose heads were pruned unevenly (the inference side's
   // pruned encoders): empty = `heads` and `kv_heads` in every layer. layer_kv_heads empty with
   // layer_heads set means one K/V head per query head in every layer. head_dim is the same in
@@ -74,7 +75,8 @@ struct Parameter {
   std::string name;
   Tensor value;  // f32
   Tensor grad;   // f32, same shape
-  bool decay = true;  // AdamW weight decay applies (false for biases, LayerNorm, embeddings' choice)
+  bool decay =
+      true;  // AdamW weight decay applies (false for biases, LayerNorm, embeddings' choice)
 };
 
 struct ForwardOptions {
@@ -118,7 +120,8 @@ class Model {
   std::int64_t parameter_count() const;
 
   // Loss and logits [B, T, vocab] (logits may be null); no gradients.
-  double forward(Context& ctx, const Batch& batch, float* logits, const ForwardOptions& options = {});
+  double forward(Context& ctx, const Batch& batch, float* logits,
+                 const ForwardOptions& options = {});
   // Forward + backward: overwrites every Parameter::grad with dL/dparam for this batch.
   // The backward uses options.kernel's attention_backward.
   StepResult forward_backward(Context& ctx, const Batch& batch, const ForwardOptions& options = {});
@@ -126,12 +129,13 @@ class Model {
   // embedding LayerNorm output, computed outside): x_in [batch, seq_len, d_model] -> hidden, the
   // last block's output [batch, seq_len, d_model] (before ln_f and the head). Keeps what
   // backward_hidden needs; options.keep_probs is refused (the reference kernel is not needed).
-  void forward_hidden(Context& ctx, std::int64_t batch, std::int64_t seq_len, const float* x_in, float* hidden,
-                      const ForwardOptions& options = {});
+  void forward_hidden(Context& ctx, std::int64_t batch, std::int64_t seq_len, const float* x_in,
+                      float* hidden, const ForwardOptions& options = {});
   // After forward_hidden, from d_hidden = dL/d(hidden) [batch, seq_len, d_model]: overwrites
   // every block Parameter::grad (tok_emb, pos_emb, ln_f and head grads are set to zero: they
   // took no part), writes dL/dx_in to d_x_in when not null, and returns dL/d gate [layers][heads].
-  std::vector<std::vector<double>> backward_hidden(Context& ctx, const float* d_hidden, float* d_x_in = nullptr);
+  std::vector<std::vector<double>> backward_hidden(Context& ctx, const float* d_hidden,
+                                                   float* d_x_in = nullptr);
   // After forward(..., keep_probs): layer l's probabilities [B, heads, T, T].
   const Tensor& probs(std::int64_t layer) const;
 

@@ -30,11 +30,11 @@ struct OptimConfig {
   double lr = 1e-3;
   double min_lr = 1e-4;
   std::int64_t warmup_steps = 100;
-  std::int64_t decay_steps = 0;   // 0: the run's step count
+  std::int64_t decay_steps = 0;  // 0: the run's step count
   double beta1 = 0.9, beta2 = 0.99;
   double eps = 1e-8;
   double weight_decay = 0.1;
-  double grad_clip = 1.0;         // 0: no clipping
+  double grad_clip = 1.0;  // 0: no clipping
 };
 
 // Validates (every field named in its error); fills decay_steps from `steps` when 0.

@@ -23,8 +23,8 @@ struct Batch {
 
 // What a task reports on a set of predictions.
 struct TaskMetrics {
-  double loss = 0;      // mean cross-entropy over scored positions (nats)
-  double accuracy = 0;  // fraction of scored positions whose argmax is the target
+  double loss = 0;               // mean cross-entropy over scored positions (nats)
+  double accuracy = 0;           // fraction of scored positions whose argmax is the target
   double sequence_accuracy = 0;  // fraction of sequences with every scored position right
   std::int64_t scored = 0;       // scored positions
 };

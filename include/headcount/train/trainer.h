@@ -30,7 +30,7 @@ namespace headcount::train {
 
 struct TrainConfig {
   nlohmann::json task = nlohmann::json::object();  // make_task's config, e.g. {"name": "copy"}
-  ModelConfig model;    // vocab and context 0: taken from the task; causal must suit the task
+  ModelConfig model;  // vocab and context 0: taken from the task; causal must suit the task
   OptimConfig optim;
   std::int64_t steps = 1000;
   std::int64_t batch = 12;
@@ -44,8 +44,8 @@ struct TrainConfig {
 };
 
 // {"model": {...}, "task": {...}, "optim": {...}, "train": {"steps", "batch", "seed",
-// "eval_every", "eval_batches", "checkpoint_every", "log_every", "kernel", "preset"}}; every object and
-// field optional except "task". Unknown fields are errors (named).
+// "eval_every", "eval_batches", "checkpoint_every", "log_every", "kernel", "preset"}}; every object
+// and field optional except "task". Unknown fields are errors (named).
 TrainConfig train_config_from_json(const nlohmann::json& json);
 nlohmann::json to_json(const TrainConfig& config);
 
@@ -60,15 +60,18 @@ class Trainer {
   Trainer(Context& ctx, const TrainConfig& config);
   // Continues from dir/checkpoint.safetensors (the config stored there; `steps` may raise the
   // run's length). Throws Error on a checkpoint of another model or task.
-  static std::unique_ptr<Trainer> resume(Context& ctx, const std::string& dir, std::int64_t steps = 0);
+  static std::unique_ptr<Trainer> resume(Context& ctx, const std::string& dir,
+                                         std::int64_t steps = 0);
 
   const TrainConfig& config() const { return config_; }
   const Task& task() const { return *task_; }
   Model& model() { return model_; }
   AdamW& optimizer() { return adam_; }
   std::int64_t step() const { return step_; }
-  const std::vector<double>& losses() const { return losses_; }          // per step
-  const std::vector<double>& grad_norms() const { return grad_norms_; }  // per step, before clipping
+  const std::vector<double>& losses() const { return losses_; }  // per step
+  const std::vector<double>& grad_norms() const {
+    return grad_norms_;
+  }  // per step, before clipping
   const std::vector<ValidationPoint>& validation() const { return validation_; }
 
   // One training step (see the file comment); returns its loss.
@@ -107,8 +110,9 @@ class Trainer {
 // Mean metrics of `model` over the first `count` validation batches of `task` (0: all of them),
 // weighted by scored positions (by sequences for sequence_accuracy). `logits` (optional) is a
 // buffer reused across calls.
-TaskMetrics evaluate_model(Context& ctx, Model& model, const Task& task, std::int64_t batch, std::int64_t count,
-                           Kernel kernel = Kernel::streaming, std::vector<float>* logits = nullptr);
+TaskMetrics evaluate_model(Context& ctx, Model& model, const Task& task, std::int64_t batch,
+                           std::int64_t count, Kernel kernel = Kernel::streaming,
+                           std::vector<float>* logits = nullptr);
 
 // The stem of the checkpoint files in an output directory.
 inline constexpr const char* kCheckpointStem = "checkpoint";

@@ -48,15 +48,17 @@ std::vector<char32_t> decode_utf8(const std::string& bytes, const std::string& p
       fail(ConfigReader::key("path"), concat(path, ": expected UTF-8 text, got byte 0x", std::hex,
                                              int{b0}, std::dec, " at offset ", i));
     HEADCOUNT_CHECK(i + static_cast<std::size_t>(extra) < bytes.size(), ConfigReader::key("path"),
-          concat(path, ": UTF-8 text"), concat("a truncated character at offset ", i));
+                    concat(path, ": UTF-8 text"), concat("a truncated character at offset ", i));
     for (int k = 1; k <= extra; ++k) {
       const auto b = static_cast<unsigned char>(bytes[i + static_cast<std::size_t>(k)]);
-      HEADCOUNT_CHECK((b & 0xc0) == 0x80, ConfigReader::key("path"), concat(path, ": UTF-8 text"),
-            concat("a bad continuation byte at offset ", i + static_cast<std::size_t>(k)));
+      HEADCOUNT_CHECK(
+          (b & 0xc0) == 0x80, ConfigReader::key("path"), concat(path, ": UTF-8 text"),
+          concat("a bad continuation byte at offset ", i + static_cast<std::size_t>(k)));
       c = (c << 6) | (b & 0x3f);
     }
-    HEADCOUNT_CHECK(c >= min && c <= 0x10ffff && (c < 0xd800 || c > 0xdfff), ConfigReader::key("path"),
-          concat(path, ": UTF-8 text"), concat("an invalid code point at offset ", i));
+    HEADCOUNT_CHECK(c >= min && c <= 0x10ffff && (c < 0xd800 || c > 0xdfff),
+                    ConfigReader::key("path"), concat(path, ": UTF-8 text"),
+                    concat("an invalid code point at offset ", i));
     out.push_back(c);
     i += 1 + static_cast<std::size_t>(extra);
   }

@@ -37,8 +37,8 @@ class RetrievalTask final : public SyntheticTask {
     const bool kv = mode_ == "key-value";
     keys_ = kv ? read.integer("keys", 8, 1, kMaxClasses) : 1;
     offsets_ = read.integers("offsets",
-                             kv ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{1, 4},
-                             1, 1 << 16, kv ? 1 : 2, kv ? 1 : 3);
+                             kv ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{1, 4}, 1,
+                             1 << 16, kv ? 1 : 2, kv ? 1 : 3);
     std::vector<std::int64_t> sorted = offsets_;
     std::sort(sorted.begin(), sorted.end());
     check(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
@@ -72,7 +72,8 @@ class RetrievalTask final : public SyntheticTask {
     if (mode_ == "key-value") {
       d["keys"] = keys_;
       d["rule"] =
-          "x = key * p + value; y_t = value(x[j]) * p + value(x[t - offsets[0]]) for the last j < t "
+          "x = key * p + value; y_t = value(x[j]) * p + value(x[t - offsets[0]]) for the last j < "
+          "t "
           "with key(x[j]) = key(x[t]), scored where such j exists and t >= offsets[0]";
     } else {
       d["rule"] = concat(
