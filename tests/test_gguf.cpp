@@ -432,6 +432,9 @@ TEST_F(GgufFileTest, BadTensorInfos) {
       .pad()
       .raw(std::string(64, '\0').data(), 64);
   expect_bad(overlap, {"tensor 'b' bytes [32, 64) overlap tensor 'a' bytes [0, 64)"});
+  GgufBuilder past_end;  // a zero-byte tensor, the file ending before the padding
+  past_end.header(1, 0).tensor("e", {0}, 0, 0);
+  expect_bad(past_end, {"data region", "to start inside the file of 57 bytes", "byte 64"});
   GgufBuilder twice;
   twice.header(2, 0)
       .tensor("a", {8}, 0, 0)

@@ -351,6 +351,12 @@ GgufFile GgufFile::open(const std::string& path) {
   // 5. The data region starts at the next multiple of the alignment; each tensor's bytes lie
   //    inside it, start aligned, and overlap no other tensor's.
   file.data_offset_ = align_up(in.position(), file.alignment_);
+  // With no tensors nothing is read from there, so a file may end before the padding; with
+  // tensors, even zero-byte ones, the region must start inside the file.
+  check(file.tensors_.empty() || file.data_offset_ <= size, path + ": data region",
+        concat("to start inside the file of ", size, " bytes"),
+        concat("byte ", file.data_offset_, " (tensor infos end at ", in.position(), ", aligned to ",
+               file.alignment_, ")"));
   const std::uint64_t data_size = file.data_offset_ <= size ? size - file.data_offset_ : 0;
   for (GgufTensorInfo& t : file.tensors_) {
     const GgmlTypeTraits traits = ggml_type_traits(t.type);
