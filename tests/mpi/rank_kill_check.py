@@ -54,7 +54,9 @@ def rank_of(pid):
 
 with tempfile.TemporaryDirectory() as tmp:
     rng = np.random.default_rng(1)
-    n, heads, dim = 16384, 4, 64
+    # Long enough that the kill lands inside the ring on a fast idle host (16384 took 1.2 s there,
+    # and the kill 1.5 s in came after it), short enough for a loaded 2-core CI host.
+    n, heads, dim = 32768, 4, 64
     paths = []
     for name in ("q", "k", "v"):
         paths.append(os.path.join(tmp, name + ".npy"))
