@@ -4,7 +4,7 @@
 # using the venv scripts/setup.sh makes (.venv: Debian's python3 with numpy and pytest, plus
 # nanobind). Usage: scripts/check_python.sh [build-dir] [pytest args...]
 # The PyTorch comparisons run when torch imports; with the peers' environment (PyTorch):
-#   HEADCOUNT_PYTHON=/work/main/bench/peers/.venv/bin/python scripts/check_python.sh build
+#   HEADCOUNT_PYTHON=bench/peers/.venv/bin/python scripts/check_python.sh build
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}

@@ -20,7 +20,7 @@ PyTorch computes them head-major and the script transposes before saving. Masks:
 
 The scale is always passed explicitly, rounded to fp32 (as headcount's is).
 Deterministic (fixed seeds; inputs drawn in float64 and rounded to float32).
-Run: /work/main/bench/peers/.venv/bin/python scripts/make_golden_backward.py
+Run: bench/peers/.venv/bin/python scripts/make_golden_backward.py
 """
 
 import json

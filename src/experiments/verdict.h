@@ -1,4 +1,4 @@
-// The rules of evidence of issue 11 (docs: /work/notes/experiments-rules.md, fixed before any
+// The rules of evidence of issue 11 (written in the session notes of that issue, not kept in the repository; fixed before any
 // run): per-cell statistics over seeds, when a difference between two cells counts, and the
 // three verdicts. Every experiment's verdicts are computed here from the numbers, so the JSON
 // and the page only ever show what these functions returned.

@@ -2,7 +2,7 @@
 headcount.torch.attention's gradients (torch.autograd.gradcheck). Skipped when torch is not
 importable; run them with the peers' environment, which has PyTorch:
 
-    HEADCOUNT_PYTHON=/work/main/bench/peers/.venv/bin/python scripts/check_python.sh build
+    HEADCOUNT_PYTHON=bench/peers/.venv/bin/python scripts/check_python.sh build
 """
 
 import numpy as np
