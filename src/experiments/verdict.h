@@ -1,7 +1,7 @@
-// The rules of evidence of issue 11 (written in the session notes of that issue, not kept in the repository; fixed before any
-// run): per-cell statistics over seeds, when a difference between two cells counts, and the
-// three verdicts. Every experiment's verdicts are computed here from the numbers, so the JSON
-// and the page only ever show what these functions returned.
+// The rules of evidence of issue 11 (written in the session notes of that issue, not kept in the
+// repository; fixed before any run): per-cell statistics over seeds, when a difference between two
+// cells counts, and the three verdicts. Every experiment's verdicts are computed here from the
+// numbers, so the JSON and the page only ever show what these functions returned.
 //
 //   cell stats:  n seeds' final metrics -> mean, sample std (n - 1; 0 when n = 1)
 //   "A beats B": |mean_A - mean_B| > 2 max(std_A, std_B)  AND  |mean_A - mean_B| > floor
