@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headcount/error.h"
+#include "headcount/ggml.h"  // fp16_to_float, shared with the GGUF reader
 
 namespace headcount {
 
@@ -41,31 +42,6 @@ std::size_t safetensors_dtype_size(std::string_view dtype) {
 }
 
 namespace {
-
-// IEEE binary16 -> binary32, exact (subnormals, infinities and NaN included).
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  std::uint32_t exponent = (h >> 10) & 0x1fu;
-  std::uint32_t mantissa = h & 0x3ffu;
-  std::uint32_t word;
-  if (exponent == 0x1f) {
-    word = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {
-    word = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    word = sign;
-  } else {  // subnormal: normalise
-    exponent = 113;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    word = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-  }
-  float out;
-  std::memcpy(&out, &word, sizeof out);
-  return out;
-}
 
 std::uint64_t read_u64_le(const std::byte* p) {
   std::uint64_t value = 0;
@@ -224,7 +200,7 @@ Tensor SafetensorsFile::load_f32(std::string_view name) const {
     for (std::size_t i = 0; i < n; ++i) {
       std::uint16_t bits;
       std::memcpy(&bits, in + 2 * i, 2);
-      out[i] = e->dtype == "F16" ? half_to_float(bits) : to_float(bf16{bits});
+      out[i] = e->dtype == "F16" ? fp16_to_float(bits) : to_float(bf16{bits});
     }
   }
   return t;
