@@ -598,16 +598,23 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
   }
 }
 
+// What forward and forward_backward do before running: the batch, gates and key padding checked
+// and set, the buffers sized for the batch, the hidden-state hand-off of forward_hidden ended.
+Run prepare_batch_call(const ModelConfig& c, std::vector<Parameter>& params, Model::Impl& m,
+                       const Batch& batch, const ForwardOptions& options) {
+  check_batch(c, batch);
+  set_gates(c, m, options);
+  set_key_lengths(m, batch.batch, batch.seq_len, options);
+  size_buffers(c, m, batch.batch, batch.seq_len, options.keep_probs);
+  m.hidden_ready = false;
+  return Run{c, params, m};
+}
+
 }  // namespace
 
 double Model::forward(Context& ctx, const Batch& batch, float* logits,
                       const ForwardOptions& options) {
-  check_batch(config_, batch);
-  set_gates(config_, *impl_, options);
-  set_key_lengths(*impl_, batch.batch, batch.seq_len, options);
-  size_buffers(config_, *impl_, batch.batch, batch.seq_len, options.keep_probs);
-  const Run run{config_, params_, *impl_};
-  impl_->hidden_ready = false;
+  const Run run = prepare_batch_call(config_, params_, *impl_, batch, options);
   const CrossEntropyResult ce = run_forward(ctx, run, batch, options, false);
   if (logits != nullptr)
     std::copy_n(impl_->logits.data<const float>(), impl_->logits.numel(), logits);
@@ -616,12 +623,7 @@ double Model::forward(Context& ctx, const Batch& batch, float* logits,
 
 StepResult Model::forward_backward(Context& ctx, const Batch& batch,
                                    const ForwardOptions& options) {
-  check_batch(config_, batch);
-  set_gates(config_, *impl_, options);
-  set_key_lengths(*impl_, batch.batch, batch.seq_len, options);
-  size_buffers(config_, *impl_, batch.batch, batch.seq_len, options.keep_probs);
-  const Run run{config_, params_, *impl_};
-  impl_->hidden_ready = false;
+  const Run run = prepare_batch_call(config_, params_, *impl_, batch, options);
   const CrossEntropyResult ce = run_forward(ctx, run, batch, options, true);
   run_backward(ctx, run, batch, options);
   return {.loss = ce.loss, .scored = ce.scored, .gate_grads = impl_->gate_grads};
