@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_ASSERT(c.layers >= 1 && c.vocab_size >= 1 && c.intermediate_size >= 1);
     FUZZ_ASSERT(c.layer_norm_eps > 0 && c.layer_norm_eps < 1);
     FUZZ_ASSERT(c.tokenizer.max_length >= 2 && c.tokenizer.max_length <= c.max_position_embeddings);
-    const auto table = headcount::bert_weight_table(c);
+    const auto table = headcount::model::weight_table(headcount::bert_definition(c));
     FUZZ_ASSERT(table.size() == 5 + 16 * static_cast<std::size_t>(c.layers));
   } catch (const headcount::Error&) {
   }

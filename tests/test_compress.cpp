@@ -79,7 +79,7 @@ class Compress : public ::testing::Test {
     std::vector<F32Tensor> tensors;
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 0.3f);
-    for (const WeightSpec& spec : bert_weight_table(c)) {
+    for (const model::WeightSpec& spec : model::weight_table(bert_definition(c))) {
       std::int64_t n = 1;
       for (auto s : spec.shape) n *= s;
       std::vector<float> values(static_cast<std::size_t>(n));

@@ -193,7 +193,7 @@ class ModelDir : public ::testing::Test {
     std::vector<F32Tensor> tensors;
     std::mt19937 rng(3);
     std::normal_distribution<float> normal(0.0f, 0.3f);
-    for (WeightSpec spec : bert_weight_table(c)) {
+    for (model::WeightSpec spec : model::weight_table(bert_definition(c))) {
       if (spec.name == skip) continue;
       if (spec.name == reshape) spec.shape.back() += 1;
       std::int64_t n = 1;

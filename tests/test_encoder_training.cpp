@@ -254,7 +254,7 @@ class EncoderTrainingTiny : public ::testing::Test {
     std::vector<F32Tensor> tensors;
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 0.3f);
-    for (const WeightSpec& spec : bert_weight_table(c)) {
+    for (const model::WeightSpec& spec : model::weight_table(bert_definition(c))) {
       std::int64_t count = 1;
       for (auto s : spec.shape) count *= s;
       std::vector<float> values(static_cast<std::size_t>(count));

@@ -21,6 +21,7 @@
 
 #include "headcount/attention.h"
 #include "headcount/context.h"
+#include "headcount/model.h"
 #include "headcount/safetensors.h"
 #include "headcount/tensor.h"
 #include "headcount/tokenizer.h"
@@ -72,16 +73,12 @@ void check_model_dir(const std::string& dir);
 // Reads config.json (+ the optional files above) and checks every field it uses.
 EncoderConfig read_encoder_config(const std::string& model_dir);
 
-// The encoder's weights as data: every tensor name with its expected shape (PyTorch layout,
-// [out, in] for linear weights), derived from the config: a layer with h query heads and g K/V
-// heads has query [h*head_dim, d], key and value [g*head_dim, d], output.dense [d, h*head_dim]. A
-// checkpoint must have each of them (extra tensors, such as position_ids or the pooler, are
-// ignored).
-struct WeightSpec {
-  std::string name;
-  std::vector<std::int64_t> shape;
-};
-std::vector<WeightSpec> bert_weight_table(const EncoderConfig& config);
+// The encoder as a configuration of the one transformer definition (model.h): family bert,
+// post-LayerNorm, learned positions, token types, erf GELU, hidden-state output; each layer's
+// heads and K/V heads as the config says. Its weight_table is the checkpoint's: every tensor
+// name with its shape (PyTorch layout, [out, in]); a checkpoint must have each of them (extra
+// tensors, such as position_ids or the pooler, are ignored).
+model::Config bert_definition(const EncoderConfig& config);
 
 struct EncoderForwardOptions {
   Kernel kernel = Kernel::streaming;
@@ -130,10 +127,10 @@ class BertEncoder {
   static BertEncoder load(const std::string& model_dir, const EncoderLoadOptions& options = {});
   BertEncoder(EncoderConfig config, const SafetensorsFile& weights, WordPieceTokenizer tokenizer,
               const EncoderLoadOptions& options = {});
-  // Where the encoder takes each tensor of bert_weight_table(config) from: the f32 tensor of
-  // that name (without any "bert." prefix), which must have that shape (throw Error naming the
-  // tensor otherwise). The safetensors constructor reads the file through one; weights already
-  // in memory (pruned or converted ones, compress.h's encoder_from_weights) are handed over
+  // Where the encoder takes each tensor of model::weight_table(bert_definition(config)) from: the
+  // f32 tensor of that name (without any "bert." prefix), which must have that shape (throw Error
+  // naming the tensor otherwise). The safetensors constructor reads the file through one; weights
+  // already in memory (pruned or converted ones, compress.h's encoder_from_weights) are handed over
   // through another, with no model directory written.
   using WeightSource =
       std::function<Tensor(const std::string& name, const std::vector<std::int64_t>& shape)>;

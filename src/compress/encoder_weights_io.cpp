@@ -67,7 +67,7 @@ EncoderWeights read_encoder_weights(const std::string& model_dir) {
     const std::string name = e.name.starts_with(prefix) ? e.name.substr(prefix.size()) : e.name;
     w.tensors.emplace(name, file.load_f32(e.name));
   }
-  for (const WeightSpec& spec : bert_weight_table(w.config)) {
+  for (const model::WeightSpec& spec : model::weight_table(bert_definition(w.config))) {
     const auto it = w.tensors.find(spec.name);
     check(it != w.tensors.end(), concat(file.path(), ": tensor '", prefix + spec.name, "'"),
           "present", "missing");
@@ -81,7 +81,7 @@ EncoderWeights read_encoder_weights(const std::string& model_dir) {
 void write_encoder_dir(const EncoderWeights& w, const std::string& out_dir) {
   const EncoderConfig& c = w.config;
   validate_head_layout(c, "weights");
-  for (const WeightSpec& spec : bert_weight_table(c)) {
+  for (const model::WeightSpec& spec : model::weight_table(bert_definition(c))) {
     const auto it = w.tensors.find(spec.name);
     check(it != w.tensors.end() && it->second.shape() == spec.shape,
           concat("weights: tensor '", spec.name, "'"),

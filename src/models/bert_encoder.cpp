@@ -108,17 +108,19 @@ BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights,
   check(impl_->tokenizer.vocab_size() == c.vocab_size, "vocab.txt",
         concat(c.vocab_size, " tokens (config.json vocab_size)"), impl_->tokenizer.vocab_size());
 
-  // 1. Every tensor of the table, present and of the right shape, before any is used.
-  std::map<std::string, Tensor> loaded;
-  for (const WeightSpec& spec : bert_weight_table(c))
-    loaded.emplace(spec.name, weights(spec.name, spec.shape));
-  auto take = [&](const std::string& name) { return std::move(loaded.at(name)); };
+  // 1. Every tensor of the definition's table, present and of the right shape, before any is
+  // used; from here on a weight is named by its role, not by the checkpoint's name.
+  model::Weights loaded{.config = bert_definition(c)};
+  for (const model::WeightSpec& spec : model::weight_table(loaded.config))
+    loaded.tensors.emplace(spec.name, weights(spec.name, spec.shape));
+  using model::Role;
+  auto take = [&](Role role, std::int64_t layer = -1) { return std::move(loaded.at(role, layer)); };
 
   // 2. Embeddings.
-  impl_->word = take("embeddings.word_embeddings.weight");
-  impl_->position = take("embeddings.position_embeddings.weight");
-  impl_->token_type = take("embeddings.token_type_embeddings.weight");
-  impl_->embedding_norm = {take("embeddings.LayerNorm.weight"), take("embeddings.LayerNorm.bias")};
+  impl_->word = take(Role::token_embedding);
+  impl_->position = take(Role::position_embedding);
+  impl_->token_type = take(Role::token_type_embedding);
+  impl_->embedding_norm = {take(Role::embedding_norm_weight), take(Role::embedding_norm_bias)};
 
   // 3. Layers: linear weights transposed to [in, out].
   for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -128,29 +130,27 @@ BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights,
                                          .heads = c.layer_heads(l),
                                          .kv_heads = c.layer_kv_heads(l),
                                          .head_dim = c.head_dim()});
-    const std::string p = concat("encoder.layer.", l, ".");
     MultiHeadAttentionWeights w;
-    w.w_q = transposed(take(p + "attention.self.query.weight"));
-    w.w_k = transposed(take(p + "attention.self.key.weight"));
-    w.w_v = transposed(take(p + "attention.self.value.weight"));
-    w.w_o = transposed(take(p + "attention.output.dense.weight"));
-    w.b_q = take(p + "attention.self.query.bias");
-    w.b_k = take(p + "attention.self.key.bias");
-    w.b_v = take(p + "attention.self.value.bias");
-    w.b_o = take(p + "attention.output.dense.bias");
+    w.w_q = transposed(take(Role::q_weight, l));
+    w.w_k = transposed(take(Role::k_weight, l));
+    w.w_v = transposed(take(Role::v_weight, l));
+    w.w_o = transposed(take(Role::o_weight, l));
+    w.b_q = take(Role::q_bias, l);
+    w.b_k = take(Role::k_bias, l);
+    w.b_v = take(Role::v_bias, l);
+    w.b_o = take(Role::o_bias, l);
     layers::FeedForward ffn{
-        .up = layers::Linear::make(transposed(take(p + "intermediate.dense.weight")),
-                                   take(p + "intermediate.dense.bias"), options.dtype),
-        .down = layers::Linear::make(transposed(take(p + "output.dense.weight")),
-                                     take(p + "output.dense.bias"), options.dtype)};
+        .up = layers::Linear::make(transposed(take(Role::ffn_up_weight, l)),
+                                   take(Role::ffn_up_bias, l), options.dtype),
+        .down = layers::Linear::make(transposed(take(Role::ffn_down_weight, l)),
+                                     take(Role::ffn_down_bias, l), options.dtype)};
     MultiHeadAttention attention(attention_config, std::move(w));
     if (options.dtype != DType::f32) attention.set_projection_dtype(options.dtype);
-    impl_->layers.push_back(EncoderLayer{
-        .attention = std::move(attention),
-        .attention_norm = {take(p + "attention.output.LayerNorm.weight"),
-                           take(p + "attention.output.LayerNorm.bias")},
-        .ffn = std::move(ffn),
-        .output_norm = {take(p + "output.LayerNorm.weight"), take(p + "output.LayerNorm.bias")}});
+    impl_->layers.push_back(
+        EncoderLayer{.attention = std::move(attention),
+                     .attention_norm = {take(Role::norm1_weight, l), take(Role::norm1_bias, l)},
+                     .ffn = std::move(ffn),
+                     .output_norm = {take(Role::norm2_weight, l), take(Role::norm2_bias, l)}});
   }
 }
 

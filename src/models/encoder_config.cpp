@@ -285,39 +285,28 @@ EncoderConfig read_encoder_config(const std::string& model_dir) {
   return c;
 }
 
-std::vector<WeightSpec> bert_weight_table(const EncoderConfig& c) {
-  const std::int64_t d = c.hidden_size, ff = c.intermediate_size;
-  std::vector<WeightSpec> table = {
-      {"embeddings.word_embeddings.weight", {c.vocab_size, d}},
-      {"embeddings.position_embeddings.weight", {c.max_position_embeddings, d}},
-      {"embeddings.token_type_embeddings.weight", {c.type_vocab_size, d}},
-      {"embeddings.LayerNorm.weight", {d}},
-      {"embeddings.LayerNorm.bias", {d}},
-  };
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    const std::string p = concat("encoder.layer.", l, ".");
-    const std::int64_t q = c.layer_heads(l) * c.head_dim(), kv = c.layer_kv_heads(l) * c.head_dim();
-    const std::vector<WeightSpec> layer = {
-        {p + "attention.self.query.weight", {q, d}},
-        {p + "attention.self.query.bias", {q}},
-        {p + "attention.self.key.weight", {kv, d}},
-        {p + "attention.self.key.bias", {kv}},
-        {p + "attention.self.value.weight", {kv, d}},
-        {p + "attention.self.value.bias", {kv}},
-        {p + "attention.output.dense.weight", {d, q}},
-        {p + "attention.output.dense.bias", {d}},
-        {p + "attention.output.LayerNorm.weight", {d}},
-        {p + "attention.output.LayerNorm.bias", {d}},
-        {p + "intermediate.dense.weight", {ff, d}},
-        {p + "intermediate.dense.bias", {ff}},
-        {p + "output.dense.weight", {d, ff}},
-        {p + "output.dense.bias", {d}},
-        {p + "output.LayerNorm.weight", {d}},
-        {p + "output.LayerNorm.bias", {d}},
-    };
-    table.insert(table.end(), layer.begin(), layer.end());
-  }
-  return table;
+model::Config bert_definition(const EncoderConfig& c) {
+  model::Config m{.family = model::Family::bert,
+                  .vocab = c.vocab_size,
+                  .d_model = c.hidden_size,
+                  .d_ff = c.intermediate_size,
+                  .head_dim = c.head_dim(),
+                  .context = c.max_position_embeddings,
+                  .norm = model::NormKind::layer_norm,
+                  .placement = model::NormPlacement::post,
+                  .norm_eps = c.layer_norm_eps,
+                  .activation = model::Activation::gelu_erf,
+                  .positions = model::Positions::learned,
+                  .token_types = c.type_vocab_size,
+                  .embedding_norm = true,
+                  .attention_bias = true,
+                  .ffn_bias = true,
+                  .causal = false,
+                  .output = model::Output::hidden,
+                  .output_bias = false};
+  for (std::int64_t l = 0; l < c.layers; ++l)
+    m.layers.push_back({.heads = c.layer_heads(l), .kv_heads = c.layer_kv_heads(l)});
+  return m;
 }
 
 }  // namespace headcount
