@@ -106,9 +106,9 @@ TEST_F(Compress, ConfigReadsPrunedHeadsAndKvHeads) {
   EXPECT_EQ(pruned.config.head_offset(1), 2);
   EXPECT_EQ(pruned.config.original_head(0, 1), 2);  // layer 0 keeps heads 0 and 2
   EXPECT_EQ(pruned.config.original_head(1, 0), 1);
-  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.self.query.weight").shape(),
+  EXPECT_EQ(pruned.model.tensors.at("encoder.layer.0.attention.self.query.weight").shape(),
             (std::vector<std::int64_t>{8, 16}));
-  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.output.dense.weight").shape(),
+  EXPECT_EQ(pruned.model.tensors.at("encoder.layer.0.attention.output.dense.weight").shape(),
             (std::vector<std::int64_t>{16, 8}));
   write_encoder_dir(pruned, (root_ / "pruned").string());
   std::ifstream in(root_ / "pruned" / "config.json");
@@ -179,7 +179,7 @@ TEST_F(Compress, BadHeadLayoutsAreErrors) {
   expect_error([&] { write_encoder_dir(w, (root_ / "full").string()); },
                {"--out", "does not exist yet"});
   EncoderWeights broken = prune_heads(w, {{0}, {}});
-  broken.tensors.erase("encoder.layer.1.output.dense.bias");
+  broken.model.tensors.erase("encoder.layer.1.output.dense.bias");
   expect_error([&] { write_encoder_dir(broken, (root_ / "broken").string()); },
                {"encoder.layer.1.output.dense.bias"});
   EXPECT_FALSE(fs::exists(root_ / "broken"));
@@ -202,7 +202,7 @@ TEST_F(Compress, PruningAWholeGroupRemovesItsKvHead) {
       convert_kv_heads(read_encoder_weights((root_ / "tiny").string()), 2, KvConvertMethod::mean);
   const EncoderWeights pruned = prune_heads(gqa, {{0, 1}, {}});
   EXPECT_EQ(pruned.config.kv_heads, (std::vector<std::int64_t>{1, 2}));
-  EXPECT_EQ(pruned.tensors.at("encoder.layer.0.attention.self.key.weight").shape(),
+  EXPECT_EQ(pruned.model.tensors.at("encoder.layer.0.attention.self.key.weight").shape(),
             (std::vector<std::int64_t>{4, 16}));
   const BertEncoder grouped = encoder_from_weights(gqa);
   const std::vector<float> mask = {0, 0, 1, 1, 1, 1, 1, 1};
@@ -256,8 +256,8 @@ TEST_F(Compress, AlignedPoolingUndoesRotations) {
       const std::vector<double> r = random_orthogonal(), s = random_orthogonal();
       auto rotate_rows = [&](const std::string& weight, const std::string& bias,
                              const std::vector<double>& rot) {
-        Tensor& W = w.tensors.at(p + weight);
-        Tensor& b = w.tensors.at(p + bias);
+        Tensor& W = w.model.tensors.at(p + weight);
+        Tensor& b = w.model.tensors.at(p + bias);
         for (std::int64_t i = 0; i < hd;
              ++i) {  // row (src+1)*hd + i = sum_k rot[k][i] row src*hd + k
           for (std::int64_t c = 0; c < d; ++c) {
@@ -275,7 +275,7 @@ TEST_F(Compress, AlignedPoolingUndoesRotations) {
       rotate_rows("self.query.weight", "self.query.bias", r);
       rotate_rows("self.key.weight", "self.key.bias", r);
       rotate_rows("self.value.weight", "self.value.bias", s);
-      Tensor& wo = w.tensors.at(
+      Tensor& wo = w.model.tensors.at(
           p + "output.dense.weight");  // [d, heads*hd]: columns of head src+1 = W_o_src S
       for (std::int64_t row = 0; row < d; ++row)
         for (std::int64_t j = 0; j < hd; ++j) {
@@ -304,8 +304,8 @@ TEST_F(Compress, ClusteredPoolingGroupsSimilarHeads) {
   for (std::int64_t l = 0; l < 2; ++l) {
     const std::string p = "encoder.layer." + std::to_string(l) + ".attention.";
     for (const char* name : {"self.query.", "self.key.", "self.value."}) {
-      Tensor& W = w.tensors.at(p + name + "weight");
-      Tensor& b = w.tensors.at(p + name + "bias");
+      Tensor& W = w.model.tensors.at(p + name + "weight");
+      Tensor& b = w.model.tensors.at(p + name + "bias");
       for (std::int64_t src : {0, 1}) {
         std::copy_n(W.data<float>() + src * hd * d, hd * d, W.data<float>() + (src + 2) * hd * d);
         std::copy_n(b.data<float>() + src * hd, hd, b.data<float>() + (src + 2) * hd);

@@ -13,9 +13,10 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "headcount/compress.h"
 #include "headcount/context.h"
+#include "headcount/train/definition.h"
 #include "headcount/train/head_probe.h"
-#include "headcount/train/kv_convert.h"
 #include "headcount/train/model.h"
 #include "headcount/train/task.h"
 #include "nlohmann/json.hpp"
@@ -301,6 +302,12 @@ TEST(ExperimentProbe, ModelWhoseHeadLooksAtOffsetOne) {
   EXPECT_EQ(result.queries, 2 * 64 * 8);
 }
 
+// The experiments' conversion: the trained model's definition mean-pooled, read back.
+train::Model convert_kv_heads(const train::Model& model, std::int64_t g) {
+  return train::from_weights(
+      model::convert_kv_heads(train::to_weights(model), g, KvConvertMethod::mean));
+}
+
 std::vector<float> logits_of(train::Model& model, const Batch& b) {
   Context ctx;
   std::vector<float> out(static_cast<std::size_t>(b.batch * b.seq_len * model.config().vocab));
@@ -316,7 +323,7 @@ TEST(ExperimentConvert, SameKvHeadsIsTheIdentityAndGroupsAreMeans) {
     if (prm.name.ends_with("b_qkv"))
       for (std::int64_t i = 0; i < prm.value.numel(); ++i)
         prm.value.data<float>()[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
-  train::Model same = train::convert_kv_heads(model, 4);
+  train::Model same = convert_kv_heads(model, 4);
   for (std::size_t i = 0; i < model.parameters().size(); ++i) {
     const Tensor &a = model.parameters()[i].value, &b = same.parameters()[i].value;
     ASSERT_EQ(a.shape(), b.shape());
@@ -326,7 +333,7 @@ TEST(ExperimentConvert, SameKvHeadsIsTheIdentityAndGroupsAreMeans) {
   const Batch b = task->validation_batch(0, 4);
   EXPECT_EQ(logits_of(model, b), logits_of(same, b));
   // G = 1: K (and V) column d of the new head = the mean of the four old heads' column d.
-  train::Model mqa = train::convert_kv_heads(model, 1);
+  train::Model mqa = convert_kv_heads(model, 1);
   EXPECT_EQ(mqa.config().kv_heads, 1);
   const std::int64_t hd = 8, old_w = 12 * hd, new_w = 6 * hd;
   ASSERT_EQ(mqa.parameters()[4].name, "blocks.0.attn.w_qkv");
@@ -344,7 +351,8 @@ TEST(ExperimentConvert, SameKvHeadsIsTheIdentityAndGroupsAreMeans) {
       }
       EXPECT_NEAR(n[r * new_w + c], expected, 1e-7 * (1 + std::fabs(expected)));
     }
-  expect_error([&] { train::convert_kv_heads(model, 3); }, {"kv_heads", "divisor of 4", "3"});
+  expect_error([&] { convert_kv_heads(model, 3); },
+               {"--kv-heads", "a divisor of layer 0's 4 K/V heads", "3"});
 }
 
 TEST(ExperimentConvert, IdenticalHeadsInAGroupKeepTheOutputs) {
@@ -362,7 +370,7 @@ TEST(ExperimentConvert, IdenticalHeadsInAGroupKeepTheOutputs) {
           for (std::int64_t d = 0; d < hd; ++d)
             v[r * W + (part + g + 1) * hd + d] = v[r * W + (part + g) * hd + d];
   }
-  train::Model gqa = train::convert_kv_heads(model, 2);
+  train::Model gqa = convert_kv_heads(model, 2);
   const Batch b = task->validation_batch(0, 8);
   const std::vector<float> x = logits_of(model, b), y = logits_of(gqa, b);
   // The pooled weights equal the originals exactly (a double mean of equal floats); what can

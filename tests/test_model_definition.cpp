@@ -2,17 +2,20 @@
 // names (MiniLM's safetensors, SmolLM2's GGUF), and its checks.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "expect_error.h"
+#include "headcount/compress.h"
 #include "headcount/encoder.h"
 #include "headcount/gguf.h"
 #include "headcount/model.h"
 #include "headcount/safetensors.h"
+#include "headcount/train/definition.h"
 
+namespace headcount {
 namespace {
 
-using namespace headcount;
 namespace fs = std::filesystem;
 using model::Role;
 
@@ -56,8 +59,8 @@ TEST(ModelDefinition, BertTableIsExactlyMiniLMsCheckpoint) {
 }
 
 TEST(ModelDefinition, LlamaTableIsExactlySmolLM2sGguf) {
-  const fs::path path = fs::path(HEADCOUNT_TESTDATA_DIR) / ".." / ".." / "models" /
-                        "SmolLM2-135M-Instruct.Q4_1.gguf";
+  const fs::path path =
+      fs::path(HEADCOUNT_TESTDATA_DIR) / ".." / ".." / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!fs::exists(path)) GTEST_SKIP() << path << " not present (scripts/setup.sh fetches it)";
   const GgufFile file = GgufFile::open(path.string());
   const std::vector<model::WeightSpec> table = model::weight_table(smollm2_config());
@@ -76,7 +79,8 @@ TEST(ModelDefinition, LlamaTableIsExactlySmolLM2sGguf) {
 
 TEST(ModelDefinition, PerLayerShapesAreOrdinaryConfigs) {
   model::Config c = smollm2_config();
-  c.layers = {{.heads = 9, .kv_heads = 3}, {.heads = 6, .kv_heads = 2}, {.heads = 3, .kv_heads = 1}};
+  c.layers = {
+      {.heads = 9, .kv_heads = 3}, {.heads = 6, .kv_heads = 2}, {.heads = 3, .kv_heads = 1}};
   model::validate(c);
   EXPECT_FALSE(c.uniform());
   EXPECT_TRUE(c.grouped());
@@ -89,25 +93,139 @@ TEST(ModelDefinition, PerLayerShapesAreOrdinaryConfigs) {
 TEST(ModelDefinition, ChecksNameTheField) {
   model::Config c = smollm2_config();
   c.layers[4].kv_heads = 4;
-  headcount::testing::expect_error([&] { (void)model::validate(c); }, {"layer 4 kv_heads", "a divisor of its 9 heads", "got 4"});
+  headcount::testing::expect_error([&] { (void)model::validate(c); },
+                                   {"layer 4 kv_heads", "a divisor of its 9 heads", "got 4"});
   c = smollm2_config();
   c.head_dim = 63;
-  headcount::testing::expect_error([&] { (void)model::validate(c); }, {"head_dim", "even (rotary positions rotate pairs)", "63"});
+  headcount::testing::expect_error([&] { (void)model::validate(c); },
+                                   {"head_dim", "even (rotary positions rotate pairs)", "63"});
   c = smollm2_config();
   c.attention_bias = true;  // llama's names have no biases
-  headcount::testing::expect_error([&] { (void)model::validate(c); }, {"family", "llama: pre-RMSNorm"});
+  headcount::testing::expect_error([&] { (void)model::validate(c); },
+                                   {"family", "llama: pre-RMSNorm"});
   c = smollm2_config();
   c.layers.clear();
-  headcount::testing::expect_error([&] { (void)model::validate(c); }, {"layers", "at least one layer"});
+  headcount::testing::expect_error([&] { (void)model::validate(c); },
+                                   {"layers", "at least one layer"});
 }
 
 TEST(ModelDefinition, WeightsByRoleNameTheMissingOne) {
   model::Weights w{.config = smollm2_config()};
   EXPECT_FALSE(w.has(Role::q_weight, 3));
-  headcount::testing::expect_error([&] { (void)w.at(Role::q_weight, 3); }, {"q_weight of layer 3",
-               "model.layers.3.self_attn.q_proj.weight"});
-  headcount::testing::expect_error([&] { (void)model::check_weights(w, "smollm2"); }, {"smollm2: model.embed_tokens.weight"});
-  headcount::testing::expect_error([&] { (void)model::name_of(w.config, Role::q_bias, 0); }, {"weight role", "q_bias"});
+  headcount::testing::expect_error(
+      [&] { (void)w.at(Role::q_weight, 3); },
+      {"q_weight of layer 3", "model.layers.3.self_attn.q_proj.weight"});
+  headcount::testing::expect_error([&] { (void)model::check_weights(w, "smollm2"); },
+                                   {"smollm2: model.embed_tokens.weight"});
+  headcount::testing::expect_error([&] { (void)model::name_of(w.config, Role::q_bias, 0); },
+                                   {"weight role", "q_bias"});
+}
+
+// A small llama-family model with seeded weights: the passes on a family without biases.
+model::Weights small_llama(std::int64_t heads, std::int64_t kv_heads) {
+  model::Weights w{.config = {.family = model::Family::llama,
+                              .vocab = 11,
+                              .d_model = 16,
+                              .d_ff = 24,
+                              .head_dim = 4,
+                              .context = 32,
+                              .norm = model::NormKind::rms_norm,
+                              .placement = model::NormPlacement::pre,
+                              .activation = model::Activation::swiglu,
+                              .positions = model::Positions::rotary,
+                              .attention_bias = false,
+                              .ffn_bias = false,
+                              .output = model::Output::tied,
+                              .output_bias = false}};
+  w.config.layers.assign(2, {.heads = heads, .kv_heads = kv_heads});
+  std::uint32_t state = 7;
+  for (const model::WeightSpec& spec : model::weight_table(w.config)) {
+    Tensor t(DType::f32, spec.shape);
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      state = state * 1664525u + 1013904223u;
+      t.data<float>()[i] = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
+    }
+    w.tensors.emplace(spec.name, std::move(t));
+  }
+  model::check_weights(w, "small llama");
+  return w;
+}
+
+TEST(ModelPasses, MeanPoolingAGroupedModelAveragesEachGroupsKvHeads) {
+  const model::Weights w = small_llama(6, 3);
+  const model::Weights mqa = model::convert_kv_heads(w, 1, KvConvertMethod::mean);
+  EXPECT_EQ(mqa.config.kv_heads_in(1), 1);
+  const Tensor &k = w.at(Role::k_weight, 1), &k1 = mqa.at(Role::k_weight, 1);
+  ASSERT_EQ(k1.shape(), (std::vector<std::int64_t>{4, 16}));
+  for (std::int64_t i = 0; i < 4 * 16; ++i) {  // rows of K/V head j start at j * 4 * 16
+    const double mean = (static_cast<double>(k.data<const float>()[i]) +
+                         k.data<const float>()[64 + i] + k.data<const float>()[128 + i]) /
+                        3.0;
+    EXPECT_EQ(k1.data<const float>()[i], static_cast<float>(mean));  // one rounding
+  }
+  EXPECT_EQ(
+      std::memcmp(mqa.at(Role::q_weight, 0).data<const void>(),
+                  w.at(Role::q_weight, 0).data<const void>(), w.at(Role::q_weight, 0).bytes()),
+      0);
+  headcount::testing::expect_error(
+      [&] { (void)model::convert_kv_heads(w, 2, KvConvertMethod::mean); },
+      {"--kv-heads", "a divisor of layer 0's 3 K/V heads", "2"});
+  headcount::testing::expect_error(
+      [&] { (void)model::convert_kv_heads(w, 1, KvConvertMethod::aligned); },
+      {"multi-head model for the aligned method"});
+}
+
+TEST(ModelPasses, RepeatAndRemoveKeepTheNamesOfTheFamily) {
+  const model::Weights w = small_llama(6, 2);
+  const model::Weights mha = model::repeat_kv_heads(w);
+  EXPECT_FALSE(mha.config.grouped());
+  model::check_weights(mha, "repeated");
+  const Tensor &v = w.at(Role::v_weight, 0), &v6 = mha.at(Role::v_weight, 0);
+  for (std::int64_t head = 0; head < 6; ++head)  // query head i reads K/V head i / 3
+    EXPECT_EQ(std::memcmp(v6.data<const float>() + head * 64, v.data<const float>() + head / 3 * 64,
+                          64 * sizeof(float)),
+              0);
+  // Layer 1 loses its second K/V group (query heads 3, 4, 5).
+  const model::Weights pruned = model::remove_heads(w, {{}, {3, 4, 5}});
+  model::check_weights(pruned, "pruned");
+  EXPECT_EQ(pruned.config.layers[1], (model::LayerShape{.heads = 3, .kv_heads = 1}));
+  EXPECT_EQ(pruned.at(Role::o_weight, 1).shape(), (std::vector<std::int64_t>{16, 12}));
+  headcount::testing::expect_error(
+      [&] {
+        (void)model::remove_heads(w, {{}, {3, 4}});
+      },
+      {"layer 1 K/V group 1", "all or none of its 3"});
+}
+
+TEST(TrainDefinition, ReadThenWriteGivesEveryBitBack) {
+  for (const bool pre : {true, false}) {
+    train::ModelConfig mc{.vocab = 9,
+                          .context = 8,
+                          .layers = 2,
+                          .d_model = 16,
+                          .heads = 4,
+                          .kv_heads = 2,
+                          .norm = pre ? train::NormPlacement::pre : train::NormPlacement::post};
+    const train::Model a(mc, 3);
+    const model::Weights w = train::to_weights(a);
+    model::check_weights(w, "trained model");
+    EXPECT_EQ(w.at(Role::k_weight, 1).shape(), (std::vector<std::int64_t>{8, 16}));
+    EXPECT_EQ(w.has(Role::final_norm_weight), pre);
+    const train::Model b = train::from_weights(w);
+    ASSERT_EQ(a.parameters().size(), b.parameters().size());
+    for (std::size_t i = 0; i < a.parameters().size(); ++i) {
+      const Tensor &x = a.parameters()[i].value, &y = b.parameters()[i].value;
+      ASSERT_EQ(x.shape(), y.shape()) << a.parameters()[i].name;
+      EXPECT_EQ(std::memcmp(x.data<const void>(), y.data<const void>(), x.bytes()), 0)
+          << a.parameters()[i].name;
+    }
+  }
+}
+
+TEST(TrainDefinition, RefusesWhatTheExecutorDoesNotRun) {
+  headcount::testing::expect_error([&] { (void)train::model_config(smollm2_config()); },
+                                   {"model.norm", "layer_norm", "rms_norm"});
 }
 
 }  // namespace
+}  // namespace headcount

@@ -22,14 +22,19 @@
 #include <vector>
 
 #include "headcount/encoder.h"
+#include "headcount/model.h"
 #include "headcount/tensor.h"
 
 namespace headcount {
 
+// An encoder's weights: the model directory's config (tokenizer, pooling, the original head
+// indices of a pruned model) and the transformer definition it is a configuration of
+// (model.config == bert_definition(config), kept so by every function here), whose tensors are
+// named as in model.safetensors.
 struct EncoderWeights {
   std::string source_dir;  // config.json's other fields and the tokenizer files come from here
   EncoderConfig config;
-  std::map<std::string, Tensor> tensors;  // name -> f32 tensor, as in model.safetensors
+  model::Weights model;
 };
 
 // Every F32/F16/BF16 tensor of <dir>/model.safetensors (others, e.g. I64 position_ids, are
@@ -77,6 +82,20 @@ EncoderWeights convert_kv_heads(const EncoderWeights& weights, std::int64_t kv_h
 // A grouped model as the MHA model it computes: every K/V head repeated for each query head of
 // its group, "headcount_kv_heads" dropped.
 EncoderWeights repeat_kv_heads(const EncoderWeights& weights);
+
+// The passes themselves, on any model of the one definition (encoder, decoder, a model trained
+// here), by weight role; the EncoderWeights versions above translate BERT's original head indices
+// and keep its config.json fields in step. convert_kv_heads pools each layer's current K/V heads
+// into `kv_heads` (a divisor of every layer's K/V head count: a grouped model can be pooled
+// further with mean; aligned and clustered need a multi-head model). remove_heads takes, per
+// layer, the current positions (0 .. heads-1) of the query heads to drop. Biases are pooled,
+// rotated and cut with their weights where the family has them.
+namespace model {
+Weights convert_kv_heads(const Weights& weights, std::int64_t kv_heads, KvConvertMethod method);
+Weights repeat_kv_heads(const Weights& weights);
+Weights remove_heads(const Weights& weights,
+                     const std::vector<std::vector<std::int64_t>>& positions);
+}  // namespace model
 
 // KV-cache bytes per token of the whole model (every layer's K and V, f32).
 std::int64_t kv_cache_bytes_per_token(const EncoderConfig& config);

@@ -1,5 +1,6 @@
-// Gradients through a BERT encoder (all-MiniLM-L6-v2): its layers as a train::Model, so the
-// training module's explicit backward gives head-gate gradients and trains a converted model.
+// Gradients through a BERT encoder (all-MiniLM-L6-v2): its layers run by the training executor
+// (train/definition.h reads the encoder's definition, WeightParts::layers), so the explicit
+// backward gives head-gate gradients and trains a converted model.
 //
 //   sentence ids ─ BertEncoder::forward(end_layer = 0): word + position + token type 0, LayerNorm
 //                  (the embeddings stay frozen: computed by the encoder, a fixed input x_in)
@@ -26,22 +27,11 @@
 #include "headcount/context.h"
 #include "headcount/encoder.h"
 #include "headcount/sts.h"
+#include "headcount/train/definition.h"
 #include "headcount/train/model.h"
 #include "headcount/train/optimizer.h"
 
 namespace headcount {
-
-// The train::Model shape of an encoder: post-LN, bidirectional, vocab 1 (token embeddings are
-// outside), context = max_position_embeddings, each layer's heads and K/V heads (per-layer
-// counts, train::ModelConfig::layer_heads, where a pruned model's layers differ).
-train::ModelConfig encoder_model_config(const EncoderConfig& config);
-
-// A train::Model holding the encoder's layer weights (transposed to [in, out], Q|K|V fused).
-train::Model encoder_to_model(const EncoderWeights& weights);
-
-// `base` with every layer tensor replaced by the model's (the inverse of encoder_to_model);
-// the embeddings and everything else come from `base`, whose config must match the model's.
-EncoderWeights model_to_encoder(const train::Model& model, const EncoderWeights& base);
 
 // The layers' input for sentences of one length: ids [batch * seq_len] -> x_in [batch, seq_len, d]
 // (the encoder's embedding LayerNorm output).

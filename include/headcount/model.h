@@ -72,15 +72,16 @@ struct Config {
   float norm_eps = 1e-5f;
   Activation activation = Activation::gelu_erf;
   Positions positions = Positions::learned;
-  float rope_base = 10000.0f;      // rotary only
-  std::int64_t token_types = 0;    // BERT's token-type table rows (0: none)
-  bool embedding_norm = false;     // a norm right after the embeddings (BERT)
-  bool attention_bias = true;      // biases on Q, K, V and W_O
-  bool ffn_bias = true;            // biases on the FFN's projections
-  bool causal = true;              // decoder (true) or bidirectional encoder
+  float rope_base = 10000.0f;    // rotary only
+  std::int64_t token_types = 0;  // BERT's token-type table rows (0: none)
+  bool embedding_norm = false;   // a norm right after the embeddings (BERT)
+  bool attention_bias = true;    // biases on Q, K, V and W_O
+  bool ffn_bias = true;          // biases on the FFN's projections
+  bool causal = true;            // decoder (true) or bidirectional encoder
+  bool attention_only = false;   // no FFN sub-block (nor its norm) in any layer
   Output output = Output::lm_head;
-  bool output_bias = true;         // lm_head only
-  std::optional<float> scale;      // default 1 / sqrt(head_dim)
+  bool output_bias = true;     // lm_head only
+  std::optional<float> scale;  // default 1 / sqrt(head_dim)
 
   std::int64_t layer_count() const { return static_cast<std::int64_t>(layers.size()); }
   std::int64_t heads_in(std::int64_t layer) const;
@@ -98,32 +99,32 @@ void validate(const Config& config, const std::string& where = "model config");
 
 // What a weight is. Per-layer roles carry the layer index in WeightSpec::layer; the others -1.
 enum class Role {
-  token_embedding,     // [vocab, d_model]
-  position_embedding,  // [context, d_model] (learned positions)
+  token_embedding,       // [vocab, d_model]
+  position_embedding,    // [context, d_model] (learned positions)
   token_type_embedding,  // [token_types, d_model]
   embedding_norm_weight,
   embedding_norm_bias,  // [d_model] (layer_norm only)
   q_weight,             // [heads * head_dim, d_model]
   q_bias,
-  k_weight,             // [kv_heads * head_dim, d_model]
+  k_weight,  // [kv_heads * head_dim, d_model]
   k_bias,
   v_weight,
   v_bias,
-  o_weight,             // [d_model, heads * head_dim]
-  o_bias,               // [d_model]
-  norm1_weight,         // before attention (pre) or after its residual add (post)
+  o_weight,      // [d_model, heads * head_dim]
+  o_bias,        // [d_model]
+  norm1_weight,  // before attention (pre) or after its residual add (post)
   norm1_bias,
-  norm2_weight,         // the same around the FFN
+  norm2_weight,  // the same around the FFN
   norm2_bias,
-  ffn_gate_weight,      // [d_ff, d_model] (swiglu only)
-  ffn_up_weight,        // [d_ff, d_model]
+  ffn_gate_weight,  // [d_ff, d_model] (swiglu only)
+  ffn_up_weight,    // [d_ff, d_model]
   ffn_up_bias,
-  ffn_down_weight,      // [d_model, d_ff]
+  ffn_down_weight,  // [d_model, d_ff]
   ffn_down_bias,
   final_norm_weight,  // [d_model] (pre-norm models)
   final_norm_bias,
-  lm_head_weight,     // [vocab, d_model] (Output::lm_head)
-  lm_head_bias,       // [vocab]
+  lm_head_weight,  // [vocab, d_model] (Output::lm_head)
+  lm_head_bias,    // [vocab]
 };
 const char* role_name(Role role);
 
@@ -149,6 +150,7 @@ struct Weights {
   const Tensor& at(Role role, std::int64_t layer = -1) const;
   Tensor& at(Role role, std::int64_t layer = -1);
   bool has(Role role, std::int64_t layer = -1) const;
+  Weights clone() const;  // a deep copy (Tensor is move-only)
 };
 
 // The family's name of one weight (the table's `name`), e.g. name_of(config, Role::q_weight, 3).

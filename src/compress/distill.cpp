@@ -22,6 +22,7 @@
 
 #include "headcount/encoder_training.h"
 #include "headcount/error.h"
+#include "headcount/train/definition.h"
 
 namespace headcount {
 
@@ -123,7 +124,7 @@ DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher,
   HEADCOUNT_CHECK(!batches.empty(), "uptraining corpus",
                   concat("sentences of ", o.min_tokens, " to ", o.max_tokens, " tokens"), "none");
 
-  train::Model model = encoder_to_model(student);
+  train::Model model = train::from_weights(student.model, train::WeightParts::layers);
   // A time budget has no known step count: the schedule then decays over a nominal 1e9 steps
   // (in effect constant after warm-up unless min_lr < lr is asked for with --uptrain-steps).
   const train::OptimConfig optim = train::resolve(o.optim, o.steps > 0 ? o.steps : 1'000'000'000);
@@ -168,7 +169,9 @@ DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher,
   }
   r.wall_seconds = elapsed();
   r.cpu_seconds = cpu_seconds() - cpu_start;
-  r.student = model_to_encoder(model, student);
+  r.student = {
+      .source_dir = student.source_dir, .config = student.config, .model = student.model.clone()};
+  train::write_weights(model, r.student.model, train::WeightParts::layers);
   return r;
 }
 

@@ -56,6 +56,7 @@ struct DirectoryGuard {
 
 EncoderWeights read_encoder_weights(const std::string& model_dir) {
   EncoderWeights w{.source_dir = model_dir, .config = read_encoder_config(model_dir)};
+  w.model.config = bert_definition(w.config);
   const SafetensorsFile file =
       SafetensorsFile::open((fs::path(model_dir) / "model.safetensors").string());
   const std::string prefix = file.find("embeddings.word_embeddings.weight") == nullptr &&
@@ -65,11 +66,11 @@ EncoderWeights read_encoder_weights(const std::string& model_dir) {
   for (const SafetensorsEntry& e : file.entries()) {
     if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16") continue;
     const std::string name = e.name.starts_with(prefix) ? e.name.substr(prefix.size()) : e.name;
-    w.tensors.emplace(name, file.load_f32(e.name));
+    w.model.tensors.emplace(name, file.load_f32(e.name));
   }
-  for (const model::WeightSpec& spec : model::weight_table(bert_definition(w.config))) {
-    const auto it = w.tensors.find(spec.name);
-    check(it != w.tensors.end(), concat(file.path(), ": tensor '", prefix + spec.name, "'"),
+  for (const model::WeightSpec& spec : model::weight_table(w.model.config)) {
+    const auto it = w.model.tensors.find(spec.name);
+    check(it != w.model.tensors.end(), concat(file.path(), ": tensor '", prefix + spec.name, "'"),
           "present", "missing");
     check(it->second.shape() == spec.shape,
           concat(file.path(), ": tensor '", prefix + spec.name, "'"),
@@ -81,12 +82,14 @@ EncoderWeights read_encoder_weights(const std::string& model_dir) {
 void write_encoder_dir(const EncoderWeights& w, const std::string& out_dir) {
   const EncoderConfig& c = w.config;
   validate_head_layout(c, "weights");
+  check(w.model.config == bert_definition(c), "weights", "a definition matching its config.json",
+        "another one");
   for (const model::WeightSpec& spec : model::weight_table(bert_definition(c))) {
-    const auto it = w.tensors.find(spec.name);
-    check(it != w.tensors.end() && it->second.shape() == spec.shape,
+    const auto it = w.model.tensors.find(spec.name);
+    check(it != w.model.tensors.end() && it->second.shape() == spec.shape,
           concat("weights: tensor '", spec.name, "'"),
           "present with the shape the head layout implies",
-          it == w.tensors.end() ? "missing" : it->second.view().shape_string());
+          it == w.model.tensors.end() ? "missing" : it->second.view().shape_string());
   }
   check(!out_dir.empty(), "--out", "a directory path", "an empty path");
   const fs::path out = fs::path(out_dir).lexically_normal();
@@ -106,7 +109,7 @@ void write_encoder_dir(const EncoderWeights& w, const std::string& out_dir) {
 
   // 2. Weights, in name order (the map's).
   std::vector<SafetensorsTensor> tensors;
-  for (const auto& [name, tensor] : w.tensors)
+  for (const auto& [name, tensor] : w.model.tensors)
     tensors.push_back({.name = name, .view = tensor.view()});
   write_safetensors((temp / "model.safetensors").string(), tensors, {{"format", "pt"}});
 
@@ -141,15 +144,18 @@ void write_encoder_dir(const EncoderWeights& w, const std::string& out_dir) {
 
 BertEncoder encoder_from_weights(const EncoderWeights& w) {
   validate_head_layout(w.config, "weights");
+  check(w.model.config == bert_definition(w.config), "weights",
+        "a definition matching its config.json", "another one");
   // The tensors are copied (the caller keeps its weights: a sweep builds many encoders from
   // one set), checked against the table as a file's would be; only the vocabulary is read
   // from the source directory.
   const auto source = [&w](const std::string& name, const std::vector<std::int64_t>& shape) {
-    const auto it = w.tensors.find(name);
-    check(it != w.tensors.end() && it->second.dtype() == DType::f32 && it->second.shape() == shape,
+    const auto it = w.model.tensors.find(name);
+    check(it != w.model.tensors.end() && it->second.dtype() == DType::f32 &&
+              it->second.shape() == shape,
           concat("weights: tensor '", name, "'"),
           concat("an f32 tensor of shape ", shape_string(shape)),
-          it == w.tensors.end()
+          it == w.model.tensors.end()
               ? std::string("missing")
               : concat(dtype_name(it->second.dtype()), " ", it->second.view().shape_string()));
     return compress::clone(it->second);

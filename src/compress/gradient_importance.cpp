@@ -18,6 +18,7 @@
 
 #include "headcount/encoder_training.h"
 #include "headcount/error.h"
+#include "headcount/train/definition.h"
 
 namespace headcount {
 
@@ -39,6 +40,16 @@ double cosine_mse_loss(const double* u, const double* v, std::int64_t n, double 
     if (dv != nullptr) dv[i] = 2 * r * (u[i] / norms - c * v[i] / vv);
   }
   return r * r;
+}
+
+Tensor encoder_layer_input(Context& ctx, const BertEncoder& encoder, const TokenBatch& batch) {
+  for (std::size_t i = 0; i < batch.lengths.size(); ++i)
+    HEADCOUNT_CHECK(batch.lengths[i] == batch.seq_len, "batch lengths",
+                    concat("all equal to seq_len = ", batch.seq_len, " (no padding)"),
+                    concat(batch.lengths[i], " at row ", i));
+  Tensor x(DType::f32, {batch.batch, batch.seq_len, encoder.dim()});
+  encoder.forward(ctx, batch, x.view(), EncoderForwardOptions{.end_layer = 0});
+  return x;
 }
 
 namespace {
@@ -97,7 +108,8 @@ GradientImportance gradient_head_importance(Context& ctx, const BertEncoder& enc
   HEADCOUNT_CHECK(weights.config.hidden_size == encoder.dim() &&
                       weights.config.layers == encoder.config().layers,
                   "weights", "the encoder's own weights", "another model's");
-  train::Model first = encoder_to_model(weights), second = encoder_to_model(weights);
+  train::Model first = train::from_weights(weights.model, train::WeightParts::layers),
+               second = train::from_weights(weights.model, train::WeightParts::layers);
   const train::ModelConfig& mc = first.config();
   const std::int64_t L = mc.layers, H = mc.heads, d = mc.d_model;
   GradientImportance r{.pairs = static_cast<std::int64_t>(pairs.size()),

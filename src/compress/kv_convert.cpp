@@ -19,8 +19,8 @@
 
 namespace headcount {
 
-using compress::clone;
 using detail::concat;
+using model::Role;
 
 namespace {
 
@@ -295,76 +295,119 @@ const char* kv_convert_method_name(KvConvertMethod method) {
   return "?";
 }
 
-EncoderWeights convert_kv_heads(const EncoderWeights& w, std::int64_t kv_heads,
-                                KvConvertMethod method) {
-  const EncoderConfig& c = w.config;
-  check(!c.is_grouped(), "model",
-        "a multi-head model (every layer with as many K/V heads as heads)", "a grouped one");
-  for (std::int64_t l = 0; l < c.layers; ++l)
-    check(kv_heads >= 1 && c.layer_heads(l) % kv_heads == 0, "--kv-heads",
-          concat("a divisor of layer ", l, "'s ", c.layer_heads(l), " heads"), kv_heads);
-  EncoderWeights out{.source_dir = w.source_dir, .config = c};
-  for (const auto& [name, t] : w.tensors) out.tensors.emplace(name, clone(t));
-  const std::int64_t hd = c.head_dim();
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    const std::int64_t h = c.layer_heads(l), per_group = h / kv_heads;
-    const std::string p = concat("encoder.layer.", l, ".attention.");
-    auto& t = out.tensors;
-    Tensor &wq = t.at(p + "self.query.weight"), &bq = t.at(p + "self.query.bias");
-    Tensor &wk = t.at(p + "self.key.weight"), &bk = t.at(p + "self.key.bias");
-    Tensor &wv = t.at(p + "self.value.weight"), &bv = t.at(p + "self.value.bias");
-    Tensor& wo = t.at(p + "output.dense.weight");
+namespace model {
+
+namespace {
+
+// A layer's attention weights by role; a family without biases gets zero biases here (the
+// rotations and the pooling then act on the weights alone) that are not written back.
+struct AttentionTensors {
+  Tensor *wq, *wk, *wv, *wo, *bq, *bk, *bv;
+  Tensor zero_q, zero_k, zero_v;
+};
+
+AttentionTensors attention_tensors(Weights& w, std::int64_t l) {
+  AttentionTensors a{.wq = &w.at(Role::q_weight, l),
+                     .wk = &w.at(Role::k_weight, l),
+                     .wv = &w.at(Role::v_weight, l),
+                     .wo = &w.at(Role::o_weight, l)};
+  auto bias = [&](Role role, Tensor& zero, const Tensor& weight) {
+    if (w.has(role, l)) return &w.at(role, l);
+    zero = Tensor(DType::f32, {weight.size(0)});
+    std::fill_n(zero.data<float>(), zero.numel(), 0.0f);
+    return &zero;
+  };
+  a.bq = bias(Role::q_bias, a.zero_q, *a.wq);
+  a.bk = bias(Role::k_bias, a.zero_k, *a.wk);
+  a.bv = bias(Role::v_bias, a.zero_v, *a.wv);
+  return a;
+}
+
+}  // namespace
+
+Weights convert_kv_heads(const Weights& w, std::int64_t kv_heads, KvConvertMethod method) {
+  const Config& c = w.config;
+  if (method != KvConvertMethod::mean)
+    check(!c.grouped(), "model",
+          concat("a multi-head model for the ", kv_convert_method_name(method),
+                 " method (every layer with as many K/V heads as heads)"),
+          "a grouped one");
+  for (std::int64_t l = 0; l < c.layer_count(); ++l)
+    check(kv_heads >= 1 && c.kv_heads_in(l) % kv_heads == 0, "--kv-heads",
+          concat("a divisor of layer ", l, "'s ", c.kv_heads_in(l), " K/V heads"), kv_heads);
+  Weights out = w.clone();
+  const std::int64_t hd = c.head_dim;
+  for (std::int64_t l = 0; l < c.layer_count(); ++l) {
+    const std::int64_t h = c.heads_in(l), per_group = c.kv_heads_in(l) / kv_heads;
+    AttentionTensors a = attention_tensors(out, l);
     if (method == KvConvertMethod::clustered && per_group > 1) {
       // Reorder the heads so that each cluster is contiguous: every head's Q, K, V rows and W_o
       // columns move together, which changes nothing the layer computes.
-      const std::vector<std::int64_t> order = cluster_order(wk, bk, h, per_group, hd);
-      for (Tensor* x : {&wq, &bq, &wk, &bk, &wv, &bv}) *x = permute_row_blocks(*x, order, hd);
-      wo = permute_column_blocks(wo, order, hd);
+      const std::vector<std::int64_t> order = cluster_order(*a.wk, *a.bk, h, per_group, hd);
+      for (Tensor* x : {a.wq, a.bq, a.wk, a.bk, a.wv, a.bv}) *x = permute_row_blocks(*x, order, hd);
+      *a.wo = permute_column_blocks(*a.wo, order, hd);
     }
     if (method == KvConvertMethod::aligned && per_group > 1)
       for (std::int64_t g = 0; g < kv_heads; ++g) {
         std::vector<std::int64_t> members(static_cast<std::size_t>(per_group));
         std::iota(members.begin(), members.end(), g * per_group);
-        const std::vector<Matrix> key_rotations = align_group(wk, bk, members, hd);
-        const std::vector<Matrix> value_rotations = align_group(wv, bv, members, hd);
+        const std::vector<Matrix> key_rotations = align_group(*a.wk, *a.bk, members, hd);
+        const std::vector<Matrix> value_rotations = align_group(*a.wv, *a.bv, members, hd);
         for (std::size_t j = 0; j < members.size(); ++j) {
-          rotate_rows(wk, bk, members[j], hd, key_rotations[j]);
-          rotate_rows(wq, bq, members[j], hd, key_rotations[j]);
-          rotate_rows(wv, bv, members[j], hd, value_rotations[j]);
-          rotate_columns(wo, members[j], hd, value_rotations[j]);
+          rotate_rows(*a.wk, *a.bk, members[j], hd, key_rotations[j]);
+          rotate_rows(*a.wq, *a.bq, members[j], hd, key_rotations[j]);
+          rotate_rows(*a.wv, *a.bv, members[j], hd, value_rotations[j]);
+          rotate_columns(*a.wo, members[j], hd, value_rotations[j]);
         }
       }
-    for (Tensor* x : {&wk, &bk, &wv, &bv}) *x = pool_row_blocks(*x, kv_heads, per_group, hd);
+    for (Tensor* x : {a.wk, a.bk, a.wv, a.bv}) *x = pool_row_blocks(*x, kv_heads, per_group, hd);
+    out.config.layers[static_cast<std::size_t>(l)].kv_heads = kv_heads;
   }
-  out.config.kv_heads.assign(static_cast<std::size_t>(c.layers), kv_heads);
+  validate(out.config, "converted model");
+  return out;
+}
+
+Weights repeat_kv_heads(const Weights& w) {
+  const Config& c = w.config;
+  Weights out = w.clone();
+  const std::int64_t hd = c.head_dim;
+  for (std::int64_t l = 0; l < c.layer_count(); ++l) {
+    const std::int64_t h = c.heads_in(l), group = h / c.kv_heads_in(l);
+    for (Role role : {Role::k_weight, Role::k_bias, Role::v_weight, Role::v_bias}) {
+      if (!out.has(role, l)) continue;
+      Tensor& x = out.at(role, l);
+      std::vector<std::int64_t> shape = x.shape();
+      shape[0] = h * hd;
+      const std::int64_t cols = x.rank() == 2 ? x.size(1) : 1;
+      Tensor repeated(DType::f32, shape);
+      for (std::int64_t i = 0; i < h; ++i)  // query head i reads K/V head i / group
+        std::memcpy(repeated.data<float>() + i * hd * cols,
+                    x.data<const float>() + (i / group) * hd * cols,
+                    static_cast<std::size_t>(hd * cols) * sizeof(float));
+      x = std::move(repeated);
+    }
+    out.config.layers[static_cast<std::size_t>(l)].kv_heads = h;
+  }
+  return out;
+}
+
+}  // namespace model
+
+EncoderWeights convert_kv_heads(const EncoderWeights& w, std::int64_t kv_heads,
+                                KvConvertMethod method) {
+  check(!w.config.is_grouped(), "model",
+        "a multi-head model (every layer with as many K/V heads as heads)", "a grouped one");
+  EncoderWeights out{.source_dir = w.source_dir,
+                     .config = w.config,
+                     .model = model::convert_kv_heads(w.model, kv_heads, method)};
+  out.config.kv_heads.assign(static_cast<std::size_t>(w.config.layers), kv_heads);
   validate_head_layout(out.config, "converted model");
   return out;
 }
 
 EncoderWeights repeat_kv_heads(const EncoderWeights& w) {
-  const EncoderConfig& c = w.config;
-  EncoderWeights out{.source_dir = w.source_dir, .config = c};
-  for (const auto& [name, t] : w.tensors) out.tensors.emplace(name, clone(t));
-  const std::int64_t hd = c.head_dim();
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    const std::int64_t h = c.layer_heads(l), group = h / c.layer_kv_heads(l);
-    std::vector<std::int64_t> source(static_cast<std::size_t>(h));
-    for (std::int64_t i = 0; i < h; ++i)
-      source[static_cast<std::size_t>(i)] = i / group;  // kv_head_of
-    const std::string p = concat("encoder.layer.", l, ".attention.self.");
-    for (const char* name : {"key.weight", "key.bias", "value.weight", "value.bias"}) {
-      Tensor& x = out.tensors.at(p + name);
-      std::vector<std::int64_t> shape = x.shape();
-      shape[0] = h * hd;
-      const std::int64_t cols = x.rank() == 2 ? x.size(1) : 1;
-      Tensor repeated(DType::f32, shape);
-      for (std::int64_t i = 0; i < h; ++i)
-        std::memcpy(repeated.data<float>() + i * hd * cols,
-                    x.data<const float>() + source[static_cast<std::size_t>(i)] * hd * cols,
-                    static_cast<std::size_t>(hd * cols) * sizeof(float));
-      x = std::move(repeated);
-    }
-  }
+  EncoderWeights out{
+      .source_dir = w.source_dir, .config = w.config, .model = model::repeat_kv_heads(w.model)};
   out.config.kv_heads.clear();
   return out;
 }

@@ -15,8 +15,8 @@
 
 namespace headcount {
 
-using compress::clone;
 using detail::concat;
+using model::Role;
 
 namespace {
 
@@ -50,41 +50,26 @@ Tensor take_column_blocks(const Tensor& t, const std::vector<std::int64_t>& bloc
 
 }  // namespace
 
-EncoderWeights prune_heads(const EncoderWeights& w,
-                           const std::vector<std::vector<std::int64_t>>& remove) {
-  const EncoderConfig& c = w.config;
-  check(static_cast<std::int64_t>(remove.size()) == c.layers, "heads to remove",
-        concat("one list per layer (", c.layers, ")"), remove.size());
-  EncoderWeights out{.source_dir = w.source_dir, .config = c};
-  for (const auto& [name, t] : w.tensors) out.tensors.emplace(name, clone(t));
-  if (out.config.pruned_heads.empty())
-    out.config.pruned_heads.assign(static_cast<std::size_t>(c.layers), {});
-  const bool grouped = !c.kv_heads.empty();
-  const std::int64_t hd = c.head_dim();
+namespace model {
 
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    const std::set<std::int64_t> drop(remove[static_cast<std::size_t>(l)].begin(),
-                                      remove[static_cast<std::size_t>(l)].end());
+Weights remove_heads(const Weights& w, const std::vector<std::vector<std::int64_t>>& positions) {
+  const Config& c = w.config;
+  check(static_cast<std::int64_t>(positions.size()) == c.layer_count(), "heads to remove",
+        concat("one list per layer (", c.layer_count(), ")"), positions.size());
+  Weights out = w.clone();
+  const std::int64_t hd = c.head_dim;
+  for (std::int64_t l = 0; l < c.layer_count(); ++l) {
+    const std::set<std::int64_t> drop(positions[static_cast<std::size_t>(l)].begin(),
+                                      positions[static_cast<std::size_t>(l)].end());
     if (drop.empty()) continue;
-    // Current positions of the heads to drop (originals -> index among the layer's heads now).
-    const std::int64_t h = c.layer_heads(l), g = c.layer_kv_heads(l), group = h / g;
-    std::vector<bool> dropped(static_cast<std::size_t>(h), false);
-    std::set<std::int64_t> found;
-    for (std::int64_t i = 0; i < h; ++i)
-      if (drop.count(c.original_head(l, i))) {
-        dropped[static_cast<std::size_t>(i)] = true;
-        found.insert(c.original_head(l, i));
-      }
-    for (std::int64_t head : drop)
-      check(found.count(head) == 1, concat("layer ", l, " head ", head),
-            "a head the model still has",
-            head < 0 || head >= c.heads ? concat("an index outside [0, ", c.heads, ")")
-                                        : std::string("one pruned before"));
+    const std::int64_t h = c.heads_in(l), g = c.kv_heads_in(l), group = h / g;
+    for (std::int64_t i : drop)
+      check(i >= 0 && i < h, concat("layer ", l, " head position"),
+            concat("in [0, ", h, ") (the heads it has now)"), i);
     std::vector<std::int64_t> kept_q, kept_kv;
     for (std::int64_t kv = 0; kv < g; ++kv) {
       std::int64_t gone = 0;
-      for (std::int64_t i = kv * group; i < (kv + 1) * group; ++i)
-        gone += dropped[static_cast<std::size_t>(i)] ? 1 : 0;
+      for (std::int64_t i = kv * group; i < (kv + 1) * group; ++i) gone += drop.count(i);
       check(gone == 0 || gone == group, concat("layer ", l, " K/V group ", kv),
             concat("all or none of its ", group,
                    " query heads removed (a K/V head goes only with its whole group)"),
@@ -92,28 +77,58 @@ EncoderWeights prune_heads(const EncoderWeights& w,
       if (gone == 0) kept_kv.push_back(kv);
     }
     for (std::int64_t i = 0; i < h; ++i)
-      if (!dropped[static_cast<std::size_t>(i)]) kept_q.push_back(i);
+      if (!drop.count(i)) kept_q.push_back(i);
     check(!kept_q.empty(), concat("layer ", l), "at least one head left",
           concat("all ", h, " removed"));
+    for (Role role : {Role::q_weight, Role::q_bias})
+      if (w.has(role, l)) out.at(role, l) = take_row_blocks(w.at(role, l), kept_q, hd);
+    for (Role role : {Role::k_weight, Role::k_bias, Role::v_weight, Role::v_bias})
+      if (w.has(role, l)) out.at(role, l) = take_row_blocks(w.at(role, l), kept_kv, hd);
+    out.at(Role::o_weight, l) = take_column_blocks(w.at(Role::o_weight, l), kept_q, hd);
+    out.config.layers[static_cast<std::size_t>(l)] = {
+        .heads = static_cast<std::int64_t>(kept_q.size()),
+        .kv_heads = static_cast<std::int64_t>(kept_kv.size())};
+  }
+  validate(out.config, "pruned model");
+  return out;
+}
 
-    const std::string p = concat("encoder.layer.", l, ".attention.");
-    auto& t = out.tensors;
-    for (const char* part : {"weight", "bias"}) {
-      t[concat(p, "self.query.", part)] =
-          take_row_blocks(w.tensors.at(concat(p, "self.query.", part)), kept_q, hd);
-      t[concat(p, "self.key.", part)] =
-          take_row_blocks(w.tensors.at(concat(p, "self.key.", part)), kept_kv, hd);
-      t[concat(p, "self.value.", part)] =
-          take_row_blocks(w.tensors.at(concat(p, "self.value.", part)), kept_kv, hd);
-    }
-    t[p + "output.dense.weight"] =
-        take_column_blocks(w.tensors.at(p + "output.dense.weight"), kept_q, hd);
+}  // namespace model
 
+EncoderWeights prune_heads(const EncoderWeights& w,
+                           const std::vector<std::vector<std::int64_t>>& remove) {
+  const EncoderConfig& c = w.config;
+  check(static_cast<std::int64_t>(remove.size()) == c.layers, "heads to remove",
+        concat("one list per layer (", c.layers, ")"), remove.size());
+  // Original indices (config.json's "pruned_heads" convention) -> the heads' positions now.
+  std::vector<std::vector<std::int64_t>> positions(static_cast<std::size_t>(c.layers));
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const std::set<std::int64_t> drop(remove[static_cast<std::size_t>(l)].begin(),
+                                      remove[static_cast<std::size_t>(l)].end());
+    std::set<std::int64_t> found;
+    for (std::int64_t i = 0; i < c.layer_heads(l); ++i)
+      if (drop.count(c.original_head(l, i))) {
+        positions[static_cast<std::size_t>(l)].push_back(i);
+        found.insert(c.original_head(l, i));
+      }
+    for (std::int64_t head : drop)
+      check(found.count(head) == 1, concat("layer ", l, " head ", head),
+            "a head the model still has",
+            head < 0 || head >= c.heads ? concat("an index outside [0, ", c.heads, ")")
+                                        : std::string("one pruned before"));
+  }
+  EncoderWeights out{
+      .source_dir = w.source_dir, .config = c, .model = model::remove_heads(w.model, positions)};
+  if (out.config.pruned_heads.empty())
+    out.config.pruned_heads.assign(static_cast<std::size_t>(c.layers), {});
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const auto& drop = remove[static_cast<std::size_t>(l)];
     std::vector<std::int64_t>& pruned = out.config.pruned_heads[static_cast<std::size_t>(l)];
     pruned.insert(pruned.end(), drop.begin(), drop.end());
     std::sort(pruned.begin(), pruned.end());
-    if (grouped)
-      out.config.kv_heads[static_cast<std::size_t>(l)] = static_cast<std::int64_t>(kept_kv.size());
+    pruned.erase(std::unique(pruned.begin(), pruned.end()), pruned.end());
+    if (!c.kv_heads.empty())
+      out.config.kv_heads[static_cast<std::size_t>(l)] = out.model.config.kv_heads_in(l);
   }
   if (!out.config.is_pruned()) out.config.pruned_heads.clear();
   validate_head_layout(out.config, "pruned model");

@@ -4,17 +4,18 @@
 //            values (vocab 129), seq_len 64; 2 layers, d_model 64; metric validation accuracy.
 //   char-lm  the committed text, 2 layers, d_model 64, context 64; metric validation loss.
 // Each cell's KV-cache bytes per token come from the cost model (model_cost.h). The MHA runs
-// (kv_heads = h) are also converted by mean-pooling (train/kv_convert.h) to every G < h,
-// evaluated right after conversion, then uptrained for 5% of the run's steps and evaluated
-// again (the at_final hook). The judge applies experiments-rules.md's kv-heads and conversion
-// rules.
+// (kv_heads = h) are also converted by mean-pooling (compress.h's model::convert_kv_heads, on the
+// trained model's definition) to every G < h, evaluated right after conversion, then uptrained for
+// 5% of the run's steps and evaluated again (the at_final hook). The judge applies
+// experiments-rules.md's kv-heads and conversion rules.
 #include <algorithm>
 #include <cmath>
 
 #include "experiments/experiments.h"
 #include "experiments/runner.h"
+#include "headcount/compress.h"
 #include "headcount/error.h"
-#include "headcount/train/kv_convert.h"
+#include "headcount/train/definition.h"
 
 namespace headcount::experiments {
 namespace {
@@ -76,7 +77,9 @@ json convert_and_uptrain(RunView& v) {
       std::max<std::int64_t>(1, std::llround(kUptrainFraction * static_cast<double>(base.steps)));
   for (const std::int64_t g : kKvHeads) {
     if (g == base.model.heads) continue;
-    train::Model converted = train::convert_kv_heads(v.trainer.model(), g);
+    const model::Weights pooled =
+        model::convert_kv_heads(train::to_weights(v.trainer.model()), g, KvConvertMethod::mean);
+    train::Model converted = train::from_weights(pooled);
     const train::TaskMetrics just = evaluate(v.ctx, converted, v.trainer.task(), base.batch, 0);
     train::TrainConfig c = base;
     c.model.kv_heads = g;
@@ -88,7 +91,7 @@ json convert_and_uptrain(RunView& v) {
     c.eval_every = 0;
     c.checkpoint_every = 0;
     train::Trainer t(v.ctx, c);
-    train::copy_parameters(converted, t.model());
+    train::read_weights(t.model(), pooled);
     for (std::int64_t s = 0; s < up; ++s) t.train_step();
     const train::TaskMetrics after = evaluate(v.ctx, t.model(), t.task(), base.batch, 0);
     out.push_back({{"kv_heads", g},

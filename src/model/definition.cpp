@@ -2,6 +2,7 @@
 // One table per family maps each Role to the family's tensor name; every loader, converter and
 // executor goes through it, so a name is written once.
 #include <cmath>
+#include <cstring>
 
 #include "headcount/error.h"
 #include "headcount/model.h"
@@ -12,9 +13,12 @@ using detail::concat;
 
 const char* family_name(Family family) {
   switch (family) {
-    case Family::bert: return "bert";
-    case Family::llama: return "llama";
-    case Family::headcount: return "headcount";
+    case Family::bert:
+      return "bert";
+    case Family::llama:
+      return "llama";
+    case Family::headcount:
+      return "headcount";
   }
   return "?";
 }
@@ -29,9 +33,12 @@ const char* positions_name(Positions positions) {
 }
 const char* output_name(Output output) {
   switch (output) {
-    case Output::hidden: return "hidden";
-    case Output::lm_head: return "lm_head";
-    case Output::tied: return "tied";
+    case Output::hidden:
+      return "hidden";
+    case Output::lm_head:
+      return "lm_head";
+    case Output::tied:
+      return "tied";
   }
   return "?";
 }
@@ -65,8 +72,7 @@ void validate(const Config& c, const std::string& where) {
   positive("d_model", c.d_model);
   positive("head_dim", c.head_dim);
   positive("context", c.context);
-  if (c.output != Output::hidden || c.activation == Activation::swiglu || c.d_ff != 0)
-    positive("d_ff", c.d_ff);
+  if (!c.attention_only) positive("d_ff", c.d_ff);
   check(!c.layers.empty(), concat(where, ": layers"), "at least one layer", "none");
   for (std::size_t l = 0; l < c.layers.size(); ++l) {
     const LayerShape& s = c.layers[l];
@@ -111,40 +117,66 @@ void validate(const Config& c, const std::string& where) {
       break;
     case Family::headcount:
       check(c.activation == Activation::gelu_erf && c.token_types == 0 && !c.embedding_norm,
-            concat(where, ": family"),
-            "headcount: erf GELU, no token types, no embedding norm", "another combination");
+            concat(where, ": family"), "headcount: erf GELU, no token types, no embedding norm",
+            "another combination");
       break;
   }
 }
 
 const char* role_name(Role role) {
   switch (role) {
-    case Role::token_embedding: return "token_embedding";
-    case Role::position_embedding: return "position_embedding";
-    case Role::token_type_embedding: return "token_type_embedding";
-    case Role::embedding_norm_weight: return "embedding_norm_weight";
-    case Role::embedding_norm_bias: return "embedding_norm_bias";
-    case Role::q_weight: return "q_weight";
-    case Role::q_bias: return "q_bias";
-    case Role::k_weight: return "k_weight";
-    case Role::k_bias: return "k_bias";
-    case Role::v_weight: return "v_weight";
-    case Role::v_bias: return "v_bias";
-    case Role::o_weight: return "o_weight";
-    case Role::o_bias: return "o_bias";
-    case Role::norm1_weight: return "norm1_weight";
-    case Role::norm1_bias: return "norm1_bias";
-    case Role::norm2_weight: return "norm2_weight";
-    case Role::norm2_bias: return "norm2_bias";
-    case Role::ffn_gate_weight: return "ffn_gate_weight";
-    case Role::ffn_up_weight: return "ffn_up_weight";
-    case Role::ffn_up_bias: return "ffn_up_bias";
-    case Role::ffn_down_weight: return "ffn_down_weight";
-    case Role::ffn_down_bias: return "ffn_down_bias";
-    case Role::final_norm_weight: return "final_norm_weight";
-    case Role::final_norm_bias: return "final_norm_bias";
-    case Role::lm_head_weight: return "lm_head_weight";
-    case Role::lm_head_bias: return "lm_head_bias";
+    case Role::token_embedding:
+      return "token_embedding";
+    case Role::position_embedding:
+      return "position_embedding";
+    case Role::token_type_embedding:
+      return "token_type_embedding";
+    case Role::embedding_norm_weight:
+      return "embedding_norm_weight";
+    case Role::embedding_norm_bias:
+      return "embedding_norm_bias";
+    case Role::q_weight:
+      return "q_weight";
+    case Role::q_bias:
+      return "q_bias";
+    case Role::k_weight:
+      return "k_weight";
+    case Role::k_bias:
+      return "k_bias";
+    case Role::v_weight:
+      return "v_weight";
+    case Role::v_bias:
+      return "v_bias";
+    case Role::o_weight:
+      return "o_weight";
+    case Role::o_bias:
+      return "o_bias";
+    case Role::norm1_weight:
+      return "norm1_weight";
+    case Role::norm1_bias:
+      return "norm1_bias";
+    case Role::norm2_weight:
+      return "norm2_weight";
+    case Role::norm2_bias:
+      return "norm2_bias";
+    case Role::ffn_gate_weight:
+      return "ffn_gate_weight";
+    case Role::ffn_up_weight:
+      return "ffn_up_weight";
+    case Role::ffn_up_bias:
+      return "ffn_up_bias";
+    case Role::ffn_down_weight:
+      return "ffn_down_weight";
+    case Role::ffn_down_bias:
+      return "ffn_down_bias";
+    case Role::final_norm_weight:
+      return "final_norm_weight";
+    case Role::final_norm_bias:
+      return "final_norm_bias";
+    case Role::lm_head_weight:
+      return "lm_head_weight";
+    case Role::lm_head_bias:
+      return "lm_head_bias";
   }
   return "?";
 }
@@ -159,37 +191,63 @@ struct Names {
 // The families' names of each role ("" where a family has no such weight).
 Names bert_names(Role role) {
   switch (role) {
-    case Role::token_embedding: return {"embeddings.word_embeddings.weight", ""};
-    case Role::position_embedding: return {"embeddings.position_embeddings.weight", ""};
-    case Role::token_type_embedding: return {"embeddings.token_type_embeddings.weight", ""};
-    case Role::embedding_norm_weight: return {"embeddings.LayerNorm.weight", ""};
-    case Role::embedding_norm_bias: return {"embeddings.LayerNorm.bias", ""};
-    case Role::q_weight: return {"encoder.layer.{}.attention.self.query.weight", ""};
-    case Role::q_bias: return {"encoder.layer.{}.attention.self.query.bias", ""};
-    case Role::k_weight: return {"encoder.layer.{}.attention.self.key.weight", ""};
-    case Role::k_bias: return {"encoder.layer.{}.attention.self.key.bias", ""};
-    case Role::v_weight: return {"encoder.layer.{}.attention.self.value.weight", ""};
-    case Role::v_bias: return {"encoder.layer.{}.attention.self.value.bias", ""};
-    case Role::o_weight: return {"encoder.layer.{}.attention.output.dense.weight", ""};
-    case Role::o_bias: return {"encoder.layer.{}.attention.output.dense.bias", ""};
-    case Role::norm1_weight: return {"encoder.layer.{}.attention.output.LayerNorm.weight", ""};
-    case Role::norm1_bias: return {"encoder.layer.{}.attention.output.LayerNorm.bias", ""};
-    case Role::ffn_up_weight: return {"encoder.layer.{}.intermediate.dense.weight", ""};
-    case Role::ffn_up_bias: return {"encoder.layer.{}.intermediate.dense.bias", ""};
-    case Role::ffn_down_weight: return {"encoder.layer.{}.output.dense.weight", ""};
-    case Role::ffn_down_bias: return {"encoder.layer.{}.output.dense.bias", ""};
-    case Role::norm2_weight: return {"encoder.layer.{}.output.LayerNorm.weight", ""};
-    case Role::norm2_bias: return {"encoder.layer.{}.output.LayerNorm.bias", ""};
-    default: return {"", ""};
+    case Role::token_embedding:
+      return {"embeddings.word_embeddings.weight", ""};
+    case Role::position_embedding:
+      return {"embeddings.position_embeddings.weight", ""};
+    case Role::token_type_embedding:
+      return {"embeddings.token_type_embeddings.weight", ""};
+    case Role::embedding_norm_weight:
+      return {"embeddings.LayerNorm.weight", ""};
+    case Role::embedding_norm_bias:
+      return {"embeddings.LayerNorm.bias", ""};
+    case Role::q_weight:
+      return {"encoder.layer.{}.attention.self.query.weight", ""};
+    case Role::q_bias:
+      return {"encoder.layer.{}.attention.self.query.bias", ""};
+    case Role::k_weight:
+      return {"encoder.layer.{}.attention.self.key.weight", ""};
+    case Role::k_bias:
+      return {"encoder.layer.{}.attention.self.key.bias", ""};
+    case Role::v_weight:
+      return {"encoder.layer.{}.attention.self.value.weight", ""};
+    case Role::v_bias:
+      return {"encoder.layer.{}.attention.self.value.bias", ""};
+    case Role::o_weight:
+      return {"encoder.layer.{}.attention.output.dense.weight", ""};
+    case Role::o_bias:
+      return {"encoder.layer.{}.attention.output.dense.bias", ""};
+    case Role::norm1_weight:
+      return {"encoder.layer.{}.attention.output.LayerNorm.weight", ""};
+    case Role::norm1_bias:
+      return {"encoder.layer.{}.attention.output.LayerNorm.bias", ""};
+    case Role::ffn_up_weight:
+      return {"encoder.layer.{}.intermediate.dense.weight", ""};
+    case Role::ffn_up_bias:
+      return {"encoder.layer.{}.intermediate.dense.bias", ""};
+    case Role::ffn_down_weight:
+      return {"encoder.layer.{}.output.dense.weight", ""};
+    case Role::ffn_down_bias:
+      return {"encoder.layer.{}.output.dense.bias", ""};
+    case Role::norm2_weight:
+      return {"encoder.layer.{}.output.LayerNorm.weight", ""};
+    case Role::norm2_bias:
+      return {"encoder.layer.{}.output.LayerNorm.bias", ""};
+    default:
+      return {"", ""};
   }
 }
 
 Names llama_names(Role role) {
   switch (role) {
-    case Role::token_embedding: return {"model.embed_tokens.weight", "token_embd.weight"};
-    case Role::q_weight: return {"model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight"};
-    case Role::k_weight: return {"model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight"};
-    case Role::v_weight: return {"model.layers.{}.self_attn.v_proj.weight", "blk.{}.attn_v.weight"};
+    case Role::token_embedding:
+      return {"model.embed_tokens.weight", "token_embd.weight"};
+    case Role::q_weight:
+      return {"model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight"};
+    case Role::k_weight:
+      return {"model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight"};
+    case Role::v_weight:
+      return {"model.layers.{}.self_attn.v_proj.weight", "blk.{}.attn_v.weight"};
     case Role::o_weight:
       return {"model.layers.{}.self_attn.o_proj.weight", "blk.{}.attn_output.weight"};
     case Role::norm1_weight:
@@ -198,48 +256,78 @@ Names llama_names(Role role) {
       return {"model.layers.{}.post_attention_layernorm.weight", "blk.{}.ffn_norm.weight"};
     case Role::ffn_gate_weight:
       return {"model.layers.{}.mlp.gate_proj.weight", "blk.{}.ffn_gate.weight"};
-    case Role::ffn_up_weight: return {"model.layers.{}.mlp.up_proj.weight", "blk.{}.ffn_up.weight"};
+    case Role::ffn_up_weight:
+      return {"model.layers.{}.mlp.up_proj.weight", "blk.{}.ffn_up.weight"};
     case Role::ffn_down_weight:
       return {"model.layers.{}.mlp.down_proj.weight", "blk.{}.ffn_down.weight"};
-    case Role::final_norm_weight: return {"model.norm.weight", "output_norm.weight"};
-    case Role::lm_head_weight: return {"lm_head.weight", "output.weight"};
-    default: return {"", ""};
+    case Role::final_norm_weight:
+      return {"model.norm.weight", "output_norm.weight"};
+    case Role::lm_head_weight:
+      return {"lm_head.weight", "output.weight"};
+    default:
+      return {"", ""};
   }
 }
 
 Names headcount_names(Role role) {
   switch (role) {
-    case Role::token_embedding: return {"embed.tokens.weight", ""};
-    case Role::position_embedding: return {"embed.positions.weight", ""};
-    case Role::q_weight: return {"layers.{}.attention.q.weight", ""};
-    case Role::q_bias: return {"layers.{}.attention.q.bias", ""};
-    case Role::k_weight: return {"layers.{}.attention.k.weight", ""};
-    case Role::k_bias: return {"layers.{}.attention.k.bias", ""};
-    case Role::v_weight: return {"layers.{}.attention.v.weight", ""};
-    case Role::v_bias: return {"layers.{}.attention.v.bias", ""};
-    case Role::o_weight: return {"layers.{}.attention.o.weight", ""};
-    case Role::o_bias: return {"layers.{}.attention.o.bias", ""};
-    case Role::norm1_weight: return {"layers.{}.norm1.weight", ""};
-    case Role::norm1_bias: return {"layers.{}.norm1.bias", ""};
-    case Role::norm2_weight: return {"layers.{}.norm2.weight", ""};
-    case Role::norm2_bias: return {"layers.{}.norm2.bias", ""};
-    case Role::ffn_up_weight: return {"layers.{}.ffn.up.weight", ""};
-    case Role::ffn_up_bias: return {"layers.{}.ffn.up.bias", ""};
-    case Role::ffn_down_weight: return {"layers.{}.ffn.down.weight", ""};
-    case Role::ffn_down_bias: return {"layers.{}.ffn.down.bias", ""};
-    case Role::final_norm_weight: return {"norm.weight", ""};
-    case Role::final_norm_bias: return {"norm.bias", ""};
-    case Role::lm_head_weight: return {"lm_head.weight", ""};
-    case Role::lm_head_bias: return {"lm_head.bias", ""};
-    default: return {"", ""};
+    case Role::token_embedding:
+      return {"embed.tokens.weight", ""};
+    case Role::position_embedding:
+      return {"embed.positions.weight", ""};
+    case Role::q_weight:
+      return {"layers.{}.attention.q.weight", ""};
+    case Role::q_bias:
+      return {"layers.{}.attention.q.bias", ""};
+    case Role::k_weight:
+      return {"layers.{}.attention.k.weight", ""};
+    case Role::k_bias:
+      return {"layers.{}.attention.k.bias", ""};
+    case Role::v_weight:
+      return {"layers.{}.attention.v.weight", ""};
+    case Role::v_bias:
+      return {"layers.{}.attention.v.bias", ""};
+    case Role::o_weight:
+      return {"layers.{}.attention.o.weight", ""};
+    case Role::o_bias:
+      return {"layers.{}.attention.o.bias", ""};
+    case Role::norm1_weight:
+      return {"layers.{}.norm1.weight", ""};
+    case Role::norm1_bias:
+      return {"layers.{}.norm1.bias", ""};
+    case Role::norm2_weight:
+      return {"layers.{}.norm2.weight", ""};
+    case Role::norm2_bias:
+      return {"layers.{}.norm2.bias", ""};
+    case Role::ffn_up_weight:
+      return {"layers.{}.ffn.up.weight", ""};
+    case Role::ffn_up_bias:
+      return {"layers.{}.ffn.up.bias", ""};
+    case Role::ffn_down_weight:
+      return {"layers.{}.ffn.down.weight", ""};
+    case Role::ffn_down_bias:
+      return {"layers.{}.ffn.down.bias", ""};
+    case Role::final_norm_weight:
+      return {"norm.weight", ""};
+    case Role::final_norm_bias:
+      return {"norm.bias", ""};
+    case Role::lm_head_weight:
+      return {"lm_head.weight", ""};
+    case Role::lm_head_bias:
+      return {"lm_head.bias", ""};
+    default:
+      return {"", ""};
   }
 }
 
 Names names(Family family, Role role) {
   switch (family) {
-    case Family::bert: return bert_names(role);
-    case Family::llama: return llama_names(role);
-    case Family::headcount: return headcount_names(role);
+    case Family::bert:
+      return bert_names(role);
+    case Family::llama:
+      return llama_names(role);
+    case Family::headcount:
+      return headcount_names(role);
   }
   return {"", ""};
 }
@@ -255,9 +343,8 @@ std::string with_layer(const char* pattern, std::int64_t layer) {
 
 std::string name_of(const Config& config, Role role, std::int64_t layer) {
   const Names n = names(config.family, role);
-  check(n.name[0] != '\0', "weight role", concat("a role the ", family_name(config.family),
-                                                 " family has"),
-        role_name(role));
+  check(n.name[0] != '\0', "weight role",
+        concat("a role the ", family_name(config.family), " family has"), role_name(role));
   return with_layer(n.name, layer);
 }
 
@@ -293,6 +380,7 @@ std::vector<WeightSpec> weight_table(const Config& c) {
     if (ab) add(Role::o_bias, l, {d});
     add(Role::norm1_weight, l, {d});
     if (layer_norm) add(Role::norm1_bias, l, {d});
+    if (c.attention_only) continue;
     if (c.activation == Activation::swiglu) add(Role::ffn_gate_weight, l, {ff, d});
     add(Role::ffn_up_weight, l, {ff, d});
     if (c.ffn_bias) add(Role::ffn_up_bias, l, {ff});
@@ -329,6 +417,16 @@ Tensor& Weights::at(Role role, std::int64_t layer) {
 bool Weights::has(Role role, std::int64_t layer) const {
   const Names n = names(config.family, role);
   return n.name[0] != '\0' && tensors.count(with_layer(n.name, layer)) != 0;
+}
+
+Weights Weights::clone() const {
+  Weights out{.config = config};
+  for (const auto& [name, t] : tensors) {
+    Tensor copy(t.dtype(), t.shape());
+    if (t.bytes() > 0) std::memcpy(copy.data<void>(), t.data<const void>(), t.bytes());
+    out.tensors.emplace(name, std::move(copy));
+  }
+  return out;
 }
 
 void check_weights(const Weights& w, const std::string& where) {
