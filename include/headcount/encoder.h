@@ -80,6 +80,10 @@ EncoderConfig read_encoder_config(const std::string& model_dir);
 // tensors, such as position_ids or the pooler, are ignored).
 model::Config bert_definition(const EncoderConfig& config);
 
+// "" or "bert.": the prefix a checkpoint puts before the table's names (BertForPreTraining
+// exports write "bert.embeddings...").
+std::string bert_checkpoint_prefix(const SafetensorsFile& file);
+
 struct EncoderForwardOptions {
   Kernel kernel = Kernel::streaming;
   // [config.total_heads()] factors on each head's output before its layer's W_O (layer-major,

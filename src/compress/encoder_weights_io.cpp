@@ -59,10 +59,7 @@ EncoderWeights read_encoder_weights(const std::string& model_dir) {
   w.model.config = bert_definition(w.config);
   const SafetensorsFile file =
       SafetensorsFile::open((fs::path(model_dir) / "model.safetensors").string());
-  const std::string prefix = file.find("embeddings.word_embeddings.weight") == nullptr &&
-                                     file.find("bert.embeddings.word_embeddings.weight") != nullptr
-                                 ? "bert."
-                                 : "";
+  const std::string prefix = bert_checkpoint_prefix(file);
   for (const SafetensorsEntry& e : file.entries()) {
     if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16") continue;
     const std::string name = e.name.starts_with(prefix) ? e.name.substr(prefix.size()) : e.name;

@@ -63,16 +63,18 @@ DType parse_encoder_dtype(const std::string& name) {
   fail("dtype", concat("expected fp32, bf16 or int8, got '", name, "'"));
 }
 
+std::string bert_checkpoint_prefix(const SafetensorsFile& file) {
+  const std::string word =
+      model::name_of(model::Config{.family = model::Family::bert}, model::Role::token_embedding);
+  return file.find(word) == nullptr && file.find("bert." + word) != nullptr ? "bert." : "";
+}
+
 namespace {
 
 // The file's tensors by their table names; some checkpoints (BertForPreTraining exports)
 // prefix the names with "bert.".
 BertEncoder::WeightSource from_file(const SafetensorsFile& weights) {
-  const std::string prefix =
-      weights.find("embeddings.word_embeddings.weight") == nullptr &&
-              weights.find("bert.embeddings.word_embeddings.weight") != nullptr
-          ? "bert."
-          : "";
+  const std::string prefix = bert_checkpoint_prefix(weights);
   return [&weights, prefix](const std::string& name, const std::vector<std::int64_t>& shape) {
     return weights.load_f32(prefix + name, shape);
   };

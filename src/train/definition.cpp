@@ -60,20 +60,20 @@ ModelConfig model_config(const model::Config& d, WeightParts parts) {
           what + ": an untied LM head with a bias", model::output_name(d.output));
   }
   const bool uniform = d.uniform();
-  ModelConfig c{.vocab = parts == WeightParts::all ? d.vocab : 1,
-                .context = d.context,
-                .layers = d.layer_count(),
-                .d_model = d.d_model,
-                .heads = d.heads_in(0),
-                .kv_heads = d.kv_heads_in(0),
-                .head_dim = d.head_dim,
-                .d_ff = d.attention_only ? 0 : d.d_ff,
-                .scale = d.scale,
-                .norm = d.placement == model::NormPlacement::pre ? NormPlacement::pre
-                                                                : NormPlacement::post,
-                .causal = d.causal,
-                .attention_only = d.attention_only,
-                .ln_eps = d.norm_eps};
+  ModelConfig c{
+      .vocab = parts == WeightParts::all ? d.vocab : 1,
+      .context = d.context,
+      .layers = d.layer_count(),
+      .d_model = d.d_model,
+      .heads = d.heads_in(0),
+      .kv_heads = d.kv_heads_in(0),
+      .head_dim = d.head_dim,
+      .d_ff = d.attention_only ? 0 : d.d_ff,
+      .scale = d.scale,
+      .norm = d.placement == model::NormPlacement::pre ? NormPlacement::pre : NormPlacement::post,
+      .causal = d.causal,
+      .attention_only = d.attention_only,
+      .ln_eps = d.norm_eps};
   if (!uniform)
     for (const model::LayerShape& s : d.layers) {
       c.layer_heads.push_back(s.heads);
@@ -100,17 +100,17 @@ const Parameter& find(const std::map<std::string, const Parameter*>& params,
 // The shapes the two layouts must agree on, before any value moves.
 void check_shapes(const ModelConfig& have, const model::Config& d, WeightParts parts) {
   const ModelConfig want = model_config(d, parts);
-  bool same = have.layers == want.layers && have.d_model == want.d_model &&
-              have.head_dim == want.head_dim && have.d_ff == want.d_ff &&
-              have.attention_only == want.attention_only && have.norm == want.norm &&
-              (parts == WeightParts::layers ||
-               (have.vocab == want.vocab && have.context == want.context));
+  bool same =
+      have.layers == want.layers && have.d_model == want.d_model &&
+      have.head_dim == want.head_dim && have.d_ff == want.d_ff &&
+      have.attention_only == want.attention_only && have.norm == want.norm &&
+      (parts == WeightParts::layers || (have.vocab == want.vocab && have.context == want.context));
   for (std::int64_t l = 0; same && l < want.layers; ++l)
     same = have.heads_in(l) == want.heads_in(l) && have.kv_heads_in(l) == want.kv_heads_in(l);
   check(same, "model",
         concat("the shape of the weights (", want.layers, " layers, ", want.heads_in(0),
-               " heads over ", want.kv_heads_in(0), " K/V heads in layer 0, d_model ",
-               want.d_model, ")"),
+               " heads over ", want.kv_heads_in(0), " K/V heads in layer 0, d_model ", want.d_model,
+               ")"),
         concat(have.layers, " layers, ", have.heads_in(0), " heads over ", have.kv_heads_in(0),
                " K/V heads in layer 0, d_model ", have.d_model));
 }
