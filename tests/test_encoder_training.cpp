@@ -459,6 +459,41 @@ TEST_F(EncoderTrainingTiny, GradientImportanceMatchesFiniteDifferences) {
   EXPECT_NEAR(g.mean_loss, loss(), 1e-3 * g.mean_loss + 1e-9);
 }
 
+// Pairs in padded batches give the bits of one pair at a time (each sentence's gate gradient is
+// its own rows' sum, Model::sequence_gate_grads), for a multi-head model, a grouped-query
+// conversion and a model pruned unevenly, whose importances follow its layer shapes.
+TEST_F(EncoderTrainingTiny, GradientImportanceIsTheSameBitsForAnyBatchSizeAndModelShape) {
+  Context ctx({.threads = 2});
+  const EncoderWeights w = read_encoder_weights(tiny());
+  const std::vector<StsPair> pairs = read_sts(sts_.string());
+  ASSERT_EQ(pairs.size(), 15u);
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    const EncoderWeights weights = variant == 0   ? read_encoder_weights(tiny())
+                                   : variant == 1 ? convert_kv_heads(w, 2, KvConvertMethod::mean)
+                                                  : prune_heads(w, {{0, 2}, {}});
+    const BertEncoder encoder = encoder_from_weights(weights);
+    const GradientImportance one =
+        gradient_head_importance(ctx, encoder, weights, pairs, {.batch_size = 1});
+    const GradientImportance batched =
+        gradient_head_importance(ctx, encoder, weights, pairs, {.batch_size = 6});
+    const std::vector<std::int64_t> shape =
+        variant == 2 ? std::vector<std::int64_t>{2, 4} : std::vector<std::int64_t>{4, 4};
+    EXPECT_EQ(one.layer_heads, shape);
+    ASSERT_EQ(one.raw.size(), static_cast<std::size_t>(shape[0] + shape[1]));
+    EXPECT_EQ(one.raw, batched.raw);
+    EXPECT_EQ(one.importance, batched.importance);
+    EXPECT_EQ(one.mean_loss, batched.mean_loss);
+    double norm = 0;  // the pruned layer is normalised over its own two heads
+    for (std::size_t h = 0; h < static_cast<std::size_t>(shape[0]); ++h)
+      norm += one.importance[h] * one.importance[h];
+    EXPECT_NEAR(norm, 1.0, 1e-12);
+  }
+  expect_error(
+      [&] { gradient_head_importance(ctx, encoder_from_weights(w), w, pairs, {.batch_size = 0}); },
+      {"batch_size", "at least 1", "0"});
+}
+
 // Distillation: the same steps give the same student bit for bit, and they bring the GQA
 // student's embeddings closer to the teacher's.
 TEST_F(EncoderTrainingTiny, DistillationIsReproducibleAndApproachesTheTeacher) {
@@ -495,6 +530,15 @@ TEST_F(EncoderTrainingTiny, DistillationIsReproducibleAndApproachesTheTeacher) {
       {"uptraining budget"});
   expect_error([&] { distill_encoder(ctx, teacher, student, {"a"}, {.steps = 1}); },
                {"uptraining corpus"});
+  // A pruned teacher (layer 0 keeps 3 heads) and its GQA conversion: uneven layers train too.
+  const EncoderWeights pruned = prune_heads(read_encoder_weights(tiny()), {{1}, {}});
+  const EncoderWeights pruned_student = convert_kv_heads(pruned, 1, KvConvertMethod::mean);
+  const DistillResult p =
+      distill_encoder(ctx, encoder_from_weights(pruned), pruned_student, sentences, options);
+  std::printf("[ distill ] pruned teacher: loss %.5f -> %.5f\n", p.first_loss, p.last_loss);
+  EXPECT_LT(p.last_loss, 0.5 * p.first_loss);
+  expect_error([&] { distill_encoder(ctx, teacher, pruned_student, sentences, options); },
+               {"student", "other heads per layer"});
 }
 
 TEST_F(EncoderTrainingTiny, PruneAndConvertCommandsTakeTheNewOptions) {

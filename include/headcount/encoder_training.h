@@ -8,8 +8,8 @@
 //                  LayerNorm eps from config.json, attention biases in b_qkv / b_o
 //                ─ final hidden states [B, T, d]; backward_hidden from their gradient
 //
-// No padding: the train model has no key mask, so every batch holds sentences of one length
-// (one sentence, or a bucket of equal token counts).
+// Any model the encoder runs (pruned unevenly, grouped-query): the executor takes per-layer head
+// counts and key padding, on whose valid rows it gives each sentence's bits alone.
 //
 //   gradient_head_importance   Michel et al. 2019: I_h = mean over STS pairs of |dL/dξ_h|, ξ_h the
 //                              gate on head h's output, L the cosine-MSE loss of one pair,
@@ -33,8 +33,8 @@
 
 namespace headcount {
 
-// The layers' input for sentences of one length: ids [batch * seq_len] -> x_in [batch, seq_len, d]
-// (the encoder's embedding LayerNorm output).
+// The layers' input: ids [batch * seq_len] -> x_in [batch, seq_len, d] (the encoder's embedding
+// LayerNorm output; padded rows are computed too, from the pad token, and never read).
 Tensor encoder_layer_input(Context& ctx, const BertEncoder& encoder, const TokenBatch& batch);
 
 // The pair loss and its gradient with respect to the two pooled (mean) embeddings u and v:
@@ -46,18 +46,25 @@ double cosine_mse_loss(const double* u, const double* v, std::int64_t n, double 
 
 struct GradientImportanceOptions {
   Kernel kernel = Kernel::streaming;
+  // Pairs per padded batch (sorted by the longer sentence's token count). The result is the
+  // same bits for every batch size; larger batches give the GEMMs more rows.
+  std::int64_t batch_size = 16;
   std::function<void(std::int64_t, std::int64_t)> progress;  // (pairs done, total)
 };
 
 struct GradientImportance {
   std::int64_t pairs = 0;
   double mean_loss = 0;
-  std::vector<double> raw;         // [layers * heads], mean over pairs of |dL/dξ_h|
+  std::vector<std::int64_t> layer_heads;  // query heads per layer (a pruned model's shape)
+  // Layer-major, layer l's heads after those of the layers before it (l * heads + h when every
+  // layer has `heads`):
+  std::vector<double> raw;         // mean over pairs of |dL/dξ_h|
   std::vector<double> importance;  // raw with each layer divided by its l2 norm (Michel et al.)
 };
 
-// Over every pair: the two sentences through the bridged layers (one at a time, unpadded), the
-// cosine-MSE loss of their mean-pooled embeddings, the gates' gradient of both sentences added.
+// Over every pair: the two sentences through the encoder's layers on the training executor
+// (padded batches of pairs), the cosine-MSE loss of their mean-pooled embeddings, the gates'
+// gradients of both sentences added, |.| averaged over pairs.
 GradientImportance gradient_head_importance(Context& ctx, const BertEncoder& encoder,
                                             const EncoderWeights& weights,
                                             const std::vector<StsPair>& pairs,
@@ -69,7 +76,7 @@ std::vector<std::size_t> least_important_first(const GradientImportance& importa
 struct DistillOptions {
   std::int64_t steps = 0;        // > 0: exactly this many steps (reproducible); 0: until `seconds`
   double seconds = 0;            // wall-clock budget when steps == 0
-  std::int64_t batch_size = 16;  // sentences per step (all of one token count)
+  std::int64_t batch_size = 16;  // sentences per step (neighbouring token counts, padded)
   std::int64_t min_tokens = 8, max_tokens = 64;  // sentences kept by token count ([CLS], [SEP] in)
   std::uint64_t seed = 0;                        // the batch order
   train::OptimConfig optim = {
@@ -88,10 +95,10 @@ struct DistillResult {
 // Sentences of `text` (split at . ! ? and blank lines, whitespace collapsed), in order.
 std::vector<std::string> split_sentences(const std::string& text);
 
-// Trains `student` (same shape as the teacher but for K/V heads) to match the teacher's final
-// hidden states: L = mean over tokens and features of (h_student - h_teacher)², on batches of
-// `sentences` of one token count, in a seeded random order (cycled), AdamW on every layer
-// tensor; the embeddings stay the teacher's.
+// Trains `student` (the teacher's shape, pruned heads included, but for K/V heads) to match the
+// teacher's final hidden states: L = mean over tokens and features of (h_student - h_teacher)²,
+// on padded batches of `sentences` sorted by token count, in a seeded random order (cycled),
+// AdamW on every layer tensor; the embeddings stay the teacher's.
 DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher,
                               const EncoderWeights& student,
                               const std::vector<std::string>& sentences,

@@ -1,13 +1,14 @@
 // Uptraining a converted encoder by distillation (encoder_training.h):
 //
 //   corpus text -> sentences -> token ids (the teacher's tokenizer), kept with
-//   min_tokens <= T <= max_tokens, bucketed by T, cut into batches of <= batch_size
-//   (no padding: the train model has no key mask); the batch order shuffled from `seed`
-//   per step (cycling through the order):
+//   min_tokens <= T <= max_tokens, sorted by T and cut into padded batches of batch_size
+//   (key padding in both models); the batch order shuffled from `seed` per step (cycling
+//   through the order):
 //     x   = teacher embedding LayerNorm output [B, T, d]     (frozen, shared by both)
 //     h_t = teacher.forward(batch)                            (BertEncoder, MHA)
 //     h_s = student.forward_hidden(x)                         (train::Model, e.g. GQA)
-//     L   = mean (h_s - h_t)²;  dL/dh_s = 2 (h_s - h_t) / (B T d)
+//     L   = mean over the sentences' tokens and features of (h_s - h_t)²;
+//     dL/dh_s = 2 (h_s - h_t) / (tokens · d), 0 on padded rows
 //     backward_hidden, clip, AdamW step (OptimConfig's schedule)
 // Final hidden states rather than the pooled embedding: every token's state is a target
 // (T·d numbers per sentence instead of d), and matching them matches their mean, which is what
@@ -72,28 +73,20 @@ double cpu_seconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
-std::vector<TokenBatch> equal_length_batches(const BertEncoder& teacher,
-                                             const std::vector<std::string>& sentences,
-                                             const DistillOptions& o, std::int64_t& kept) {
-  std::map<std::int64_t, std::vector<std::vector<std::int32_t>>> buckets;
+// Sentences kept by token count, in padded batches of neighbouring lengths (batch_by_length).
+std::vector<TokenBatch> length_batches(const BertEncoder& teacher,
+                                       const std::vector<std::string>& sentences,
+                                       const DistillOptions& o, std::int64_t& kept) {
+  std::vector<std::vector<std::int32_t>> ids;
   for (const std::string& s : sentences) {
-    std::vector<std::int32_t> ids = teacher.tokenizer().encode(s);
-    const auto T = static_cast<std::int64_t>(ids.size());
-    if (T >= o.min_tokens && T <= o.max_tokens) buckets[T].push_back(std::move(ids));
+    std::vector<std::int32_t> t = teacher.tokenizer().encode(s);
+    const auto T = static_cast<std::int64_t>(t.size());
+    if (T >= o.min_tokens && T <= o.max_tokens) ids.push_back(std::move(t));
   }
+  kept = static_cast<std::int64_t>(ids.size());
   std::vector<TokenBatch> batches;
-  kept = 0;
-  for (auto& [T, rows] : buckets)
-    for (std::size_t i = 0; i < rows.size(); i += static_cast<std::size_t>(o.batch_size)) {
-      const std::size_t end = std::min(rows.size(), i + static_cast<std::size_t>(o.batch_size));
-      TokenBatch b{.batch = static_cast<std::int64_t>(end - i), .seq_len = T};
-      for (std::size_t r = i; r < end; ++r) {
-        b.ids.insert(b.ids.end(), rows[r].begin(), rows[r].end());
-        b.lengths.push_back(T);
-      }
-      kept += b.batch;
-      batches.push_back(std::move(b));
-    }
+  for (LengthBatch& b : batch_by_length(ids, o.batch_size, teacher.tokenizer().pad_id()))
+    batches.push_back(std::move(b.tokens));
   return batches;
 }
 
@@ -109,17 +102,18 @@ DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher,
   HEADCOUNT_CHECK(o.min_tokens >= 1 && o.min_tokens <= o.max_tokens, "uptraining token range",
                   "1 <= min_tokens <= max_tokens", concat(o.min_tokens, " .. ", o.max_tokens));
   const EncoderConfig &tc = teacher.config(), &sc = student.config;
-  HEADCOUNT_CHECK(!tc.is_pruned() && !tc.is_grouped(), "teacher", "an unpruned multi-head model",
-                  "a pruned or grouped one");
-  HEADCOUNT_CHECK(
-      sc.hidden_size == tc.hidden_size && sc.layers == tc.layers && sc.heads == tc.heads &&
-          sc.intermediate_size == tc.intermediate_size && !sc.is_pruned(),
-      "student",
-      concat("the teacher's shape but for K/V heads (", tc.layers, " layers, d ", tc.hidden_size,
-             ")"),
-      concat(sc.layers, " layers, d ", sc.hidden_size, sc.is_pruned() ? ", pruned" : ""));
+  bool same_heads = sc.layers == tc.layers;
+  for (std::int64_t l = 0; same_heads && l < tc.layers; ++l)
+    same_heads = sc.layer_heads(l) == tc.layer_heads(l);
+  HEADCOUNT_CHECK(sc.hidden_size == tc.hidden_size &&
+                      sc.intermediate_size == tc.intermediate_size && same_heads,
+                  "student",
+                  concat("the teacher's shape but for K/V heads (", tc.layers, " layers, d ",
+                         tc.hidden_size, tc.is_pruned() ? ", the same heads pruned" : "", ")"),
+                  concat(sc.layers, " layers, d ", sc.hidden_size,
+                         sc.is_pruned() || tc.is_pruned() ? ", other heads per layer" : ""));
   DistillResult r;
-  const std::vector<TokenBatch> batches = equal_length_batches(teacher, sentences, o, r.sentences);
+  const std::vector<TokenBatch> batches = length_batches(teacher, sentences, o, r.sentences);
   r.batches_available = static_cast<std::int64_t>(batches.size());
   HEADCOUNT_CHECK(!batches.empty(), "uptraining corpus",
                   concat("sentences of ", o.min_tokens, " to ", o.max_tokens, " tokens"), "none");
@@ -142,21 +136,28 @@ DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher,
   };
   for (std::int64_t step = 0; o.steps > 0 ? step < o.steps : elapsed() < o.seconds; ++step) {
     const TokenBatch& b = batches[order[static_cast<std::size_t>(step) % order.size()]];
-    const std::int64_t n = b.batch * b.seq_len * d;
     const Tensor x = encoder_layer_input(ctx, teacher, b);
     Tensor target(DType::f32, {b.batch, b.seq_len, d}), hidden(DType::f32, {b.batch, b.seq_len, d});
     teacher.forward(ctx, b, target.view(), o.kernel);
     model.forward_hidden(ctx, b.batch, b.seq_len, x.data<const float>(), hidden.data<float>(),
-                         {.kernel = o.kernel});
+                         {.kernel = o.kernel, .key_lengths = b.lengths});
+    // The loss over the sentences' own tokens; the padded rows get zero gradient (so nothing
+    // flows from them, train/model.h's key padding).
+    std::int64_t tokens = 0;
+    for (std::int64_t len : b.lengths) tokens += len;
+    const double n = static_cast<double>(tokens * d);
     float* g = hidden.data<float>();  // becomes dL/dh_s in place
     const float* t = target.data<const float>();
     double loss = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double diff = static_cast<double>(g[i]) - t[i];
-      loss += diff * diff;
-      g[i] = static_cast<float>(2.0 * diff / static_cast<double>(n));
+    for (std::int64_t row = 0; row < b.batch * b.seq_len; ++row) {
+      const bool valid = row % b.seq_len < b.lengths[static_cast<std::size_t>(row / b.seq_len)];
+      for (std::int64_t i = row * d; i < (row + 1) * d; ++i) {
+        const double diff = valid ? static_cast<double>(g[i]) - t[i] : 0.0;
+        loss += diff * diff;
+        g[i] = static_cast<float>(2.0 * diff / n);
+      }
     }
-    loss /= static_cast<double>(n);
+    loss /= n;
     HEADCOUNT_CHECK(std::isfinite(loss), "uptraining loss", "a finite value",
                     concat(loss, " at step ", step));
     model.backward_hidden(ctx, g);

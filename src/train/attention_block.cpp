@@ -73,14 +73,21 @@ void attention_block_backward(Context& ctx, const AttentionBlockShape& s,
                         .dw = grads.w_o,
                         .db = grads.b_o,
                         .dx = a.d_concat});
-  // 3. Gates: dL/dgate[h] in double over (rows, columns) in order; then d_concat = gate · d_gated.
+  // 3. Gates: dL/dgate[h] in double over (rows, columns) in order, and the same sum restarted
+  //    at each sequence's first row for the per-sequence gradients; then d_concat = gate · d_gated.
   for (std::int64_t h = 0; h < s.heads; ++h) {
     double sum = 0;
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t e = 0; e < hd; ++e) {
-        const std::int64_t i = r * cw + h * hd + e;
-        sum += static_cast<double>(a.d_concat[i]) * a.saved.concat[i];
-      }
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+      double sequence = 0;
+      for (std::int64_t r = b * s.seq_len; r < (b + 1) * s.seq_len; ++r)
+        for (std::int64_t e = 0; e < hd; ++e) {
+          const std::int64_t i = r * cw + h * hd + e;
+          const double term = static_cast<double>(a.d_concat[i]) * a.saved.concat[i];
+          sum += term;
+          sequence += term;
+        }
+      if (grads.sequence_gates != nullptr) grads.sequence_gates[b * s.heads + h] = sequence;
+    }
     if (grads.gates != nullptr) grads.gates[h] = sum;
   }
   if (a.gates != nullptr) {

@@ -66,6 +66,9 @@ struct AttentionBlockGrads {
   float* w_o = nullptr;
   float* b_o = nullptr;
   double* gates = nullptr;  // [heads], dL/dgate, overwritten
+  // [batch, heads] or null: dL/dgate of each sequence's rows alone (the per-example gradients
+  // Michel et al. take |.| of), overwritten; each is summed in the order `gates` sums them.
+  double* sequence_gates = nullptr;
 };
 
 struct AttentionBlockBackward {

@@ -70,6 +70,8 @@ struct Model::Impl {
   std::vector<float> gates;  // every layer's heads in turn: layer l's start at gate_offset[l]
   std::vector<std::size_t> gate_offset;  // [layers + 1]
   std::vector<std::vector<double>> gate_grads;
+  std::vector<std::vector<double>>
+      sequence_gate_grads;                // [layers][batch * heads_l], the last backward's
   std::vector<std::int64_t> key_lengths;  // the last forward's key padding (its backward uses it)
   bool hidden_ready = false;  // forward_hidden ran and nothing has used the buffers since
   Kernel hidden_kernel = Kernel::streaming;
@@ -143,6 +145,7 @@ Model::Model(const ModelConfig& config, std::uint64_t seed)
   for (std::int64_t l = 0; l < c.layers; ++l) {
     m.gate_offset.push_back(m.gate_offset.back() + static_cast<std::size_t>(c.heads_in(l)));
     m.gate_grads.emplace_back(static_cast<std::size_t>(c.heads_in(l)));
+    m.sequence_gate_grads.emplace_back();
   }
   m.gates.assign(m.gate_offset.back(), 1.0f);
 }
@@ -472,6 +475,8 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
     const float* gates =
         gated ? m.gates.data() + m.gate_offset[static_cast<std::size_t>(l)] : nullptr;
     double* gate_grads = m.gate_grads[static_cast<std::size_t>(l)].data();
+    std::vector<double>& sequence_gates = m.sequence_gate_grads[static_cast<std::size_t>(l)];
+    sequence_gates.assign(static_cast<std::size_t>(B * c.heads_in(l)), 0.0);
     const float* x = buf.x.data<const float>();
     const float* mid =
         c.attention_only
@@ -488,7 +493,8 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
                                          .b_qkv = r.grad(bi.b_qkv),
                                          .w_o = r.grad(bi.w_o),
                                          .b_o = r.grad(bi.b_o),
-                                         .gates = gate_grads};
+                                         .gates = gate_grads,
+                                         .sequence_gates = sequence_gates.data()};
     if (pre) {
       if (!c.attention_only) {
         // x_next = mid + FFN(LN2(mid)): d_x flows to mid directly and through the FFN.
@@ -669,6 +675,23 @@ std::vector<std::vector<double>> Model::backward_hidden(Context& ctx, const floa
     }
   if (d_x_in != nullptr) std::copy_n(m.d_x.data<const float>(), n, d_x_in);
   return m.gate_grads;
+}
+
+std::vector<std::vector<std::vector<double>>> Model::sequence_gate_grads() const {
+  const Impl& m = *impl_;
+  const std::int64_t L = config_.layers;
+  HEADCOUNT_CHECK(L > 0 && !m.sequence_gate_grads[0].empty(), "sequence_gate_grads",
+                  "a backward before it", "none");
+  const std::int64_t B =
+      static_cast<std::int64_t>(m.sequence_gate_grads[0].size()) / config_.heads_in(0);
+  std::vector<std::vector<std::vector<double>>> out(static_cast<std::size_t>(B));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t l = 0; l < L; ++l) {
+      const std::int64_t H = config_.heads_in(l);
+      const auto first = m.sequence_gate_grads[static_cast<std::size_t>(l)].begin() + b * H;
+      out[static_cast<std::size_t>(b)].emplace_back(first, first + H);
+    }
+  return out;
 }
 
 }  // namespace headcount::train

@@ -90,7 +90,8 @@ void run_prune(const PruneArgs& a) {
                                         .progress = progress_reporter("rank")};
       if (a.importance == "gradient")
         order = least_important_first(gradient_head_importance(
-            ctx, encoder, weights, pairs, {.progress = progress_reporter("rank")}));
+            ctx, encoder, weights, pairs,
+            {.batch_size = a.batch, .progress = progress_reporter("rank")}));
       else
         order = a.iterative ? iterative_removal_order(ctx, encoder, pairs,
                                                       iterative_counts(total, count), options)
@@ -138,7 +139,9 @@ void register_prune(CLI::App& app) {
   cmd->add_option("--max-pairs", a->max_pairs, "Rank on the first N pairs (0: all)")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "The pruned model directory (must not exist yet)")->required();
-  cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();
+  cmd->add_option("--batch", a->batch,
+                  "Sentences per forward pass (the gradient ranking: pairs per batch)")
+      ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->callback([a] { run_prune(*a); });
 }

@@ -150,7 +150,8 @@ void run_curve(const CurveArgs& a) {
     std::vector<StsPair> rank_pairs = dev;
     if (a.gradient_pairs > 0 && static_cast<std::int64_t>(rank_pairs.size()) > a.gradient_pairs)
       rank_pairs.resize(static_cast<std::size_t>(a.gradient_pairs));
-    const GradientImportance g = gradient_head_importance(ctx, encoder, weights, rank_pairs);
+    const GradientImportance g =
+        gradient_head_importance(ctx, encoder, weights, rank_pairs, {.batch_size = a.batch});
     gradient_order = least_important_first(g);
     std::vector<double> drop;
     for (std::size_t i = 0; i < g.importance.size(); ++i) drop.push_back(ablation.importance(i));
@@ -308,7 +309,9 @@ void register_prune_curve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--json-out", a->json_out, "Write the numbers here (JSON)");
   cmd->add_option("--out", a->out, "Write an HTML page with the plot here");
-  cmd->add_option("--batch", a->batch, "Sentences per forward pass")->capture_default_str();
+  cmd->add_option("--batch", a->batch,
+                  "Sentences per forward pass (the gradient ranking: pairs per batch)")
+      ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->callback([a] { run_curve(*a); });
 }

@@ -136,6 +136,12 @@ class Model {
   // took no part), writes dL/dx_in to d_x_in when not null, and returns dL/d gate [layers][heads].
   std::vector<std::vector<double>> backward_hidden(Context& ctx, const float* d_hidden,
                                                    float* d_x_in = nullptr);
+  // After a backward (forward_backward or backward_hidden): each sequence's own dL/d gate,
+  // [batch][layers][heads], the rows of sequence b alone summed in the order gate_grads sums
+  // them (with key padding and zero gradients on the padded rows, the bits of that sequence
+  // run alone). Per-example gradients in one batched backward: Michel et al.'s importance
+  // averages |dL/dξ| per example, which the batch sum cannot give.
+  std::vector<std::vector<std::vector<double>>> sequence_gate_grads() const;
   // After forward(..., keep_probs): layer l's probabilities [B, heads, T, T].
   const Tensor& probs(std::int64_t layer) const;
 
