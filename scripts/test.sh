@@ -7,8 +7,9 @@ jobs=$(nproc)
 # Each section header carries the minutes since the start, so a CI log shows what each step took.
 section() { awk -v s="$SECONDS" -v t="$1" 'BEGIN { printf "== [%5.1f min] %s\n", s / 60, t }'; }
 
-section "Formatting (.clang-format)"
+section "Formatting (.clang-format) and levels (includes point down, docs/architecture.md)"
 "$root/scripts/check_format.sh"
+python3 "$root/scripts/check_levels.py" "$root"
 
 section "Release build and tests"
 # The Python extension is built in the same tree, against the same library objects (no second

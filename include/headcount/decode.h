@@ -29,10 +29,9 @@
 
 namespace headcount {
 
-// Element type of a KV cache. int8 is symmetric per (token, kv head): scale = max|x| / 127,
-// x_q = round-to-nearest-even(x / scale), so |x - scale * x_q| <= scale / 2 = max|x| / 254.
-enum class CacheDType : std::uint8_t { f32, bf16, int8 };
-
+// CacheDType (tensor.h): the element type of a KV cache. int8 is symmetric per (token, kv head):
+// scale = max|x| / 127, x_q = round-to-nearest-even(x / scale), so |x - scale * x_q| <= scale / 2
+// = max|x| / 254.
 const char* cache_dtype_name(CacheDType dtype);
 CacheDType parse_cache_dtype(const std::string& name);  // "f32" | "bf16" | "int8"
 std::int64_t cache_element_bytes(CacheDType dtype);     // 4, 2, 1

@@ -15,6 +15,9 @@
 namespace headcount {
 
 enum class DType : std::uint8_t { f32, f64, bf16, i8 };
+// Element type of a KV cache (decode.h has its names, sizes and quantisation rule). Here, beside
+// DType, because the decode micro-kernels (src/simd, below the kernels) take it too.
+enum class CacheDType : std::uint8_t { f32, bf16, int8 };
 
 std::size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);

@@ -19,8 +19,8 @@
 
 #include <cstdint>
 
-#include "headcount/decode.h"
 #include "headcount/isa.h"
+#include "headcount/tensor.h"
 
 namespace headcount::simd {
 
