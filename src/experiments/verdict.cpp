@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
+#include "experiments/statistics.h"
 #include "headcount/error.h"
 
 namespace headcount::experiments {
@@ -95,6 +97,8 @@ const char* verdict_name(Verdict verdict) {
       return "refuted";
     case Verdict::not_shown:
       return "not shown";
+    case Verdict::not_learned:
+      return "task not learned";
   }
   return "not shown";
 }
@@ -172,6 +176,102 @@ ClaimVerdict equality_verdict(std::string id, std::string claim, std::string rul
                           ") != max ", *hi, " (",
                           cells[static_cast<std::size_t>(hi - values.begin())], ")");
   return v;
+}
+
+PairedComparison paired_compare(const CellStats& a, const CellStats& b, MetricKind kind,
+                                double confidence) {
+  HEADCOUNT_CHECK(a.n == b.n && a.n >= 2, concat("paired cells ", a.cell, " and ", b.cell),
+                  "the same seeds, at least 2", concat(a.n, " and ", b.n, " values"));
+  HEADCOUNT_CHECK(confidence > 0 && confidence < 1, "confidence", "in (0, 1)", confidence);
+  PairedComparison c{
+      .a = a.cell, .b = b.cell, .n = a.n, .confidence = confidence, .floor = practical_floor(kind)};
+  for (std::size_t i = 0; i < a.values.size(); ++i)
+    c.differences.push_back(a.values[i] - b.values[i]);
+  const CellStats d = cell_stats(concat(a.cell, " - ", b.cell), c.differences);
+  c.mean = d.mean;
+  c.sd = d.std;
+  const double se = c.sd / std::sqrt(static_cast<double>(c.n));
+  c.t_critical = student_t_quantile(0.5 + confidence / 2, static_cast<double>(c.n - 1));
+  // sd = 0 (every seed the same difference): the interval is that difference, t is ±inf or 0.
+  c.t = se > 0
+            ? c.mean / se
+            : (c.mean == 0 ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), c.mean));
+  c.low = c.mean - c.t_critical * se;
+  c.high = c.mean + c.t_critical * se;
+  const bool excludes_zero = c.low > 0 || c.high < 0;
+  if (excludes_zero && std::fabs(c.mean) > c.floor) {
+    // a - b below zero: a has the lower value, the better side of a loss.
+    const bool a_lower = c.high < 0;
+    c.winner = (kind == MetricKind::loss) == a_lower ? c.a : c.b;
+  }
+  c.equivalent = c.low > -c.floor && c.high < c.floor;
+  return c;
+}
+
+FisherComparison fisher_compare(std::string a, std::int64_t successes_a, std::int64_t runs_a,
+                                std::string b, std::int64_t successes_b, std::int64_t runs_b,
+                                double alpha) {
+  HEADCOUNT_CHECK(alpha > 0 && alpha < 1, "alpha", "in (0, 1)", alpha);
+  FisherComparison c{.a = std::move(a),
+                     .b = std::move(b),
+                     .successes_a = successes_a,
+                     .runs_a = runs_a,
+                     .successes_b = successes_b,
+                     .runs_b = runs_b,
+                     .alpha = alpha};
+  c.p = fisher_one_sided(successes_a, runs_a, successes_b, runs_b);
+  c.a_beats_b = c.p < alpha;
+  return c;
+}
+
+Gate gate(std::string name, MetricKind kind, double level, double measured) {
+  HEADCOUNT_CHECK(std::isfinite(level), concat("gate ", name, " level"), "a finite value", level);
+  // A diverged reference run (NaN, inf) fails its gate rather than passing as a number.
+  const bool passed =
+      std::isfinite(measured) && (kind == MetricKind::loss ? measured <= level : measured >= level);
+  return {.name = std::move(name),
+          .kind = kind,
+          .level = level,
+          .measured = measured,
+          .passed = passed};
+}
+
+json to_json(const PairedComparison& c) {
+  return {{"a", c.a},
+          {"b", c.b},
+          {"rule", "paired t-interval of the per-seed differences a - b"},
+          {"n", c.n},
+          {"differences", c.differences},
+          {"confidence", c.confidence},
+          {"mean", c.mean},
+          {"sd", c.sd},
+          {"t", std::isfinite(c.t) ? json(c.t) : json(c.t > 0 ? "inf" : "-inf")},
+          {"t_critical", c.t_critical},
+          {"interval", {c.low, c.high}},
+          {"floor", c.floor},
+          {"winner", c.winner},
+          {"equivalent", c.equivalent}};
+}
+
+json to_json(const FisherComparison& c) {
+  return {{"a", c.a},
+          {"b", c.b},
+          {"rule", "one-sided Fisher exact test, a succeeds more often than b"},
+          {"successes_a", c.successes_a},
+          {"runs_a", c.runs_a},
+          {"successes_b", c.successes_b},
+          {"runs_b", c.runs_b},
+          {"p", c.p},
+          {"alpha", c.alpha},
+          {"a_beats_b", c.a_beats_b}};
+}
+
+json to_json(const Gate& g) {
+  return {{"name", g.name},
+          {"kind", metric_kind_name(g.kind)},
+          {"level", g.level},
+          {"measured", std::isfinite(g.measured) ? json(g.measured) : json(nullptr)},
+          {"passed", g.passed}};
 }
 
 }  // namespace headcount::experiments

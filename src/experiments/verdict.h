@@ -52,8 +52,52 @@ bool beats(const CellStats& a, const CellStats& b, MetricKind kind);
 // an empty list.
 const CellStats& best_of(const std::vector<CellStats>& cells, MetricKind kind);
 
-enum class Verdict { confirmed, refuted, not_shown };
-const char* verdict_name(Verdict verdict);  // "confirmed" | "refuted" | "not shown"
+// not_learned: the positive-control gate failed, so no comparison is judged (rule R6 of the
+// claims protocol, docs/what-the-split-buys.md).
+enum class Verdict { confirmed, refuted, not_shown, not_learned };
+// "confirmed" | "refuted" | "not shown" | "task not learned"
+const char* verdict_name(Verdict verdict);
+
+// Rule R7 for continuous metrics, paired by seed: d_s = a_s - b_s (the two cells ran the same
+// seeds, in the same order), their mean, sample sd, t = mean / (sd / sqrt(n)) and the two-sided
+// `confidence` t-interval with n - 1 degrees of freedom. A beats B iff the interval excludes 0
+// on A's better side (lower loss, higher accuracy) and |mean| > floor; the two are equivalent
+// iff the interval lies inside (-floor, +floor); otherwise not distinguishable.
+struct PairedComparison {
+  std::string a, b;
+  std::vector<double> differences;  // d_s, seed order
+  std::int64_t n = 0;
+  double confidence = 0.95;
+  double mean = 0, sd = 0, t = 0, t_critical = 0, low = 0, high = 0;
+  double floor = 0;
+  std::string winner;  // a or b when one beats the other, else ""
+  bool equivalent = false;
+};
+// Throws Error unless both cells have the same number (>= 2) of values.
+PairedComparison paired_compare(const CellStats& a, const CellStats& b, MetricKind kind,
+                                double confidence = 0.95);
+
+// Rule R7 for success rates: one-sided Fisher exact test that A succeeds more often than B
+// (statistics.h), A beats B iff p < alpha.
+struct FisherComparison {
+  std::string a, b;
+  std::int64_t successes_a = 0, runs_a = 0, successes_b = 0, runs_b = 0;
+  double p = 1, alpha = 0.05;
+  bool a_beats_b = false;
+};
+FisherComparison fisher_compare(std::string a, std::int64_t successes_a, std::int64_t runs_a,
+                                std::string b, std::int64_t successes_b, std::int64_t runs_b,
+                                double alpha = 0.05);
+
+// Rule R6: a positive-control gate, "the reference arm reaches `level`" (a loss at or below it,
+// an accuracy at or above it). A failed gate makes the experiment's verdict not_learned.
+struct Gate {
+  std::string name;  // what must be reached, in words
+  MetricKind kind = MetricKind::loss;
+  double level = 0, measured = 0;
+  bool passed = false;
+};
+Gate gate(std::string name, MetricKind kind, double level, double measured);
 
 // A claim's verdict as the JSON and the page carry it.
 struct ClaimVerdict {
@@ -69,6 +113,9 @@ struct ClaimVerdict {
 nlohmann::json to_json(const Comparison& c);
 nlohmann::json to_json(const CellStats& s);
 nlohmann::json to_json(const ClaimVerdict& v);
+nlohmann::json to_json(const PairedComparison& c);
+nlohmann::json to_json(const FisherComparison& c);
+nlohmann::json to_json(const Gate& g);
 
 // "confirmed if A beats B; refuted if B beats A; else not shown" for one pair.
 ClaimVerdict pair_verdict(std::string id, std::string claim, std::string rule, const CellStats& a,
