@@ -163,6 +163,7 @@ struct LlamaDecoder::Impl {
 
 LlamaDecoder LlamaDecoder::load(const std::string& gguf_path) {
   const GgufFile file = GgufFile::open(gguf_path);
+  (void)llama_config(file);  // the architecture and shapes first: the clearest error
   BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);
   return LlamaDecoder(llama_definition(file), std::move(tokenizer));
 }
