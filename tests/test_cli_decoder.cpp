@@ -54,6 +54,7 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
            Case{m + "--top-p 0 --prompt hi", "--top-p"},
            Case{m + "--top-p 1.5 --prompt hi", "--top-p"},
            Case{m + "--kv-dtype fp16 --prompt hi", "--kv-dtype"},
+           Case{m + "--weights q4 --prompt hi", "--weights"},
            Case{m + "--threads -1 --prompt hi", "--threads"},
            Case{m, "--prompt"},
            Case{m + "--prompt hi", "general.architecture"},
@@ -66,6 +67,7 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
   const std::string text = (dir / "text.txt").string();
   std::ofstream(text) << "Some text.\n";
   expect_one_line_error(run_cli("perplexity " + m + "--context 2 '" + text + "'"), "--context");
+  expect_one_line_error(run_cli("perplexity " + m + "--weights int4 '" + text + "'"), "--weights");
   expect_one_line_error(run_cli("perplexity " + m + "'" + (dir / "none.txt").string() + "'"),
                         "TEXT_FILE");
   expect_one_line_error(run_cli("perplexity " + m + "'" + text + "'"), "general.architecture");

@@ -81,19 +81,31 @@ struct PerplexityResult {
   double seconds = 0;
 };
 
+// How the decoder multiplies by its weights (every projection, the FFN and the LM head, through
+// the packed GEMM, packed_gemm.h): f32 (the weights as dequantized: the exactness reference),
+// bf16 (rounded once to bf16, inputs rounded to bf16, fp32 sums) or i8 (each output column
+// quantized once to int8 with its own scale, max|w| / 127, input rows quantized per row; exact
+// int32 sums: 1 byte per weight read per token instead of 4). The norms, rotary positions,
+// attention and the KV cache are the same in all three.
+struct DecoderOptions {
+  DType weights = DType::f32;
+};
+
 class LlamaDecoder {
  public:
   // Reads config, weights and tokenizer from a GGUF file (Error on any problem).
-  static LlamaDecoder load(const std::string& gguf_path);
+  static LlamaDecoder load(const std::string& gguf_path, const DecoderOptions& options = {});
   // From a definition already in memory (Family::llama; check_weights must pass) and its
   // tokenizer (vocab_size = config.vocab).
-  LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer);
+  LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer,
+               const DecoderOptions& options = {});
   ~LlamaDecoder();
   LlamaDecoder(LlamaDecoder&&) noexcept;
   LlamaDecoder& operator=(LlamaDecoder&&) noexcept;
 
   const model::Config& config() const;
   const BpeTokenizer& tokenizer() const;
+  DType weights_dtype() const;
 
   // A cache for one sequence of up to `capacity` positions (<= config().context).
   KvCache make_cache(std::int64_t capacity, CacheDType dtype = CacheDType::f32) const;

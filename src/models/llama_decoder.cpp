@@ -157,19 +157,33 @@ struct LlamaDecoder::Impl {
   Tensor final_norm;  // [d_model]
   Tensor head;        // packed [d_model, vocab]: the LM head (the embedding when tied)
   std::vector<DecoderLayer> layers;
+  DType dtype = DType::f32;  // of the packed weights
 
   Impl(model::Config c, BpeTokenizer t) : config(std::move(c)), tokenizer(std::move(t)) {}
 };
 
-LlamaDecoder LlamaDecoder::load(const std::string& gguf_path) {
+LlamaDecoder LlamaDecoder::load(const std::string& gguf_path, const DecoderOptions& options) {
   const GgufFile file = GgufFile::open(gguf_path);
   (void)llama_config(file);  // the architecture and shapes first: the clearest error
   BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);
-  return LlamaDecoder(llama_definition(file), std::move(tokenizer));
+  return LlamaDecoder(llama_definition(file), std::move(tokenizer), options);
 }
 
-LlamaDecoder::LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer) {
+LlamaDecoder::LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer,
+                           const DecoderOptions& options) {
   const model::Config& c = weights.config;
+  const DType dtype = options.weights;
+  check(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8, "decoder weights dtype",
+        "f32, bf16 or i8", dtype_name(dtype));
+  if (dtype == DType::i8) {
+    // The int8 kernel takes 4 input features at a time (vpdpbusd).
+    check(c.d_model % 4 == 0 && c.d_ff % 4 == 0, "decoder weights dtype i8",
+          "d_model and d_ff multiples of 4", concat(c.d_model, " and ", c.d_ff));
+    for (i64 l = 0; l < c.layer_count(); ++l)
+      check(c.heads_in(l) * c.head_dim % 4 == 0, "decoder weights dtype i8",
+            concat("layer ", l, "'s heads x head_dim a multiple of 4 (W_O's input width)"),
+            c.heads_in(l) * c.head_dim);
+  }
   check(c.family == model::Family::llama, "decoder weights family", "llama",
         model::family_name(c.family));
   model::check_weights(weights, "decoder weights");
@@ -180,6 +194,7 @@ LlamaDecoder::LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer
           concat(c.kv_heads_in(0), ", as layer 0 (one KvCache holds every layer)"),
           c.kv_heads_in(l));
   impl_ = std::make_unique<Impl>(c, std::move(tokenizer));
+  impl_->dtype = dtype;
   using model::Role;
   auto copy = [&](Role role, i64 layer = -1) {
     const Tensor& t = weights.at(role, layer);
@@ -194,7 +209,8 @@ LlamaDecoder::LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer
     const Tensor head_t =
         transposed(c.output == model::Output::tied ? weights.at(Role::token_embedding)
                                                    : weights.at(Role::lm_head_weight));
-    impl_->head = layers::pack_weights(head_t.data<const float>(), c.d_model, c.vocab, c.vocab);
+    impl_->head =
+        layers::pack_weights(head_t.data<const float>(), c.d_model, c.vocab, c.vocab, dtype);
   }
   // 2. Layers: projections transposed to [in, out] and packed by the layers.
   for (i64 l = 0; l < c.layer_count(); ++l) {
@@ -209,13 +225,15 @@ LlamaDecoder::LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer
                                   .bias = false,
                                   .rope_base = c.rope_base},
                                  std::move(w));
+    if (dtype != DType::f32) attention.set_projection_dtype(dtype);
     impl_->layers.push_back(DecoderLayer{
         .attention = std::move(attention),
         .norm1 = copy(Role::norm1_weight, l),
         .norm2 = copy(Role::norm2_weight, l),
         .ffn = layers::GatedFeedForward::make(transposed(weights.at(Role::ffn_gate_weight, l)),
                                               transposed(weights.at(Role::ffn_up_weight, l)),
-                                              transposed(weights.at(Role::ffn_down_weight, l)))});
+                                              transposed(weights.at(Role::ffn_down_weight, l)),
+                                              dtype)});
   }
 }
 
@@ -225,6 +243,7 @@ LlamaDecoder& LlamaDecoder::operator=(LlamaDecoder&&) noexcept = default;
 
 const model::Config& LlamaDecoder::config() const { return impl_->config; }
 const BpeTokenizer& LlamaDecoder::tokenizer() const { return impl_->tokenizer; }
+DType LlamaDecoder::weights_dtype() const { return impl_->dtype; }
 
 KvCache LlamaDecoder::make_cache(i64 capacity, CacheDType dtype) const {
   const model::Config& c = impl_->config;

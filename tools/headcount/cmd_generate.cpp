@@ -2,8 +2,10 @@
 // and `headcount perplexity`: the model's perplexity on a text file (decoder.h).
 //
 //   generate --model FILE.gguf --prompt TEXT [--chat] [--max-tokens N] [--temperature T]
-//            [--top-p P] [--seed S] [--threads T] [--kv-dtype fp32|bf16|int8] [--json]
-//   perplexity --model FILE.gguf TEXT_FILE [--context N] [--threads T] [--json]
+//            [--top-p P] [--seed S] [--threads T] [--kv-dtype fp32|bf16|int8]
+//            [--weights fp32|bf16|int8] [--ignore-eos] [--json]
+//   perplexity --model FILE.gguf TEXT_FILE [--context N] [--weights fp32|bf16|int8]
+//            [--threads T] [--json]
 //
 // Options are checked before the model loads (a mistake is one line and exit 2, at once).
 // Without --json, generate writes the new text to stdout token by token (a token's bytes as
@@ -39,14 +41,21 @@ CacheDType parse_kv_dtype(const std::string& name) {
   fail("--kv-dtype", detail::concat("expected fp32, bf16 or int8, got '", name, "'"));
 }
 
+DType parse_weights(const std::string& name) {
+  if (name == "fp32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  if (name == "int8") return DType::i8;
+  fail("--weights", detail::concat("expected fp32, bf16 or int8, got '", name, "'"));
+}
+
 void check_model_flag(const std::string& model) {
   check(!model.empty(), "--model", "a GGUF file (e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf)",
         "nothing");
 }
 
 struct GenerateArgs {
-  std::string model, prompt, kv_dtype = "fp32";
-  bool chat = false, as_json = false, prompt_given = false;
+  std::string model, prompt, kv_dtype = "fp32", weights = "fp32";
+  bool chat = false, as_json = false, prompt_given = false, ignore_eos = false;
   std::int64_t max_tokens = 128;
   float temperature = 0, top_p = 1;
   std::uint64_t seed = 0;
@@ -63,10 +72,11 @@ void run_generate(const GenerateArgs& a) {
         "a finite number >= 0 (0: greedy)", a.temperature);
   check(a.top_p > 0 && a.top_p <= 1, "--top-p", "in (0, 1]", a.top_p);
   const CacheDType kv_dtype = parse_kv_dtype(a.kv_dtype);
+  const DType weights = parse_weights(a.weights);
   Context ctx({.threads = resolve_threads(a.threads)});
 
   // 2. Model and prompt.
-  const LlamaDecoder decoder = LlamaDecoder::load(a.model);
+  const LlamaDecoder decoder = LlamaDecoder::load(a.model, {.weights = weights});
   const BpeTokenizer& tokenizer = decoder.tokenizer();
   const std::string text =
       a.chat ? format_chatml({{.role = "user", .content = a.prompt}},
@@ -82,7 +92,8 @@ void run_generate(const GenerateArgs& a) {
                           .temperature = a.temperature,
                           .top_p = a.top_p,
                           .seed = a.seed,
-                          .kv_dtype = kv_dtype};
+                          .kv_dtype = kv_dtype,
+                          .stop_at_eos = !a.ignore_eos};
   options.on_token = [&](std::int32_t id) {
     if (!shown(id)) return;
     const std::string& bytes = tokenizer.token_bytes(id);
@@ -104,22 +115,23 @@ void run_generate(const GenerateArgs& a) {
                 {"decode_tokens_per_second", decode_rate},
                 {"threads", ctx.threads()},
                 {"kv_dtype", a.kv_dtype},
+                {"weights", a.weights},
                 {"kv_cache_bytes", r.cache_bytes}};
     std::cout << dump(out) << '\n';
   } else {
     std::printf("\n");
     std::fprintf(stderr,
                  "[generate] prompt %lld tokens, prefill %.1f tokens/s; %zu new tokens, decode "
-                 "%.1f tokens/s (%d threads, KV cache %s)\n",
+                 "%.1f tokens/s (%d threads, weights %s, KV cache %s)\n",
                  static_cast<long long>(r.prompt_tokens), prefill_rate, r.tokens.size(),
-                 decode_rate, ctx.threads(), a.kv_dtype.c_str());
+                 decode_rate, ctx.threads(), a.weights.c_str(), a.kv_dtype.c_str());
   }
   std::cout.flush();
   if (!std::cout) fail("stdout", "write failed");
 }
 
 struct PerplexityArgs {
-  std::string model, input;
+  std::string model, input, weights = "fp32";
   std::int64_t context = 512;
   bool as_json = false;
   int threads = 0;
@@ -128,12 +140,13 @@ struct PerplexityArgs {
 void run_perplexity(const PerplexityArgs& a) {
   check_model_flag(a.model);
   check(a.context >= 4, "--context", ">= 4", a.context);
+  const DType weights = parse_weights(a.weights);
   std::ifstream file(a.input, std::ios::binary);
   check(static_cast<bool>(file), "TEXT_FILE", "a readable file", a.input);
   std::stringstream text;
   text << file.rdbuf();
   Context ctx({.threads = resolve_threads(a.threads)});
-  const LlamaDecoder decoder = LlamaDecoder::load(a.model);
+  const LlamaDecoder decoder = LlamaDecoder::load(a.model, {.weights = weights});
   check(a.context <= decoder.config().context, "--context",
         detail::concat("at most the model's context ", decoder.config().context), a.context);
   // The text as text: a special token's spelling in it is not that token.
@@ -148,7 +161,8 @@ void run_perplexity(const PerplexityArgs& a) {
                            {"windows", r.windows},
                            {"context", a.context},
                            {"seconds", r.seconds},
-                           {"threads", ctx.threads()}})
+                           {"threads", ctx.threads()},
+                           {"weights", a.weights}})
               << '\n';
   } else {
     std::printf("perplexity %.4f (%lld tokens scored in %lld windows of %lld; %.1f s)\n",
@@ -178,6 +192,11 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Sampler seed")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache: fp32, bf16 or int8")->capture_default_str();
+  cmd->add_option("--weights", a->weights,
+                  "Weights as multiplied: fp32 (dequantized, the reference), bf16 or int8")
+      ->capture_default_str();
+  cmd->add_flag("--ignore-eos", a->ignore_eos,
+                "Go on past the end-of-text token (benchmarks: always --max-tokens tokens)");
   cmd->add_flag("--json", a->as_json, "One JSON object instead of streamed text");
   cmd->callback([a] { run_generate(*a); });
 }
@@ -189,6 +208,8 @@ void register_perplexity(CLI::App& app) {
   cmd->add_option("--model", a->model, "GGUF file (models/SmolLM2-135M-Instruct.Q4_1.gguf)");
   cmd->add_option("input", a->input, "Text file")->required();
   cmd->add_option("--context", a->context, "Tokens per window (the second half is scored)")
+      ->capture_default_str();
+  cmd->add_option("--weights", a->weights, "fp32, bf16 or int8 (as for generate)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--json", a->as_json, "One JSON object");
