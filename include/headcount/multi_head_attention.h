@@ -7,6 +7,8 @@
 //   2. Attend. The kernel writes head i's output straight into columns
 //      [i*v_head_dim, (i+1)*v_head_dim) of the concat buffer [B*n, heads*v_head_dim].
 //   3. Mix. One GEMM: concat · W_o (+ b_o) → out [B, n, d_model].
+// With rotary positions (config.rope_base), Q and K are rotated in place in the projection
+// between steps 1 and 2 (and before they enter a KV cache).
 // Weights are stored [in, out] (x · W), the transpose of PyTorch's nn.Linear. W_qkv and W_o
 // are packed once, at construction, for headcount's own GEMM (src/layers/packed_gemm.h): a
 // token's projections are bitwise the same whatever the batch, its padding and the thread
@@ -32,6 +34,11 @@ struct MultiHeadAttentionConfig {
   std::int64_t v_head_dim = 0;  // 0: = head_dim
   std::int64_t kv_dim = 0;      // width of the key/value inputs; 0: = d_model
   bool bias = true;
+  // Rotary positions (Llama): 0 = none; > 1 = the base. Q and K are rotated right after the
+  // projection, before they are cached or attended (layers/rotary.h: pairs (i, i + head_dim/2),
+  // Hugging Face's layout), at positions 0.. for forward() and prefill() and at the cached
+  // length onwards for decode_step(). Self-attention only; head_dim must be even.
+  float rope_base = 0;
 };
 
 // Validates a config and fills in the defaults; throws Error naming the field.
@@ -136,6 +143,9 @@ class MultiHeadAttention {
   void check_cache(const KvCache& cache, std::int64_t layer) const;
   // x [B, n, d_model] · W_qkv (+ b_qkv) into a workspace matrix [B*n, width]; returns it.
   float* project_qkv(Context& ctx, const TensorView& x) const;
+  // Rotary positions on Q and K of `rows` consecutive rows of the projection (one sequence),
+  // the first at first_position; nothing without rope_base.
+  void rotate(Context& ctx, float* qkv, std::int64_t rows, std::int64_t first_position) const;
 
   void apply_head_mask(std::span<const float> mask, float* concat_buffer, std::int64_t rows) const;
   LayerStats attend_and_mix(Context& ctx, AttentionParams params, std::int64_t batch,

@@ -2,6 +2,8 @@
 // bf16), bias and GELU in the GEMM epilogue (see feed_forward.h).
 #include "layers/feed_forward.h"
 
+#include <algorithm>
+
 #include "headcount/error.h"
 
 namespace headcount::layers {
@@ -11,8 +13,9 @@ using detail::concat;
 Linear Linear::make(Tensor weight, Tensor bias, DType dtype) {
   HEADCOUNT_CHECK(weight.dtype() == DType::f32 && weight.rank() == 2, "linear weight",
                   "an f32 [in, out] matrix", shape_string(weight.shape()));
-  HEADCOUNT_CHECK(bias.dtype() == DType::f32 && bias.rank() == 1 && bias.size(0) == weight.size(1),
-                  "linear bias", concat("an f32 [", weight.size(1), "] vector"),
+  HEADCOUNT_CHECK(bias.empty() || (bias.dtype() == DType::f32 && bias.rank() == 1 &&
+                                   bias.size(0) == weight.size(1)),
+                  "linear bias", concat("an f32 [", weight.size(1), "] vector or none"),
                   shape_string(bias.shape()));
   Tensor packed = pack_weights(weight.data<const float>(), weight.size(0), weight.size(1),
                                weight.size(1), dtype);
@@ -26,7 +29,7 @@ void Linear::forward(Context& ctx, const float* x, std::int64_t rows, float* y,
                     .ldx = in(),
                     .w = &packed,
                     .n = out(),
-                    .bias = bias.data<const float>(),
+                    .bias = bias.empty() ? nullptr : bias.data<const float>(),
                     .y = y,
                     .ldy = out(),
                     .epilogue = epilogue});
@@ -36,6 +39,44 @@ void FeedForward::forward(Context& ctx, const float* x, std::int64_t rows, float
                           float* y) const {
   up.forward(ctx, x, rows, hidden, GemmEpilogue::gelu_erf);  // bias + GELU fused into the GEMM
   down.forward(ctx, hidden, rows, y);
+}
+
+GatedFeedForward GatedFeedForward::make(const Tensor& gate, const Tensor& up, Tensor down,
+                                        DType dtype) {
+  HEADCOUNT_CHECK(gate.dtype() == DType::f32 && gate.rank() == 2 && up.dtype() == DType::f32 &&
+                      up.shape() == gate.shape(),
+                  "gated FFN gate/up", "two f32 [d_model, d_ff] matrices of one shape",
+                  concat(shape_string(gate.shape()), " and ", shape_string(up.shape())));
+  const std::int64_t d = gate.size(0), ff = gate.size(1);
+  HEADCOUNT_CHECK(down.rank() == 2 && down.size(0) == ff && down.size(1) == d, "gated FFN down",
+                  concat("[", ff, ", ", d, "]"), shape_string(down.shape()));
+  Tensor both(DType::f32, {d, 2 * ff});
+  for (std::int64_t r = 0; r < d; ++r) {
+    std::copy_n(gate.data<const float>() + r * ff, ff, both.data<float>() + r * 2 * ff);
+    std::copy_n(up.data<const float>() + r * ff, ff, both.data<float>() + r * 2 * ff + ff);
+  }
+  return GatedFeedForward{.gate_up = Linear::make(std::move(both), Tensor(), dtype),
+                          .down = Linear::make(std::move(down), Tensor(), dtype)};
+}
+
+void GatedFeedForward::forward(Context& ctx, const float* x, std::int64_t rows, float* hidden,
+                               float* y) const {
+  const std::int64_t ff = d_ff();
+  float* both = hidden;                   // [rows, 2 * ff]
+  float* gated = hidden + rows * 2 * ff;  // [rows, ff]
+  gate_up.forward(ctx, x, rows, both);
+  constexpr std::int64_t kRowsPerTask = 4;
+  const std::int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+  ctx.parallel_for_ranges(tasks, [&](std::int64_t task, int) {
+    const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
+    for (std::int64_t r = task * kRowsPerTask; r < end; ++r) {
+      const float* g = both + r * 2 * ff;
+      const float* u = g + ff;
+      float* out = gated + r * ff;
+      for (std::int64_t j = 0; j < ff; ++j) out[j] = silu(g[j]) * u[j];
+    }
+  });
+  down.forward(ctx, gated, rows, y);
 }
 
 }  // namespace headcount::layers

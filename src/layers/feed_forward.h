@@ -18,10 +18,11 @@ inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.707106
 
 struct Linear {
   Tensor weight;  // [in, out]
-  Tensor bias;    // [out]
+  Tensor bias;    // [out], or empty: no bias
   Tensor packed;  // pack_weights(weight, dtype)
 
-  // Checks the shapes and packs the weight, in f32 or bf16 (packed_gemm.h).
+  // Checks the shapes and packs the weight, in f32 or bf16 (packed_gemm.h); an empty bias is
+  // none.
   static Linear make(Tensor weight, Tensor bias, DType dtype = DType::f32);
 
   std::int64_t in() const { return weight.size(0); }
@@ -36,6 +37,24 @@ struct FeedForward {
   Linear down;  // [d_ff, d_model]
 
   // y[rows, d_model] = GELU(x · up) · down; `hidden` holds rows * d_ff floats.
+  void forward(Context& ctx, const float* x, std::int64_t rows, float* hidden, float* y) const;
+};
+
+// silu(x) = x * sigmoid(x) = x / (1 + e^-x): the gate of SwiGLU.
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// Llama's gated feed-forward (SwiGLU): y = (silu(x · W_gate) * (x · W_up)) · W_down, no biases.
+// W_gate and W_up are packed side by side in one Linear ([d_model, 2 * d_ff]: gate columns
+// first), so x is read once; the product of the halves runs over rows on the pool.
+struct GatedFeedForward {
+  Linear gate_up;  // [d_model, 2 * d_ff]
+  Linear down;     // [d_ff, d_model]
+
+  // gate [d_model, d_ff] and up [d_model, d_ff] in [in, out] layout.
+  static GatedFeedForward make(const Tensor& gate, const Tensor& up, Tensor down,
+                               DType dtype = DType::f32);
+  std::int64_t d_ff() const { return down.in(); }
+  // y[rows, d_model]; `hidden` holds rows * 3 * d_ff floats.
   void forward(Context& ctx, const float* x, std::int64_t rows, float* hidden, float* y) const;
 };
 

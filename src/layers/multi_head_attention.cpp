@@ -10,6 +10,7 @@
 #include "layers/gemm.h"
 #include "layers/layer_checks.h"
 #include "layers/packed_gemm.h"
+#include "layers/rotary.h"
 
 namespace headcount {
 
@@ -105,6 +106,15 @@ MultiHeadAttentionConfig resolve(const MultiHeadAttentionConfig& config) {
   HEADCOUNT_CHECK(c.v_head_dim >= 1, "v_head_dim", ">= 1", c.v_head_dim);
   if (c.kv_dim == 0) c.kv_dim = c.d_model;
   HEADCOUNT_CHECK(c.kv_dim >= 1, "kv_dim", ">= 1", c.kv_dim);
+  HEADCOUNT_CHECK(c.rope_base == 0 || (std::isfinite(c.rope_base) && c.rope_base > 1), "rope_base",
+                  "0 (no rotary positions) or a finite number > 1", c.rope_base);
+  if (c.rope_base != 0) {
+    HEADCOUNT_CHECK(c.head_dim % 2 == 0, "head_dim", "even (rotary positions rotate pairs)",
+                    c.head_dim);
+    HEADCOUNT_CHECK(c.kv_dim == c.d_model, "kv_dim",
+                    concat("d_model = ", c.d_model, " (rotary positions are for self-attention)"),
+                    c.kv_dim);
+  }
   return c;
 }
 
@@ -199,6 +209,7 @@ LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x, const 
   float* qkv = static_cast<float*>(
       ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
   project_packed(ctx, x, packed_qkv_, width, b_qkv_, qkv, width);
+  for (std::int64_t b = 0; b < batch; ++b) rotate(ctx, qkv + b * len * width, len, 0);
 
   // 2. Heads are column ranges of the projection: views, not copies.
   AttentionParams params;
@@ -216,6 +227,8 @@ LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x_q, cons
                                        const TensorView& x_v, const TensorView& out,
                                        const AttentionOptions& options) const {
   const auto& c = config_;
+  HEADCOUNT_CHECK(c.rope_base == 0, "rope_base",
+                  "0 for cross-attention (rotary positions are for self-attention)", c.rope_base);
   check_input(x_q, "x_q", c.d_model, "[batch, q_len, d_model]");
   check_input(x_k, "x_k", c.kv_dim, "[batch, kv_len, kv_dim]");
   check_input(x_v, "x_v", c.kv_dim, "[batch, kv_len, kv_dim]");
@@ -247,6 +260,15 @@ LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x_q, cons
   stats.k_macs = batch * kv_len * c.kv_dim * k_width();
   stats.v_macs = batch * kv_len * c.kv_dim * v_width();
   return stats;
+}
+
+void MultiHeadAttention::rotate(Context& ctx, float* qkv, std::int64_t rows,
+                                std::int64_t first_position) const {
+  const auto& c = config_;
+  if (c.rope_base == 0 || rows == 0) return;
+  // Q's heads and K's heads are adjacent column ranges of the projection: one pass over both.
+  layers::apply_rotary(ctx, qkv, rows, qkv_width_, c.heads + c.kv_heads, c.head_dim, c.rope_base,
+                       first_position);
 }
 
 void MultiHeadAttention::apply_head_mask(std::span<const float> mask, float* concat_buffer,

@@ -2,10 +2,11 @@
 //
 //   prefill(x [B, n, d_model]):
 //     1. project once: x · W_qkv → [B*n, q | k | v]              (one GEMM, as forward())
+//        (rotary positions, if any, turn Q and K in place: positions 0 .. n-1)
 //     2. append the k and v column ranges to the cache            (quantised to its dtype)
 //     3. causal attention over the prompt from the fp32 projections, then W_O (as forward())
 //   decode_step(x_new [B, t, d_model], t = 1..16):
-//     1. project the t new tokens: [B*t, q | k | v]
+//     1. project the t new tokens: [B*t, q | k | v] (rotary: at positions length .. length+t-1)
 //     2. append their k, v to the cache
 //     3. the decode kernel: q [B, t, heads, head_dim] against the whole cache, written into the
 //        concat buffer [B*t, heads * v_head_dim]
@@ -111,6 +112,7 @@ LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCach
   // 1-2. Project once; the k and v column ranges go into the cache.
   const i64 width = qkv_width_;
   float* qkv = project_qkv(ctx, x);
+  for (i64 b = 0; b < batch; ++b) rotate(ctx, qkv + b * len * width, len, 0);
   AttentionParams params;
   params.q = head_view(qkv, width, 0, batch, len, c.heads, c.head_dim);
   params.k = head_view(qkv, width, q_width(), batch, len, c.kv_heads, c.head_dim);
@@ -145,6 +147,7 @@ LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new
   // 1-2. Project the new tokens; append their keys and values.
   const i64 width = qkv_width_;
   float* qkv = project_qkv(ctx, x_new);
+  for (i64 b = 0; b < batch; ++b) rotate(ctx, qkv + b * len * width, len, cache.length(layer, b));
   cache.append(layer, head_view(qkv, width, q_width(), batch, len, c.kv_heads, c.head_dim),
                head_view(qkv, width, q_width() + k_width(), batch, len, c.kv_heads, c.v_head_dim));
 

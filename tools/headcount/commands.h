@@ -22,5 +22,7 @@ void register_prune_curve(CLI::App& app);
 void register_prune_speed(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_gguf_info(CLI::App& app);
+void register_generate(CLI::App& app);
+void register_perplexity(CLI::App& app);
 
 }  // namespace headcount::cli

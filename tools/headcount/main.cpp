@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   headcount::cli::register_prune_speed(app);
   headcount::cli::register_convert(app);
   headcount::cli::register_gguf_info(app);
+  headcount::cli::register_generate(app);
+  headcount::cli::register_perplexity(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

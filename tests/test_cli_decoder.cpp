@@ -1,0 +1,116 @@
+// `headcount generate` and `headcount perplexity`: bad options and bad files are one line and exit
+// 2 (checked before the model loads, so no model is needed); with SmolLM2's file (skipped, naming
+// it, when scripts/setup.sh has not fetched it) the --json output carries transformers' greedy
+// tokens (tests/testdata/decoder, scripts/make_decoder_fixtures.sh) and the perplexity runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_runner.h"
+#include "gguf_builder.h"
+
+namespace headcount::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kModel =
+    fs::path(HEADCOUNT_TESTDATA_DIR) / ".." / ".." / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+std::size_t lines(const std::string& s) {
+  return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+void expect_one_line_error(const CliResult& r, const std::string& expected) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("headcount: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(expected), std::string::npos)
+      << "expected '" << expected << "' in " << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("headcount_cli_decoder_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string bert = (dir / "bert.gguf").string();
+  GgufBuilder b;
+  b.header(0, 1).kv_str("general.architecture", "bert").pad();
+  b.write(bert);
+  const std::string m = "--model '" + bert + "' ";
+  struct Case {
+    std::string args, expected;
+  };
+  for (const Case& c : {
+           Case{"generate --prompt hi", "--model"},
+           Case{m + "--max-tokens 0 --prompt hi", "--max-tokens"},
+           Case{m + "--temperature -1 --prompt hi", "--temperature"},
+           Case{m + "--top-p 0 --prompt hi", "--top-p"},
+           Case{m + "--top-p 1.5 --prompt hi", "--top-p"},
+           Case{m + "--kv-dtype fp16 --prompt hi", "--kv-dtype"},
+           Case{m + "--weights q4 --prompt hi", "--weights"},
+           Case{m + "--threads -1 --prompt hi", "--threads"},
+           Case{m, "--prompt"},
+           Case{m + "--prompt hi", "general.architecture"},
+           Case{"--model '" + (dir / "absent.gguf").string() + "' --prompt hi", "cannot open"},
+       }) {
+    const std::string args =
+        c.args.rfind("generate", 0) == 0 ? c.args : std::string("generate ") + c.args;
+    expect_one_line_error(run_cli(args), c.expected);
+  }
+  const std::string text = (dir / "text.txt").string();
+  std::ofstream(text) << "Some text.\n";
+  expect_one_line_error(run_cli("perplexity " + m + "--context 2 '" + text + "'"), "--context");
+  expect_one_line_error(run_cli("perplexity " + m + "--weights int4 '" + text + "'"), "--weights");
+  expect_one_line_error(run_cli("perplexity " + m + "'" + (dir / "none.txt").string() + "'"),
+                        "TEXT_FILE");
+  expect_one_line_error(run_cli("perplexity " + m + "'" + text + "'"), "general.architecture");
+  fs::remove_all(dir);
+}
+
+TEST(CliDecoder, GenerateJsonHasTransformersGreedyTokensAndPerplexityRuns) {
+  if (!fs::exists(kModel))
+    GTEST_SKIP() << kModel.lexically_normal().string()
+                 << " not present (scripts/setup.sh fetches it)";
+  std::ifstream in(std::string(HEADCOUNT_TESTDATA_DIR) + "/decoder/decoder.json");
+  const nlohmann::json fixture = nlohmann::json::parse(in).at("cases")[0];
+  const std::string prompt = fixture.at("text").get<std::string>();  // plain text, no quotes
+  const CliResult r = run_cli("generate --model '" + kModel.string() + "' --prompt '" + prompt +
+                              "' --max-tokens 8 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out.at("prompt_tokens"), fixture.at("ids"));
+  const auto greedy = fixture.at("greedy").get<std::vector<int>>();
+  EXPECT_EQ(out.at("tokens").get<std::vector<int>>(),
+            std::vector<int>(greedy.begin(), greedy.begin() + 8));
+  EXPECT_GT(out.at("prefill_tokens_per_second").get<double>(), 0);
+  EXPECT_GT(out.at("decode_tokens_per_second").get<double>(), 0);
+  EXPECT_EQ(out.at("text").get<std::string>().rfind(" Paris", 0), 0u) << out.at("text");
+
+  // Perplexity on a short text: two windows of 32 tokens, 15 scored in each.
+  const fs::path text = fs::temp_directory_path() /
+                        ("headcount_cli_perplexity_" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(text) << "It is a truth universally acknowledged, that a single man in possession "
+                         "of a good fortune, must be in want of a wife. However little known the "
+                         "feelings or views of such a man may be on his first entering a "
+                         "neighbourhood, this truth is so well fixed in the minds of the "
+                         "surrounding families.\n";
+  const CliResult p = run_cli("perplexity --model '" + kModel.string() + "' '" + text.string() +
+                              "' --context 32 --threads 2 --json");
+  fs::remove(text);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const nlohmann::json pj = nlohmann::json::parse(p.out);
+  EXPECT_EQ(pj.at("windows").get<int>(), pj.at("tokens").get<int>() / 32);
+  EXPECT_EQ(pj.at("scored").get<int>(), pj.at("windows").get<int>() * 15);
+  const double ppl = pj.at("perplexity").get<double>();
+  EXPECT_TRUE(std::isfinite(ppl) && ppl > 1 && ppl < 1000) << ppl;
+}
+
+}  // namespace
+}  // namespace headcount::testing

@@ -1,0 +1,482 @@
+// The Llama decoder (decoder.h) and the layers it adds (rotary positions, RMSNorm, the gated
+// FFN): each layer against float64, the decoder's cache paths against each other on a small
+// seeded model, and SmolLM2-135M from its GGUF file against transformers (fixtures made by
+// scripts/make_decoder_fixtures.sh; skipped, naming the file, when the model is absent).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "expect_error.h"
+#include "gguf_builder.h"
+#include "headcount/cost.h"
+#include "headcount/decoder.h"
+#include "headcount/gguf.h"
+#include "headcount/multi_head_attention.h"
+#include "headcount/npy.h"
+#include "layers/feed_forward.h"
+#include "layers/rms_norm.h"
+#include "layers/rotary.h"
+
+namespace headcount {
+namespace {
+
+namespace fs = std::filesystem;
+using i64 = std::int64_t;
+
+std::vector<float> random_floats(i64 n, std::uint64_t seed, float bound = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-bound, bound);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// ---- Layers against float64 ----------------------------------------------------------------
+
+// Rotary positions: the fp32 rotation against the formula in double, and Hugging Face's half
+// pairs on un-permuted rows against llama.cpp's adjacent pairs on the file's rows (what
+// unpermute_rotary_rows claims: rotating either layout gives the same numbers).
+TEST(DecoderLayers, RotaryMatchesFloat64AndTheAdjacentPairForm) {
+  const i64 rows = 7, heads = 3, head_dim = 8, stride = heads * head_dim + 5, first = 1000;
+  const double base = 100000;
+  std::vector<float> x = random_floats(rows * stride, 1);
+  const std::vector<float> original = x;
+  Context ctx({.threads = 2});
+  layers::apply_rotary(ctx, x.data(), rows, stride, heads, head_dim, static_cast<float>(base),
+                       first);
+  // Each output is x1 c - x2 s with c, s rounded to fp32 (relative error 2^-24 each), two
+  // products and a sum in fp32: |error| <= (|x1| + |x2|) * 4 * 2^-24 <= 2 * 2^-22 for |x| <= 1.
+  // The angle p * base^(-2i/d) is ~1000 rad at p = 1000: double keeps it to ~1e-13.
+  double worst = 0;
+  for (i64 r = 0; r < rows; ++r)
+    for (i64 h = 0; h < heads; ++h)
+      for (i64 i = 0; i < head_dim / 2; ++i) {
+        const double theta = static_cast<double>(first + r) * std::pow(base, -2.0 * i / head_dim);
+        const i64 a = r * stride + h * head_dim + i, b = a + head_dim / 2;
+        const double x1 = original[a], x2 = original[b];
+        worst = std::max(worst, std::abs(x[a] - (x1 * std::cos(theta) - x2 * std::sin(theta))));
+        worst = std::max(worst, std::abs(x[b] - (x2 * std::cos(theta) + x1 * std::sin(theta))));
+      }
+  EXPECT_LE(worst, 2.0 * std::ldexp(1.0, -22));
+  // Columns past the heads are untouched.
+  for (i64 r = 0; r < rows; ++r)
+    for (i64 c = heads * head_dim; c < stride; ++c)
+      EXPECT_EQ(x[r * stride + c], original[r * stride + c]);
+
+  // llama.cpp's layout: file row (head, 2i + h) = HF row (head, h * d/2 + i). Build the file's
+  // rows from HF's, rotate adjacent pairs on them in double, and compare with the rotation above
+  // after un-permuting (a weight matrix's rows are a projection's columns: here one column).
+  std::vector<float> file_rows(static_cast<std::size_t>(heads * head_dim));
+  for (i64 h = 0; h < heads; ++h)
+    for (i64 i = 0; i < head_dim / 2; ++i)
+      for (i64 part = 0; part < 2; ++part)
+        file_rows[h * head_dim + 2 * i + part] = original[h * head_dim + part * head_dim / 2 + i];
+  std::vector<float> back = file_rows;
+  unpermute_rotary_rows(back.data(), heads, head_dim, 1);
+  for (i64 j = 0; j < heads * head_dim; ++j) EXPECT_EQ(back[j], original[j]) << j;
+  for (i64 h = 0; h < heads; ++h)
+    for (i64 i = 0; i < head_dim / 2; ++i) {
+      const double theta = static_cast<double>(first) * std::pow(base, -2.0 * i / head_dim);
+      const double x1 = file_rows[h * head_dim + 2 * i], x2 = file_rows[h * head_dim + 2 * i + 1];
+      EXPECT_NEAR(x[h * head_dim + i], x1 * std::cos(theta) - x2 * std::sin(theta), 1e-6);
+      EXPECT_NEAR(x[h * head_dim + head_dim / 2 + i], x2 * std::cos(theta) + x1 * std::sin(theta),
+                  1e-6);
+    }
+}
+
+TEST(DecoderLayers, RmsNormWithResidualMatchesFloat64) {
+  const i64 rows = 37, width = 576;
+  std::vector<float> x = random_floats(rows * width, 2, 3.0f);
+  const std::vector<float> residual = random_floats(rows * width, 3),
+                           gamma = random_floats(width, 4);
+  const std::vector<float> original = x;
+  std::vector<float> y(x.size());
+  Context ctx({.threads = 2});
+  layers::add_rms_norm(ctx, x.data(), residual.data(), rows, width, gamma.data(), 1e-5f, y.data());
+  // x + r: one fp32 rounding (checked exactly); y = x * inv * gamma: inv rounded once from
+  // double, two fp32 products: relative error <= 3 * 2^-24 of |x * inv * gamma|.
+  for (i64 r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (i64 i = 0; i < width; ++i) {
+      const float s = original[r * width + i] + residual[r * width + i];
+      ASSERT_EQ(x[r * width + i], s);
+      sum += static_cast<double>(s) * s;
+    }
+    const double inv = 1.0 / std::sqrt(sum / width + 1e-5);
+    for (i64 i = 0; i < width; ++i) {
+      const double want = static_cast<double>(x[r * width + i]) * inv * gamma[i];
+      ASSERT_NEAR(y[r * width + i], want, 3 * std::ldexp(std::abs(want), -24) + 1e-30);
+    }
+  }
+}
+
+TEST(DecoderLayers, GatedFeedForwardMatchesFloat64) {
+  const i64 rows = 5, d = 24, ff = 40;
+  auto tensor = [](std::vector<i64> shape, std::uint64_t seed, float bound) {
+    Tensor t(DType::f32, shape);
+    const std::vector<float> v = random_floats(t.numel(), seed, bound);
+    std::copy(v.begin(), v.end(), t.data<float>());
+    return t;
+  };
+  const Tensor gate = tensor({d, ff}, 5, 0.3f), up = tensor({d, ff}, 6, 0.3f);
+  Tensor down = tensor({ff, d}, 7, 0.3f);
+  const Tensor down_copy = tensor({ff, d}, 7, 0.3f);
+  const layers::GatedFeedForward ffn = layers::GatedFeedForward::make(gate, up, std::move(down));
+  const std::vector<float> x = random_floats(rows * d, 8);
+  std::vector<float> hidden(rows * 3 * ff), y(rows * d);
+  Context ctx({.threads = 2});
+  ffn.forward(ctx, x.data(), rows, hidden.data(), y.data());
+  // fp32 dot products of length 24 and 40 on values <= 1 * 0.3: each |error| <= k * 2^-24 *
+  // sum|terms| <= 40 * 6e-8 * 12 ~ 3e-5 at most; the silu's exp adds a few ulps. 1e-4 covers
+  // both with room; a wrong gate/up order or a missing silu is off by > 1e-2.
+  for (i64 r = 0; r < rows; ++r) {
+    std::vector<double> act(ff);
+    for (i64 j = 0; j < ff; ++j) {
+      double g = 0, u = 0;
+      for (i64 k = 0; k < d; ++k) {
+        g += static_cast<double>(x[r * d + k]) * gate.data<const float>()[k * ff + j];
+        u += static_cast<double>(x[r * d + k]) * up.data<const float>()[k * ff + j];
+      }
+      act[j] = g / (1 + std::exp(-g)) * u;
+    }
+    for (i64 c = 0; c < d; ++c) {
+      double want = 0;
+      for (i64 j = 0; j < ff; ++j) want += act[j] * down_copy.data<const float>()[j * d + c];
+      EXPECT_NEAR(y[r * d + c], want, 1e-4);
+    }
+  }
+}
+
+// A rotary self-attention layer: prefill then decode_step (the decode kernel on the cache, at
+// positions after the prompt) against one causal forward over the whole sequence (the
+// streaming kernel, positions 0..n-1). Projections are the same rows (packed GEMM: bitwise per
+// row), rotations the same positions (bitwise); only the kernels' summation orders differ:
+// softmax-weighted sums of <= 12 values of |v| <= ~3, each within ~12 * 2^-24 * 3 ~ 2e-6, then
+// W_O (k = 32, |w| <= 0.4): <= 32 * 0.4 * 2e-6 ~ 3e-5. Bound 1e-4.
+TEST(DecoderLayers, RotaryAttentionPrefillThenDecodeEqualsOneCausalForward) {
+  const MultiHeadAttentionConfig config{
+      .d_model = 32, .heads = 4, .kv_heads = 2, .head_dim = 8, .bias = false, .rope_base = 1e4f};
+  MultiHeadAttentionWeights w = MultiHeadAttentionWeights::random(config, 11);
+  const MultiHeadAttention layer(config, std::move(w));
+  const i64 n = 12, prompt = 5, d = 32;
+  const std::vector<float> x = random_floats(n * d, 12);
+  Context ctx({.threads = 2});
+  std::vector<float> full(n * d), stepped(n * d);
+  layer.forward(ctx, TensorView::contiguous(const_cast<float*>(x.data()), DType::f32, {1, n, d}),
+                TensorView::contiguous(full.data(), DType::f32, {1, n, d}), {.causal = true});
+  KvCache cache({.layers = 1, .batch = 1, .kv_heads = 2, .head_dim = 8, .capacity = n});
+  layer.prefill(ctx,
+                TensorView::contiguous(const_cast<float*>(x.data()), DType::f32, {1, prompt, d}),
+                cache, 0, TensorView::contiguous(stepped.data(), DType::f32, {1, prompt, d}));
+  // One token, then a chunk of the rest.
+  layer.decode_step(
+      ctx, TensorView::contiguous(const_cast<float*>(x.data()) + prompt * d, DType::f32, {1, 1, d}),
+      cache, 0, TensorView::contiguous(stepped.data() + prompt * d, DType::f32, {1, 1, d}));
+  const i64 rest = n - prompt - 1;
+  layer.decode_step(
+      ctx,
+      TensorView::contiguous(const_cast<float*>(x.data()) + (prompt + 1) * d, DType::f32,
+                             {1, rest, d}),
+      cache, 0,
+      TensorView::contiguous(stepped.data() + (prompt + 1) * d, DType::f32, {1, rest, d}));
+  for (i64 i = 0; i < n * d; ++i) EXPECT_NEAR(stepped[i], full[i], 1e-4) << "element " << i;
+  // Without rotary positions the same layer differs (the test can fail).
+  MultiHeadAttentionConfig plain = config;
+  plain.rope_base = 0;
+  const MultiHeadAttention unrotated(plain, MultiHeadAttentionWeights::random(config, 11));
+  std::vector<float> other(n * d);
+  unrotated.forward(ctx,
+                    TensorView::contiguous(const_cast<float*>(x.data()), DType::f32, {1, n, d}),
+                    TensorView::contiguous(other.data(), DType::f32, {1, n, d}), {.causal = true});
+  double moved = 0;
+  for (i64 i = d; i < n * d; ++i)
+    moved = std::max(moved, std::abs(static_cast<double>(other[i]) - full[i]));
+  EXPECT_GT(moved, 1e-2);
+  headcount::testing::expect_error(
+      [] { (void)resolve({.d_model = 32, .heads = 4, .head_dim = 7, .rope_base = 1e4f}); },
+      {"head_dim", "even"});
+  headcount::testing::expect_error(
+      [] { (void)resolve({.d_model = 32, .heads = 4, .rope_base = 1}); }, {"rope_base", "> 1"});
+}
+
+// ---- A small seeded Llama: the decoder's paths --------------------------------------------
+
+model::Weights small_llama() {
+  model::Weights w{.config = {.family = model::Family::llama,
+                              .vocab = 40,
+                              .d_model = 32,
+                              .d_ff = 48,
+                              .head_dim = 8,
+                              .context = 64,
+                              .norm = model::NormKind::rms_norm,
+                              .placement = model::NormPlacement::pre,
+                              .activation = model::Activation::swiglu,
+                              .positions = model::Positions::rotary,
+                              .rope_base = 10000.0f,
+                              .attention_bias = false,
+                              .ffn_bias = false,
+                              .output = model::Output::tied,
+                              .output_bias = false}};
+  w.config.layers.assign(3, {.heads = 4, .kv_heads = 2});
+  std::uint64_t seed = 20;
+  for (const model::WeightSpec& spec : model::weight_table(w.config)) {
+    Tensor t(DType::f32, spec.shape);
+    const bool norm = spec.shape.size() == 1;
+    const std::vector<float> v = random_floats(t.numel(), seed++, norm ? 0.2f : 0.5f);
+    for (i64 i = 0; i < t.numel(); ++i) t.data<float>()[i] = v[i] + (norm ? 1.0f : 0.0f);
+    w.tensors.emplace(spec.name, std::move(t));
+  }
+  return w;
+}
+
+BpeTokenizer small_tokenizer(i64 vocab) {
+  BpeVocabulary v;
+  for (i64 i = 0; i < vocab; ++i) v.tokens.push_back(std::string(1, static_cast<char>('A' + i)));
+  v.eos_id = 1;
+  return BpeTokenizer(std::move(v));
+}
+
+double max_abs_diff(const float* a, const float* b, i64 n) {
+  double m = 0;
+  for (i64 i = 0; i < n; ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+// Prefill of a prompt then the rest through the cache (one token at a time and in a chunk)
+// equals one prefill of the whole sequence, position by position. As in the layer test, only
+// the attention kernels' summation orders differ (a few 1e-7 relative per layer); logits are
+// sums of 32 products of |h| <= ~3 and |e| <= 0.5 each, so the differences stay below 1e-4.
+TEST(LlamaDecoderSmall, PrefillThenDecodeEqualsOnePrefill) {
+  const model::Weights weights = small_llama();
+  const LlamaDecoder decoder(weights, small_tokenizer(40));
+  const std::vector<std::int32_t> ids = {3, 17, 5, 39, 0, 22, 8, 8, 30, 12, 1, 7};
+  const i64 vocab = 40, prompt = 4;
+  Context ctx({.threads = 2});
+  KvCache whole = decoder.make_cache(16);
+  const Tensor all = decoder.forward(ctx, ids, whole, Logits::all);
+  ASSERT_EQ(all.shape(), (std::vector<i64>{12, 40}));
+  EXPECT_EQ(whole.length(0, 0), 12);
+
+  KvCache cache = decoder.make_cache(16);
+  const std::span<const std::int32_t> span(ids);
+  const Tensor first = decoder.forward(ctx, span.subspan(0, prompt), cache, Logits::all);
+  EXPECT_LE(max_abs_diff(first.data<const float>(), all.data<const float>(), prompt * vocab), 1e-4);
+  for (i64 i = prompt; i < 8; ++i) {
+    const Tensor step = decoder.forward(ctx, span.subspan(i, 1), cache);
+    EXPECT_LE(max_abs_diff(step.data<const float>(), all.data<const float>() + i * vocab, vocab),
+              1e-4)
+        << "position " << i;
+  }
+  const Tensor chunk = decoder.forward(ctx, span.subspan(8), cache, Logits::all);
+  EXPECT_LE(max_abs_diff(chunk.data<const float>(), all.data<const float>() + 8 * vocab, 4 * vocab),
+            1e-4);
+  // A bf16 cache changes the decoded logits a little, not a lot (its K/V rounding is 2^-9).
+  KvCache bf16 = decoder.make_cache(16, CacheDType::bf16);
+  (void)decoder.forward(ctx, span.subspan(0, prompt), bf16);
+  const Tensor rounded = decoder.forward(ctx, span.subspan(prompt, 1), bf16);
+  const double d =
+      max_abs_diff(rounded.data<const float>(), all.data<const float>() + prompt * vocab, vocab);
+  EXPECT_GT(d, 0.0);
+  EXPECT_LT(d, 0.1);
+
+  // generate(): greedy tokens are the argmax of the logits the cache path gives.
+  const GenerateResult r =
+      decoder.generate(ctx, span.subspan(0, prompt), {.max_tokens = 6, .stop_at_eos = false});
+  ASSERT_EQ(r.tokens.size(), 6u);
+  EXPECT_EQ(r.decode_steps, 5);
+  std::vector<std::int32_t> seq(ids.begin(), ids.begin() + prompt);
+  for (std::int32_t t : r.tokens) {
+    KvCache fresh = decoder.make_cache(16);
+    const Tensor l = decoder.forward(ctx, seq, fresh);
+    EXPECT_EQ(t, sample_token({l.data<const float>(), 40}, 0, 1, 0));
+    seq.push_back(t);
+  }
+}
+
+TEST(LlamaDecoderSmall, BadInputsAreErrorsNamingTheParameter) {
+  const LlamaDecoder decoder(small_llama(), small_tokenizer(40));
+  Context ctx;
+  KvCache cache = decoder.make_cache(4);
+  const std::vector<std::int32_t> bad = {3, 40};
+  headcount::testing::expect_error([&] { (void)decoder.forward(ctx, bad, cache); },
+                                   {"ids[1]", "[0, 40)", "40"});
+  const std::vector<std::int32_t> five = {1, 2, 3, 4, 5};
+  headcount::testing::expect_error([&] { (void)decoder.forward(ctx, five, cache); },
+                                   {"kv cache capacity", "room for 5"});
+  headcount::testing::expect_error([&] { (void)decoder.make_cache(65); },
+                                   {"kv cache capacity", "64"});
+  KvCache other({.layers = 3, .batch = 1, .kv_heads = 4, .head_dim = 8, .capacity = 8});
+  headcount::testing::expect_error([&] { (void)decoder.forward(ctx, five, other); },
+                                   {"kv cache", "2 kv heads"});
+  headcount::testing::expect_error([&] { (void)decoder.generate(ctx, five, {.max_tokens = 0}); },
+                                   {"max_tokens", ">= 1"});
+  headcount::testing::expect_error([&] { (void)decoder.generate(ctx, five, {.temperature = -1}); },
+                                   {"temperature"});
+  headcount::testing::expect_error([&] { (void)decoder.perplexity(ctx, five, 8); },
+                                   {"text", "at least 8 tokens"});
+  headcount::testing::expect_error([&] { (void)LlamaDecoder(small_llama(), small_tokenizer(39)); },
+                                   {"decoder tokenizer", "40 tokens"});
+}
+
+TEST(LlamaDecoderSmall, SamplerKeepsTheNucleusAndIsGreedyAtZero) {
+  const std::vector<float> logits = {0.0f, std::log(3.0f), -50.0f, std::log(3.0f)};
+  EXPECT_EQ(sample_token(logits, 0, 1, 0.99), 1);  // argmax, the first of a tie
+  // T = 1: probabilities 1/7, 3/7, ~0, 3/7, sorted 1, 3, 0, 2.
+  EXPECT_EQ(sample_token(logits, 1, 1, 0.0), 1);
+  EXPECT_EQ(sample_token(logits, 1, 1, 0.5), 3);
+  EXPECT_EQ(sample_token(logits, 1, 1, 0.9), 0);
+  // top_p 0.5: tokens 1 and 3 (mass 6/7 >= 0.5 * 1 after two), renormalised.
+  EXPECT_EQ(sample_token(logits, 1, 0.5f, 0.9), 3);
+  EXPECT_EQ(sample_token(logits, 1, 0.4f, 0.9), 1);  // one token reaches 3/7 >= 0.4
+  headcount::testing::expect_error([&] { (void)sample_token(logits, 1, 0, 0.5); },
+                                   {"top_p", "(0, 1]"});
+}
+
+TEST(LlamaDecoderSmall, ConfigFromAFileThatIsNotLlamaIsAnError) {
+  const fs::path path =
+      fs::temp_directory_path() / ("headcount_decoder_" + std::to_string(::getpid()) + ".gguf");
+  testing::GgufBuilder b;
+  b.header(0, 1).kv_str("general.architecture", "bert").pad();
+  b.write(path.string());
+  const GgufFile file = GgufFile::open(path.string());
+  headcount::testing::expect_error([&] { (void)llama_config(file); },
+                                   {"general.architecture", "llama", "bert"});
+  testing::GgufBuilder c;
+  c.header(0, 2).kv_str("general.architecture", "llama").kv_u32("llama.block_count", 0).pad();
+  c.write(path.string());
+  const GgufFile file2 = GgufFile::open(path.string());
+  headcount::testing::expect_error([&] { (void)llama_config(file2); }, {"llama.block_count"});
+  fs::remove(path);
+}
+
+// ---- SmolLM2-135M against transformers -----------------------------------------------------
+
+const fs::path kModel =
+    fs::path(HEADCOUNT_TESTDATA_DIR) / ".." / ".." / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+std::string decoder_testdata(const std::string& name) {
+  return std::string(HEADCOUNT_TESTDATA_DIR) + "/decoder/" + name;
+}
+
+class SmolLM2 : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(kModel)) return;
+    decoder_ = std::make_unique<LlamaDecoder>(LlamaDecoder::load(kModel.string()));
+    std::ifstream in(decoder_testdata("decoder.json"));
+    fixtures_ = nlohmann::json::parse(in);
+  }
+  static void TearDownTestSuite() { decoder_.reset(); }
+  void SetUp() override {
+    if (!decoder_) GTEST_SKIP() << "model file absent: " << kModel << " (scripts/setup.sh)";
+  }
+  static std::unique_ptr<LlamaDecoder> decoder_;
+  static nlohmann::json fixtures_;
+};
+std::unique_ptr<LlamaDecoder> SmolLM2::decoder_;
+nlohmann::json SmolLM2::fixtures_;
+
+TEST_F(SmolLM2, ConfigAndKvCacheBytesPerTokenAreTheCostModels) {
+  const model::Config& c = decoder_->config();
+  EXPECT_EQ(c.layer_count(), 30);
+  EXPECT_EQ(c.d_model, 576);
+  EXPECT_EQ(c.d_ff, 1536);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.vocab, 49152);
+  EXPECT_EQ(c.context, 8192);
+  EXPECT_EQ(c.heads_in(0), 9);
+  EXPECT_EQ(c.kv_heads_in(29), 3);
+  EXPECT_EQ(c.rope_base, 100000.0f);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
+  EXPECT_EQ(c.output, model::Output::tied);
+  // The figure: 30 layers x (K + V) x 3 kv heads x 64 x 4 bytes = 46,080 per token.
+  const i64 capacity = 100;
+  EXPECT_EQ(decoder_->make_cache(capacity).bytes(), 46080 * capacity);
+  EXPECT_EQ(30 * cache_token_bytes(CacheDType::f32, 3, 64, 64), 46080);
+  EXPECT_EQ(decoder_->make_cache(capacity, CacheDType::bf16).bytes(), 23040 * capacity);
+  // int8: 64 + 64 bytes and two fp32 scales per (token, kv head, layer).
+  EXPECT_EQ(decoder_->make_cache(capacity, CacheDType::int8).bytes(), 30 * 3 * 136 * capacity);
+}
+
+// Logits and greedy tokens against transformers. The reference is transformers' model in
+// float64 on the same fp32 weights; transformers' own fp32 run differs from it by
+// torch_float32_max_abs_error (decoder.json: the error a plain fp32 implementation makes through
+// 30 layers of GEMMs with k <= 1536, softmaxes and RMSNorms, on logits of magnitude ~20-30).
+// headcount's fp32 arithmetic is the same kind (fp32 products, fp32 or double sums, in another
+// order), so its error is of the same size: it must stay within 4x PyTorch's, and within an
+// absolute 0.02 (a wrong rotation, eps or a swapped gate/up moves logits by more than 1).
+// Greedy: every choice's top-1/top-2 gap in float64 is >= greedy_min_gap (recorded), which is
+// far above these errors, so the 32 tokens must be identical.
+TEST_F(SmolLM2, LogitsAndGreedyTokensMatchTransformers) {
+  Context ctx({.threads = 2});
+  const i64 vocab = decoder_->config().vocab;
+  for (std::size_t i = 0; i < fixtures_.at("cases").size(); ++i) {
+    const nlohmann::json& c = fixtures_.at("cases")[i];
+    const auto ids = c.at("ids").get<std::vector<std::int32_t>>();
+    const auto greedy = c.at("greedy").get<std::vector<std::int32_t>>();
+    const double torch_error = c.at("torch_float32_max_abs_error").get<double>();
+    const double bound = std::min(0.02, 4 * torch_error);
+    const Tensor reference = read_npy_f32(decoder_testdata("logits_" + std::to_string(i) + ".npy"));
+    // The tokenizer gives the fixture's ids for the text.
+    EXPECT_EQ(decoder_->tokenizer().encode(c.at("text").get<std::string>()), ids) << "case " << i;
+
+    KvCache cache = decoder_->make_cache(static_cast<i64>(ids.size() + greedy.size()));
+    Tensor logits = decoder_->forward(ctx, ids, cache);
+    const double prefill_error =
+        max_abs_diff(logits.data<const float>(), reference.data<const float>(), vocab);
+    std::vector<std::int32_t> ours;
+    for (std::size_t t = 0; t < greedy.size(); ++t) {
+      ours.push_back(
+          sample_token({logits.data<const float>(), static_cast<std::size_t>(vocab)}, 0, 1, 0));
+      if (t + 1 < greedy.size())
+        logits = decoder_->forward(ctx, std::span<const std::int32_t>(&greedy[t], 1), cache);
+    }
+    const double decode_error =
+        max_abs_diff(logits.data<const float>(), reference.data<const float>() + vocab, vocab);
+    std::printf(
+        "[ smollm2  ] case %zu: %zu prompt ids; max |logit error| prefill %.3g, decode "
+        "%.3g (transformers fp32: %.3g; bound %.3g)\n",
+        i, ids.size(), prefill_error, decode_error, torch_error, bound);
+    EXPECT_LE(prefill_error, bound) << "case " << i;
+    EXPECT_LE(decode_error, bound) << "case " << i;
+    EXPECT_EQ(ours, greedy) << "case " << i;
+  }
+}
+
+TEST_F(SmolLM2, GenerateAndPrefillThenDecodeAgreeWithOnePrefill) {
+  Context ctx({.threads = 2});
+  const nlohmann::json& c = fixtures_.at("cases")[0];
+  const auto ids = c.at("ids").get<std::vector<std::int32_t>>();
+  const auto greedy = c.at("greedy").get<std::vector<std::int32_t>>();
+  const GenerateResult r = decoder_->generate(ctx, ids, {.max_tokens = 12, .stop_at_eos = false});
+  EXPECT_EQ(r.tokens, std::vector<std::int32_t>(greedy.begin(), greedy.begin() + 12));
+  EXPECT_EQ(r.cache_bytes, 46080 * static_cast<i64>(ids.size() + 11));
+
+  // The prompt plus 11 tokens in one prefill (streaming kernel) against prefill + decode steps
+  // (decode kernel): the same arithmetic but the attention's summation order, whose effect is
+  // a few 1e-7 relative per layer; through the model the logits move by about what transformers'
+  // fp32 run does against float64 (~1e-4..1e-3), bounded as above.
+  std::vector<std::int32_t> seq = ids;
+  seq.insert(seq.end(), greedy.begin(), greedy.begin() + 11);
+  KvCache whole = decoder_->make_cache(static_cast<i64>(seq.size()));
+  const Tensor all = decoder_->forward(ctx, seq, whole, Logits::all);
+  const i64 vocab = decoder_->config().vocab, n = static_cast<i64>(seq.size());
+  KvCache stepped = decoder_->make_cache(n);
+  (void)decoder_->forward(ctx, ids, stepped);
+  const std::span<const std::int32_t> rest = std::span<const std::int32_t>(seq).subspan(ids.size());
+  const Tensor tail = decoder_->forward(ctx, rest, stepped, Logits::all);
+  const double bound = std::min(0.02, 4 * c.at("torch_float32_max_abs_error").get<double>());
+  const double diff = max_abs_diff(tail.data<const float>(),
+                                   all.data<const float>() + static_cast<i64>(ids.size()) * vocab,
+                                   static_cast<i64>(rest.size()) * vocab);
+  std::printf("[ smollm2  ] prefill + decode vs one prefill: max |logit difference| %.3g\n", diff);
+  EXPECT_LE(diff, bound);
+}
+
+}  // namespace
+}  // namespace headcount

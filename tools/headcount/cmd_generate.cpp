@@ -1,0 +1,219 @@
+// `headcount generate`: text from a Llama-family GGUF decoder (SmolLM2), streamed as it is made,
+// and `headcount perplexity`: the model's perplexity on a text file (decoder.h).
+//
+//   generate --model FILE.gguf --prompt TEXT [--chat] [--max-tokens N] [--temperature T]
+//            [--top-p P] [--seed S] [--threads T] [--kv-dtype fp32|bf16|int8]
+//            [--weights fp32|bf16|int8] [--ignore-eos] [--json]
+//   perplexity --model FILE.gguf TEXT_FILE [--context N] [--weights fp32|bf16|int8]
+//            [--threads T] [--json]
+//
+// Options are checked before the model loads (a mistake is one line and exit 2, at once).
+// Without --json, generate writes the new text to stdout token by token (a token's bytes as
+// they come: a character split over tokens completes with the next one) and one line of
+// figures to stderr; with --json one object: {"prompt_tokens": [...], "tokens": [...],
+// "text": ..., "prefill_tokens_per_second": ..., "decode_tokens_per_second": ...}.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "commands.h"
+#include "encoder_cli.h"
+#include "headcount/bpe.h"
+#include "headcount/decoder.h"
+#include "headcount/error.h"
+
+namespace headcount::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+CacheDType parse_kv_dtype(const std::string& name) {
+  if (name == "fp32") return CacheDType::f32;
+  if (name == "bf16") return CacheDType::bf16;
+  if (name == "int8") return CacheDType::int8;
+  fail("--kv-dtype", detail::concat("expected fp32, bf16 or int8, got '", name, "'"));
+}
+
+DType parse_weights(const std::string& name) {
+  if (name == "fp32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  if (name == "int8") return DType::i8;
+  fail("--weights", detail::concat("expected fp32, bf16 or int8, got '", name, "'"));
+}
+
+void check_model_flag(const std::string& model) {
+  check(!model.empty(), "--model", "a GGUF file (e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf)",
+        "nothing");
+}
+
+struct GenerateArgs {
+  std::string model, prompt, kv_dtype = "fp32", weights = "fp32";
+  bool chat = false, as_json = false, prompt_given = false, ignore_eos = false;
+  std::int64_t max_tokens = 128;
+  float temperature = 0, top_p = 1;
+  std::uint64_t seed = 0;
+  int threads = 0;
+};
+
+void run_generate(const GenerateArgs& a) {
+  // 1. Options before the model.
+  check_model_flag(a.model);
+  check(a.prompt_given, "--prompt", "a text", "nothing");
+  check(a.max_tokens >= 1 && a.max_tokens <= (std::int64_t{1} << 20), "--max-tokens", "1 to 2^20",
+        a.max_tokens);
+  check(std::isfinite(a.temperature) && a.temperature >= 0, "--temperature",
+        "a finite number >= 0 (0: greedy)", a.temperature);
+  check(a.top_p > 0 && a.top_p <= 1, "--top-p", "in (0, 1]", a.top_p);
+  const CacheDType kv_dtype = parse_kv_dtype(a.kv_dtype);
+  const DType weights = parse_weights(a.weights);
+  Context ctx({.threads = resolve_threads(a.threads)});
+
+  // 2. Model and prompt.
+  const LlamaDecoder decoder = LlamaDecoder::load(a.model, {.weights = weights});
+  const BpeTokenizer& tokenizer = decoder.tokenizer();
+  const std::string text =
+      a.chat ? format_chatml({{.role = "user", .content = a.prompt}},
+                             {.default_system = std::string(kSmolLM2SystemPrompt)})
+             : a.prompt;
+  const std::vector<std::int32_t> prompt = tokenizer.encode(text);
+  check(!prompt.empty(), "--prompt", "text that makes at least one token", "none");
+
+  // 3. Generate, streaming the text of every token that is not a control token (EOS...).
+  std::string made;
+  auto shown = [&](std::int32_t id) { return tokenizer.token_type(id) != TokenType::control; };
+  GenerateOptions options{.max_tokens = a.max_tokens,
+                          .temperature = a.temperature,
+                          .top_p = a.top_p,
+                          .seed = a.seed,
+                          .kv_dtype = kv_dtype,
+                          .stop_at_eos = !a.ignore_eos};
+  options.on_token = [&](std::int32_t id) {
+    if (!shown(id)) return;
+    const std::string& bytes = tokenizer.token_bytes(id);
+    made += bytes;
+    if (!a.as_json) {
+      std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  const GenerateResult r = decoder.generate(ctx, prompt, options);
+  const double prefill_rate = static_cast<double>(r.prompt_tokens) / r.prefill_seconds;
+  const double decode_rate =
+      r.decode_steps > 0 ? static_cast<double>(r.decode_steps) / r.decode_seconds : 0.0;
+  if (a.as_json) {
+    json out = {{"prompt_tokens", prompt},
+                {"tokens", r.tokens},
+                {"text", made},
+                {"prefill_tokens_per_second", prefill_rate},
+                {"decode_tokens_per_second", decode_rate},
+                {"threads", ctx.threads()},
+                {"kv_dtype", a.kv_dtype},
+                {"weights", a.weights},
+                {"kv_cache_bytes", r.cache_bytes}};
+    std::cout << dump(out) << '\n';
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "[generate] prompt %lld tokens, prefill %.1f tokens/s; %zu new tokens, decode "
+                 "%.1f tokens/s (%d threads, weights %s, KV cache %s)\n",
+                 static_cast<long long>(r.prompt_tokens), prefill_rate, r.tokens.size(),
+                 decode_rate, ctx.threads(), a.weights.c_str(), a.kv_dtype.c_str());
+  }
+  std::cout.flush();
+  if (!std::cout) fail("stdout", "write failed");
+}
+
+struct PerplexityArgs {
+  std::string model, input, weights = "fp32";
+  std::int64_t context = 512;
+  bool as_json = false;
+  int threads = 0;
+};
+
+void run_perplexity(const PerplexityArgs& a) {
+  check_model_flag(a.model);
+  check(a.context >= 4, "--context", ">= 4", a.context);
+  const DType weights = parse_weights(a.weights);
+  std::ifstream file(a.input, std::ios::binary);
+  check(static_cast<bool>(file), "TEXT_FILE", "a readable file", a.input);
+  std::stringstream text;
+  text << file.rdbuf();
+  Context ctx({.threads = resolve_threads(a.threads)});
+  const LlamaDecoder decoder = LlamaDecoder::load(a.model, {.weights = weights});
+  check(a.context <= decoder.config().context, "--context",
+        detail::concat("at most the model's context ", decoder.config().context), a.context);
+  // The text as text: a special token's spelling in it is not that token.
+  const std::vector<std::int32_t> ids =
+      decoder.tokenizer().encode(text.str(), {.parse_special = false});
+  const PerplexityResult r = decoder.perplexity(ctx, ids, a.context);
+  if (a.as_json) {
+    std::cout << dump(json{{"perplexity", r.perplexity},
+                           {"nll", r.nll},
+                           {"tokens", ids.size()},
+                           {"scored", r.scored},
+                           {"windows", r.windows},
+                           {"context", a.context},
+                           {"seconds", r.seconds},
+                           {"threads", ctx.threads()},
+                           {"weights", a.weights}})
+              << '\n';
+  } else {
+    std::printf("perplexity %.4f (%lld tokens scored in %lld windows of %lld; %.1f s)\n",
+                r.perplexity, static_cast<long long>(r.scored), static_cast<long long>(r.windows),
+                static_cast<long long>(a.context), r.seconds);
+  }
+  std::cout.flush();
+  if (!std::cout) fail("stdout", "write failed");
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "Generate text with a Llama-family GGUF decoder (SmolLM2), streamed");
+  cmd->add_option("--model", a->model, "GGUF file (models/SmolLM2-135M-Instruct.Q4_1.gguf)");
+  cmd->add_option("--prompt", a->prompt, "Prompt text")->each([a](const std::string&) {
+    a->prompt_given = true;
+  });
+  cmd->add_flag("--chat", a->chat, "Wrap the prompt in SmolLM2's ChatML template as a user turn");
+  cmd->add_option("--max-tokens", a->max_tokens, "New tokens at most")->capture_default_str();
+  cmd->add_option("--temperature", a->temperature, "0: greedy; > 0: sampling")
+      ->capture_default_str();
+  cmd->add_option("--top-p", a->top_p, "Nucleus sampling mass (with --temperature > 0)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Sampler seed")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache: fp32, bf16 or int8")->capture_default_str();
+  cmd->add_option("--weights", a->weights,
+                  "Weights as multiplied: fp32 (dequantized, the reference), bf16 or int8")
+      ->capture_default_str();
+  cmd->add_flag("--ignore-eos", a->ignore_eos,
+                "Go on past the end-of-text token (benchmarks: always --max-tokens tokens)");
+  cmd->add_flag("--json", a->as_json, "One JSON object instead of streamed text");
+  cmd->callback([a] { run_generate(*a); });
+}
+
+void register_perplexity(CLI::App& app) {
+  auto a = std::make_shared<PerplexityArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "perplexity", "Perplexity of a Llama-family GGUF decoder on a text file (llama.cpp's way)");
+  cmd->add_option("--model", a->model, "GGUF file (models/SmolLM2-135M-Instruct.Q4_1.gguf)");
+  cmd->add_option("input", a->input, "Text file")->required();
+  cmd->add_option("--context", a->context, "Tokens per window (the second half is scored)")
+      ->capture_default_str();
+  cmd->add_option("--weights", a->weights, "fp32, bf16 or int8 (as for generate)")
+      ->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
+  cmd->add_flag("--json", a->as_json, "One JSON object");
+  cmd->callback([a] { run_perplexity(*a); });
+}
+
+}  // namespace headcount::cli
