@@ -2,7 +2,8 @@
 #  - headcount_distributed: src/distributed/*.cpp over the headcount library and MPI's C API.
 #    A separate library, so the headcount library, the Python extension and every
 #    single-process user are the same with or without it.
-#  - the CLI links it and gains `headcount attention --distributed heads|ring` (under mpirun).
+#  - the CLI links it and gains `headcount attention --distributed heads|ring`, `embed
+#    --distributed` and `train --parallel data` (under mpirun).
 #  - headcount_mpi_tests (tests/mpi/), run by CTest under mpirun for 1 to 4 ranks.
 # The C API, used from C++ (the project enables no C); without the deprecated C++ bindings.
 set(MPI_CXX_SKIP_MPICXX ON)
@@ -47,6 +48,18 @@ if(HEADCOUNT_BUILD_TESTS)
                      $<TARGET_FILE:headcount_cli> ${MPIEXEC_EXECUTABLE} ${ranks})
     set_tests_properties(mpi_cli_attention_np${ranks} PROPERTIES TIMEOUT 300)
   endforeach()
+  # embed --distributed and train --parallel data against one process.
+  foreach(ranks 1 2 3)
+    add_test(NAME mpi_cli_data_np${ranks}
+             COMMAND ${HEADCOUNT_NUMPY_PYTHON} ${PROJECT_SOURCE_DIR}/tests/mpi/cli_data_check.py
+                     $<TARGET_FILE:headcount_cli> ${MPIEXEC_EXECUTABLE} ${ranks})
+    set_tests_properties(mpi_cli_data_np${ranks} PROPERTIES TIMEOUT 300)
+  endforeach()
+  # A rank stopped (SIGSTOP) mid-training: the watchdog ends the job, naming it.
+  add_test(NAME mpi_rank_hung
+           COMMAND ${HEADCOUNT_NUMPY_PYTHON} ${PROJECT_SOURCE_DIR}/tests/mpi/rank_hang_check.py
+                   $<TARGET_FILE:headcount_cli> ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(mpi_rank_hung PROPERTIES TIMEOUT 180)
   add_test(NAME mpi_rank_killed
            COMMAND ${HEADCOUNT_NUMPY_PYTHON} ${PROJECT_SOURCE_DIR}/tests/mpi/rank_kill_check.py
                    $<TARGET_FILE:headcount_cli> ${MPIEXEC_EXECUTABLE})

@@ -11,6 +11,11 @@
 //    its heads into a partial [B, n, d_model]; one MPI_Allreduce (sum) after W_o gives every
 //    rank the layer's output. P must divide kv_heads (so P <= kv_heads).
 //
+//  - Data over ranks (data-parallel training, the sentences of `embed`): each rank computes its
+//    share of the rows; gradients are summed by MPI_Allreduce in buckets, embeddings gathered
+//    on rank 0 in input order. Waits go through the watchdog (a deadline on every collective
+//    wait, naming the rank that did not arrive).
+//
 //  - Sequence over ranks (ring attention, Liu et al. 2023). The sequence of n rows is cut
 //    into 2P chunks of n / (2P); rank r holds chunks r and 2P-1-r (zig-zag: under a causal
 //    mask every rank then has the same number of visible (query, key) pairs, so none idles)
@@ -27,12 +32,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "headcount/attention.h"
 #include "headcount/attention_backward.h"
 #include "headcount/context.h"
+#include "headcount/encoder.h"
 #include "headcount/multi_head_attention.h"
 #include "headcount/tensor.h"
+#include "headcount/train/trainer.h"
 
 namespace headcount::distributed {
 
@@ -133,5 +142,69 @@ AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx,
                                                const AttentionParams& params,
                                                const AttentionGrads& grads,
                                                CommStats* comm_stats = nullptr);
+
+// ---- The watchdog: waiting with a deadline ----
+
+// A rank that stops without dying (SIGSTOP, a deadlock, a livelock in its own work) leaves the
+// others blocked in MPI, and mpirun sees nothing wrong. The waits of the data splits below poll
+// (MPI_Test) against a deadline instead of blocking. Collectives first exchange arrival notices
+// (one tiny message to and from every other rank), so a rank whose deadline passes knows which
+// ranks never reached the wait. Then the lowest rank that did reach it prints one line,
+//   headcount: error: rank 1 did not reach the gradient all-reduce of step 3 within 30 s (...)
+// and calls MPI_Abort(comm, 2): mpirun ends every rank, the stopped one included, and exits
+// non-zero. (The others abort too, silently, if that rank has not ended the job a grace period
+// later.) A deadline only a rank that waited longer than `timeout_seconds` reaches: it must
+// exceed the longest a rank can wait for a slower one's work (a step, a shard of sentences).
+struct Watchdog {
+  double timeout_seconds = 600;  // 0: no deadline (MPI's blocking waits)
+};
+
+// ---- Data over ranks ----
+
+// Rows [begin, end) of `rows` that rank `rank` of `ranks` takes: contiguous, in rank order,
+// the counts differing by at most one (a rank may get none when rows < ranks).
+struct RowShard {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t size() const { return end - begin; }
+};
+RowShard shard_rows(std::int64_t rows, int ranks, int rank);
+
+// Sentence embeddings with the sentences split over the ranks of `comm`, collective: `texts`
+// is the whole list (the same on every rank); rank r embeds its shard_rows(texts.size(), P, r)
+// and sends the rows to rank 0, which returns them all, [texts.size(), dim], in input order
+// (the other ranks return an empty Tensor). Bitwise what encoder.embed(ctx, texts, options)
+// computes in one process on the same instruction set: an embedding does not depend on the
+// other sentences of its batch (see embed_sentences in src/distributed/embed.cpp).
+// options.progress is called with this rank's counts.
+Tensor embed_sentences(MPI_Comm comm, Context& ctx, const BertEncoder& encoder,
+                       const std::vector<std::string>& texts, const EmbedOptions& options = {},
+                       const Watchdog& watchdog = {}, CommStats* comm_stats = nullptr);
+
+struct DataParallelOptions {
+  // Gradients are summed in contiguous buckets of about this many bytes (consecutive parameters
+  // packed together; one larger parameter is a bucket of its own): one MPI_Iallreduce each,
+  // all in flight together. 25 MiB is PyTorch DDP's default.
+  std::int64_t bucket_bytes = std::int64_t{25} << 20;
+  Watchdog watchdog;
+};
+
+// Sums every Parameter::grad (and *loss, when not null) over the ranks of `comm`, in place,
+// collective. `what` names the wait in the watchdog's message ("the gradient all-reduce of
+// step 3").
+void allreduce_gradients(MPI_Comm comm, std::vector<train::Parameter>& params, double* loss,
+                         const std::string& what, const DataParallelOptions& options = {},
+                         CommStats* comm_stats = nullptr);
+
+// Makes `trainer` rank comm's replica of a data-parallel run, collective: each step rank r
+// computes rows shard_rows(batch, P, r) of the global batch with the global batch's loss
+// normaliser, allreduce_gradients sums the gradients and the loss, and every rank clips and
+// steps alike; rank 0 is the writer (validation, logs, checkpoints). Before any work the ranks
+// agree: 1 <= P <= batch, and the same parameters (a hash of every value) on every rank.
+// Relative to one process on the global batch: every row's activations and activation
+// gradients are bitwise the same, the loss and each parameter gradient are sums of the same
+// terms regrouped (bounds in docs/distributed.md). `comm` and `comm_stats` must outlive the
+// trainer's training.
+void make_data_parallel(MPI_Comm comm, train::Trainer& trainer,
+                        const DataParallelOptions& options = {}, CommStats* comm_stats = nullptr);
 
 }  // namespace headcount::distributed

@@ -8,10 +8,11 @@ namespace headcount::train {
 
 CrossEntropyResult cross_entropy(Context& ctx, const float* logits, const std::int32_t* targets,
                                  std::int64_t rows, std::int64_t vocab, double* row_loss,
-                                 float* dlogits) {
+                                 float* dlogits, std::int64_t normalizer) {
   CrossEntropyResult result;
   for (std::int64_t r = 0; r < rows; ++r) result.scored += targets[r] >= 0 ? 1 : 0;
-  const double inv_scored = result.scored > 0 ? 1.0 / static_cast<double>(result.scored) : 0.0;
+  const std::int64_t divisor = normalizer > 0 ? normalizer : result.scored;
+  const double inv_scored = divisor > 0 ? 1.0 / static_cast<double>(divisor) : 0.0;
   constexpr std::int64_t kRowsPerTask = 16;
   ctx.parallel_for((rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);

@@ -17,9 +17,12 @@ struct CrossEntropyResult {
 };
 
 // targets in [0, vocab) or -1 (ignored), already checked. row_loss: `rows` doubles of
-// scratch. dlogits may be null (no gradient) and may alias logits.
+// scratch. dlogits may be null (no gradient) and may alias logits. normalizer > 0 replaces S
+// (the loss is then the sum over these rows divided by it, and so is the gradient): a
+// data-parallel replica passes the global batch's scored count, so that its rows' dlogits are
+// bitwise those of the same rows in one process's global batch.
 CrossEntropyResult cross_entropy(Context& ctx, const float* logits, const std::int32_t* targets,
                                  std::int64_t rows, std::int64_t vocab, double* row_loss,
-                                 float* dlogits);
+                                 float* dlogits, std::int64_t normalizer = 0);
 
 }  // namespace headcount::train

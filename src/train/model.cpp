@@ -404,7 +404,8 @@ CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch,
   linear_forward(ctx, top, N, D, c.vocab, r.value(m.head_w), r.value(m.head_b),
                  m.logits.data<float>());
   return cross_entropy(ctx, m.logits.data<const float>(), batch.targets.data(), N, c.vocab,
-                       m.row_loss.data(), gradient ? m.logits.data<float>() : nullptr);
+                       m.row_loss.data(), gradient ? m.logits.data<float>() : nullptr,
+                       options.loss_normalizer);
 }
 
 void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_t T, Kernel kernel);
@@ -609,6 +610,8 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
 Run prepare_batch_call(const ModelConfig& c, std::vector<Parameter>& params, Model::Impl& m,
                        const Batch& batch, const ForwardOptions& options) {
   check_batch(c, batch);
+  HEADCOUNT_CHECK(options.loss_normalizer >= 0, "options.loss_normalizer",
+                  ">= 0 (0: the batch's scored positions)", options.loss_normalizer);
   set_gates(c, m, options);
   set_key_lengths(m, batch.batch, batch.seq_len, options);
   size_buffers(c, m, batch.batch, batch.seq_len, options.keep_probs);

@@ -70,9 +70,49 @@ Trainer::Trainer(Context& ctx, const TrainConfig& config)
 
 std::int64_t Trainer::tokens_per_step() const { return config_.batch * task_->seq_len(); }
 
+void Trainer::set_replica(Replica replica) {
+  HEADCOUNT_CHECK(replica.row_begin >= 0 && replica.row_begin < replica.row_end &&
+                      replica.row_end <= config_.batch,
+                  "replica rows",
+                  concat("a nonempty range within [0, batch = ", config_.batch, ")"),
+                  concat("[", replica.row_begin, ", ", replica.row_end, ")"));
+  HEADCOUNT_CHECK(static_cast<bool>(replica.reduce), "replica.reduce", "a function", "none");
+  replica_ = std::move(replica);
+}
+
+namespace {
+
+// Rows [begin, end) of a batch (a task's rows are independent sequences).
+Batch batch_rows(const Batch& b, std::int64_t begin, std::int64_t end) {
+  Batch out;
+  out.batch = end - begin;
+  out.seq_len = b.seq_len;
+  const auto first = static_cast<std::ptrdiff_t>(begin * b.seq_len);
+  const auto last = static_cast<std::ptrdiff_t>(end * b.seq_len);
+  out.tokens.assign(b.tokens.begin() + first, b.tokens.begin() + last);
+  out.targets.assign(b.targets.begin() + first, b.targets.begin() + last);
+  return out;
+}
+
+}  // namespace
+
 double Trainer::train_step() {
   const Batch batch = task_->train_batch(config_.seed, step_, config_.batch);
-  const StepResult result = model_.forward_backward(ctx_, batch, {.kernel = config_.kernel});
+  StepResult result;
+  if (replica_) {
+    // This replica's rows, scaled by the global batch's count: each row's dlogits, and so every
+    // activation gradient of the row, are bitwise the one process's (the packed GEMM and the
+    // attention kernels compute a row the same whatever the other rows); `reduce` sums the
+    // replicas' parameter gradients and losses.
+    std::int64_t scored = 0;
+    for (std::int32_t t : batch.targets) scored += t >= 0 ? 1 : 0;
+    result =
+        model_.forward_backward(ctx_, batch_rows(batch, replica_->row_begin, replica_->row_end),
+                                {.kernel = config_.kernel, .loss_normalizer = scored});
+    replica_->reduce(model_.parameters(), result.loss);
+  } else {
+    result = model_.forward_backward(ctx_, batch, {.kernel = config_.kernel});
+  }
   HEADCOUNT_CHECK(std::isfinite(result.loss), "loss",
                   concat("a finite value at step ", step_, " (the run diverged)"), result.loss);
   const double norm = clip_grad_norm(model_.parameters(), config_.optim.grad_clip);
@@ -129,9 +169,12 @@ void Trainer::run(const std::string& out_dir) {
   auto window_start = start;
   std::int64_t window_steps = 0;
   const std::int64_t first = step_;
+  // A data-parallel replica other than the writer only trains: its parameters are the writer's.
+  const bool writer = !replica_ || replica_->writer;
   while (step_ < config_.steps) {
     const double loss = train_step();
     ++window_steps;
+    if (!writer) continue;
     if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && step_ < config_.steps) {
       record_validation();
       const TaskMetrics& m = validation_.back().metrics;
@@ -157,6 +200,7 @@ void Trainer::run(const std::string& out_dir) {
       window_steps = 0;
     }
   }
+  if (!writer) return;
   record_validation();
   if (!out_dir.empty()) save(out_dir);
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "distributed_cli.h"
 #include "encoder_cli.h"
 #include "headcount/error.h"
 #include "headcount/npy.h"
@@ -23,6 +24,8 @@ struct EmbedArgs {
   std::int64_t batch = 32;
   bool no_normalize = false;
   int threads = 0;
+  bool distributed = false;  // under mpirun: the sentences split over the ranks
+  double timeout = 600;      // --timeout (with --distributed)
 };
 
 void append_float(std::string& line, float value) {
@@ -31,25 +34,20 @@ void append_float(std::string& line, float value) {
   line.append(buffer, result.ptr);
 }
 
-void run_embed(const EmbedArgs& a) {
-  // 1. Options and input before the model: mistakes should be cheap.
+// Options and input before the model: mistakes should be cheap.
+std::vector<std::string> check_and_read(const EmbedArgs& a) {
   check(a.format == "jsonl" || a.format == "npy" || a.format == "tsv", "--format",
         "jsonl, npy or tsv", a.format);
   check(a.batch >= 1, "--batch", ">= 1", a.batch);
-  const DType dtype = parse_dtype_option(a.dtype);
+  parse_dtype_option(a.dtype);
   check(a.format != "npy" || !a.out.empty(), "--out",
         "a file path for --format npy (binary, not for stdout)", "nothing");
-  const std::vector<std::string> sentences = read_sentences(a.input);
-  const BertEncoder encoder = load_encoder(a.model, dtype);
-  Context ctx({.threads = resolve_threads(a.threads)});
+  check(a.timeout >= 0, "--timeout", ">= 0 seconds", a.timeout);
+  return read_sentences(a.input);
+}
 
-  // 2. Embed (dynamic batching inside; rows come back in input order).
-  const Tensor embeddings = encoder.embed(ctx, sentences,
-                                          {.batch_size = a.batch,
-                                           .normalize = !a.no_normalize,
-                                           .progress = progress_reporter("embed")});
-
-  // 3. Write.
+void write_embeddings(const EmbedArgs& a, const std::vector<std::string>& sentences,
+                      const Tensor& embeddings) {
   if (a.format == "npy") {
     write_npy(a.out, embeddings.view());
     return;
@@ -58,7 +56,7 @@ void run_embed(const EmbedArgs& a) {
   // stdout is streamed.
   std::unique_ptr<io::AtomicFile> file;
   if (!a.out.empty()) file = std::make_unique<io::AtomicFile>(a.out);
-  const std::int64_t d = encoder.dim();
+  const std::int64_t d = embeddings.size(1);
   std::string line;
   for (std::size_t i = 0; i < sentences.size(); ++i) {
     const float* row = embeddings.data<const float>() + static_cast<std::int64_t>(i) * d;
@@ -94,7 +92,37 @@ void run_embed(const EmbedArgs& a) {
   if (!std::cout) fail("stdout", "write failed");
 }
 
+void run_embed(const EmbedArgs& a) {
+  const EmbedOptions options{
+      .batch_size = a.batch, .normalize = !a.no_normalize, .progress = progress_reporter("embed")};
+  if (a.distributed) {
+    run_distributed_embed(
+        {.read = [&] { return check_and_read(a); },
+         .load = [&] { return load_encoder(a.model, parse_dtype_option(a.dtype)); },
+         .options = options,
+         .threads = resolve_threads(a.threads),
+         .timeout_seconds = a.timeout,
+         .write = [&](const std::vector<std::string>& sentences,
+                      const Tensor& embeddings) { write_embeddings(a, sentences, embeddings); }});
+    return;
+  }
+  // 1. Options and input, then the model.
+  const std::vector<std::string> sentences = check_and_read(a);
+  const BertEncoder encoder = load_encoder(a.model, parse_dtype_option(a.dtype));
+  Context ctx({.threads = resolve_threads(a.threads)});
+  // 2. Embed (dynamic batching inside; rows come back in input order).
+  const Tensor embeddings = encoder.embed(ctx, sentences, options);
+  // 3. Write.
+  write_embeddings(a, sentences, embeddings);
+}
+
 }  // namespace
+
+#ifndef HEADCOUNT_HAVE_MPI
+void run_distributed_embed(const DistributedEmbedJob&) {
+  fail("--distributed", "this build has no MPI (configure with -DHEADCOUNT_MPI=ON)");
+}
+#endif
 
 void register_embed(CLI::App& app) {
   auto a = std::make_shared<EmbedArgs>();
@@ -110,6 +138,13 @@ void register_embed(CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_flag("--no-normalize", a->no_normalize, "Mean pooling without L2 normalisation");
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
+  cmd->add_flag("--distributed", a->distributed,
+                "Under mpirun: split the sentences over the ranks (rank 0 reads the input and "
+                "writes the output, bitwise the one-process embeddings)");
+  cmd->add_option("--timeout", a->timeout,
+                  "With --distributed: seconds a rank waits for the others before the job is "
+                  "ended, naming the rank that did not arrive (0: forever)")
+      ->capture_default_str();
   cmd->callback([a] { run_embed(*a); });
 }
 

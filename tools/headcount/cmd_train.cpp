@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "distributed_cli.h"
 #include "headcount/error.h"
 #include "headcount/npy.h"
 #include "headcount/train/presets.h"
@@ -36,6 +37,9 @@ struct TrainArgs {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool json = false;
   bool quiet = false;
+  std::string parallel;    // under mpirun: "data"
+  double timeout = 600;    // --timeout (with --parallel)
+  double bucket_mib = 25;  // --bucket-mib (with --parallel data)
 };
 
 train::TrainConfig read_config_file(const std::string& path) {
@@ -80,16 +84,15 @@ void dump_batches(const train::Trainer& trainer, const std::string& dir) {
   write_npy(dir + "/targets.npy", targets.view());
 }
 
-void run_train(const TrainArgs& a) {
+// The run of the arguments (a preset, a config or a checkpoint), on ctx.
+std::unique_ptr<train::Trainer> make_trainer(const TrainArgs& a, Context& ctx) {
   const int sources = !a.preset.empty() + !a.config.empty() + !a.resume.empty();
   HEADCOUNT_CHECK(sources == 1, "--preset/--config/--resume", "exactly one of them",
                   concat(sources, " given"));
-  HEADCOUNT_CHECK(a.threads >= 1 && a.threads <= 1024, "--threads", "in [1, 1024]", a.threads);
   HEADCOUNT_CHECK(a.steps == TrainArgs::kUnset || a.steps >= 0, "--steps", ">= 0", a.steps);
   HEADCOUNT_CHECK(a.seed == TrainArgs::kUnset || a.seed >= 0, "--seed", ">= 0", a.seed);
   HEADCOUNT_CHECK(a.resume.empty() || a.seed == TrainArgs::kUnset, "--seed",
                   "no seed with --resume (the checkpoint's run has one)", a.seed);
-  Context ctx({.threads = a.threads});
   std::unique_ptr<train::Trainer> trainer;
   try {
     if (!a.resume.empty()) {
@@ -107,36 +110,41 @@ void run_train(const TrainArgs& a) {
     fail(a.resume.empty() ? "--config" : "--resume",
          concat("expected a headcount training state, got ", e.what()));
   }
-  if (!a.dump_batches.empty()) dump_batches(*trainer, a.dump_batches);
-  const train::TrainConfig& c = trainer->config();
+  return trainer;
+}
+
+// Runs the trainer to its end and reports (the one-process command, and rank 0 under mpirun).
+void run_and_report(const TrainArgs& a, train::Trainer& trainer) {
+  if (!a.dump_batches.empty()) dump_batches(trainer, a.dump_batches);
+  const train::TrainConfig& c = trainer.config();
   if (!a.quiet)
     std::fprintf(
         stderr,
         "train: %s, %lld parameters, %lld layers x %lld heads (kv %lld, head_dim %lld), d_model "
         "%lld, "
         "batch %lld x %lld tokens, steps %lld -> %lld, %d thread%s\n",
-        trainer->task().name().c_str(), static_cast<long long>(trainer->model().parameter_count()),
+        trainer.task().name().c_str(), static_cast<long long>(trainer.model().parameter_count()),
         static_cast<long long>(c.model.layers), static_cast<long long>(c.model.heads),
         static_cast<long long>(c.model.kv_heads), static_cast<long long>(c.model.head_dim),
         static_cast<long long>(c.model.d_model), static_cast<long long>(c.batch),
-        static_cast<long long>(trainer->task().seq_len()), static_cast<long long>(trainer->step()),
+        static_cast<long long>(trainer.task().seq_len()), static_cast<long long>(trainer.step()),
         static_cast<long long>(c.steps), a.threads, a.threads == 1 ? "" : "s");
-  const std::int64_t first = trainer->step();
+  const std::int64_t first = trainer.step();
   const auto start = std::chrono::steady_clock::now();
-  trainer->run(a.out);
+  trainer.run(a.out);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::int64_t steps_run = trainer->step() - first;
+  const std::int64_t steps_run = trainer.step() - first;
   const double tokens_per_s =
       steps_run > 0 && seconds > 0
-          ? static_cast<double>(steps_run * trainer->tokens_per_step()) / seconds
+          ? static_cast<double>(steps_run * trainer.tokens_per_step()) / seconds
           : 0.0;
-  const train::TaskMetrics& v = trainer->validation().back().metrics;
+  const train::TaskMetrics& v = trainer.validation().back().metrics;
   if (a.json) {
-    json out = trainer->state();
+    json out = trainer.state();
     out["final"] = {
-        {"step", trainer->step()},
-        {"train_loss", trainer->losses().empty() ? json(nullptr) : json(trainer->losses().back())},
+        {"step", trainer.step()},
+        {"train_loss", trainer.losses().empty() ? json(nullptr) : json(trainer.losses().back())},
         {"validation_loss", v.loss},
         {"validation_accuracy", v.accuracy},
         {"validation_sequence_accuracy", v.sequence_accuracy}};
@@ -151,15 +159,35 @@ void run_train(const TrainArgs& a) {
   }
   std::printf(
       "step %lld: train loss %s, validation loss %.4f, accuracy %.4f, sequence accuracy %.4f\n",
-      static_cast<long long>(trainer->step()),
-      trainer->losses().empty() ? "-" : concat(trainer->losses().back()).c_str(), v.loss,
-      v.accuracy, v.sequence_accuracy);
+      static_cast<long long>(trainer.step()),
+      trainer.losses().empty() ? "-" : concat(trainer.losses().back()).c_str(), v.loss, v.accuracy,
+      v.sequence_accuracy);
   std::printf("%lld steps in %.1f s (%.0f tokens/s, %d thread%s)\n",
               static_cast<long long>(steps_run), seconds, tokens_per_s, a.threads,
               a.threads == 1 ? "" : "s");
   if (!a.out.empty())
     std::printf("checkpoint: %s\n",
                 train::checkpoint_tensors_path(a.out, train::kCheckpointStem).c_str());
+}
+
+void run_train(const TrainArgs& a) {
+  HEADCOUNT_CHECK(a.threads >= 1 && a.threads <= 1024, "--threads", "in [1, 1024]", a.threads);
+  HEADCOUNT_CHECK(a.timeout >= 0, "--timeout", ">= 0 seconds", a.timeout);
+  HEADCOUNT_CHECK(a.bucket_mib > 0, "--bucket-mib", "> 0", a.bucket_mib);
+  if (!a.parallel.empty()) {
+    run_distributed_train(
+        {.parallel = a.parallel,
+         .make = [&](Context& ctx) { return make_trainer(a, ctx); },
+         .threads = a.threads,
+         .timeout_seconds = a.timeout,
+         .bucket_bytes =
+             std::max<std::int64_t>(4, static_cast<std::int64_t>(a.bucket_mib * 1048576.0)),
+         .run_writer = [&](train::Trainer& trainer) { run_and_report(a, trainer); }});
+    return;
+  }
+  Context ctx({.threads = a.threads});
+  std::unique_ptr<train::Trainer> trainer = make_trainer(a, ctx);
+  run_and_report(a, *trainer);
 }
 
 std::string presets_help() {
@@ -170,6 +198,14 @@ std::string presets_help() {
 }
 
 }  // namespace
+
+#ifndef HEADCOUNT_HAVE_MPI
+void run_distributed_train(const DistributedTrainJob& job) {
+  fail("--parallel",
+       detail::concat("this build has no MPI (configure with -DHEADCOUNT_MPI=ON); got --parallel ",
+                      job.parallel));
+}
+#endif
 
 void register_train(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -201,6 +237,17 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--json", args->json,
                 "print the run's JSON (config, curve, validation, final metrics, timing)");
   cmd->add_flag("--quiet", args->quiet, "no progress on stderr");
+  cmd->add_option("--parallel", args->parallel,
+                  "under mpirun: data (each rank trains on its rows of every batch, gradients "
+                  "all-reduced; rank 0 evaluates and writes; equal to one process within the "
+                  "bound of docs/distributed.md)");
+  cmd->add_option("--timeout", args->timeout,
+                  "with --parallel: seconds a rank waits for the others before the job is ended, "
+                  "naming the rank that did not arrive (0: forever)")
+      ->capture_default_str();
+  cmd->add_option("--bucket-mib", args->bucket_mib,
+                  "with --parallel data: the gradients are all-reduced in buckets of this size")
+      ->capture_default_str();
   cmd->footer(presets_help());
   cmd->callback([args] { run_train(*args); });
 }

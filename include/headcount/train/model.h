@@ -81,6 +81,11 @@ struct Parameter {
 
 struct ForwardOptions {
   Kernel kernel = Kernel::streaming;
+  // The count the loss is the mean over: 0, this batch's scored positions; > 0, this number
+  // instead (the loss and every gradient are then the sum over this batch's positions divided
+  // by it). Data parallel training passes the global batch's count, so that a replica's loss
+  // and gradients are exactly its rows' share of the global batch's (src/distributed/).
+  std::int64_t loss_normalizer = 0;
   // Per layer, per head gates on the concat buffer before W_O ([layers][heads], 1 = keep).
   // Empty: all ones. Their gradients (Michel et al. 2019's importance) go to gate_grads.
   std::vector<std::vector<float>> head_gates;

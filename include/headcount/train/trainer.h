@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,18 @@ struct ValidationPoint {
   TaskMetrics metrics;
 };
 
+// One replica of a data-parallel run (headcount::distributed::make_data_parallel installs it):
+// this process computes rows [row_begin, row_end) of each step's global batch, with the global
+// batch's scored count as the loss normaliser (ForwardOptions::loss_normalizer), so its loss and
+// gradients are exactly its rows' share of the global batch's; `reduce` then sums every
+// Parameter::grad and the loss over the replicas, in place, before the clipping and the AdamW
+// step (which every replica runs alike). Only the writer evaluates, logs and saves.
+struct Replica {
+  std::int64_t row_begin = 0, row_end = 0;
+  std::function<void(std::vector<Parameter>& params, double& loss)> reduce;
+  bool writer = true;
+};
+
 class Trainer {
  public:
   // Builds the task, resolves the model config against it, initialises the model from the seed.
@@ -73,6 +86,11 @@ class Trainer {
     return grad_norms_;
   }  // per step, before clipping
   const std::vector<ValidationPoint>& validation() const { return validation_; }
+
+  // Makes this trainer one replica of a data-parallel run. Throws Error unless 0 <= row_begin <
+  // row_end <= config().batch and reduce is set.
+  void set_replica(Replica replica);
+  const Replica* replica() const { return replica_ ? &*replica_ : nullptr; }
 
   // One training step (see the file comment); returns its loss.
   double train_step();
@@ -105,6 +123,7 @@ class Trainer {
   std::vector<double> losses_, grad_norms_, lrs_;
   std::vector<ValidationPoint> validation_;
   std::vector<float> logits_;
+  std::optional<Replica> replica_;
 };
 
 // Mean metrics of `model` over the first `count` validation batches of `task` (0: all of them),

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <vector>
 
+#include "distributed/mpi_cli.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
 
@@ -307,20 +308,6 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
         comm.total_seconds > 0 ? 100.0 * comm.wait_seconds / comm.total_seconds : 0.0, ms);
   }
 }
-
-// MPI for the command's lifetime; MPI_Finalize on every way out.
-struct MpiSession {
-  MpiSession() {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) MPI_Init(nullptr, nullptr);
-  }
-  ~MpiSession() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
-  }
-};
 
 }  // namespace
 

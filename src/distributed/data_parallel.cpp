@@ -1,0 +1,121 @@
+// Data over ranks: the row split, data-parallel training (a Trainer replica whose gradients are
+// summed in buckets) and the sentence split of `embed` (embed.cpp).
+//
+// Data-parallel step on rank r of P (Trainer::train_step with the replica installed here):
+//   global batch (every rank makes it: a pure function of seed and step) → rows shard_rows(r)
+//   → forward_backward with loss normaliser S = the global batch's scored positions
+//   → grads and loss summed over the ranks (buckets, MPI_Iallreduce) → clip, AdamW (alike).
+// Why a replica's rows compute bitwise what one process computes for them: every layer acts on
+// a row (position) alone or on one sequence alone (the packed GEMM's output row depends only on
+// its input row, attention only on its sequence, LayerNorm, GELU and the cross-entropy only on
+// the row), and with the global S each row's dlogits, so every activation gradient, are the
+// same bits. What changes is the grouping of the sums over rows: each parameter gradient (a GEMM
+// over rows, or a column sum) and the loss are summed per rank, then across ranks
+// (docs/distributed.md derives the bound).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "distributed/comm.h"
+#include "distributed/watchdog.h"
+#include "headcount/distributed.h"
+#include "headcount/error.h"
+
+namespace headcount::distributed {
+
+using headcount::detail::concat;
+using i64 = std::int64_t;
+
+RowShard shard_rows(i64 rows, int ranks, int rank) {
+  HEADCOUNT_CHECK(rows >= 0, "rows", ">= 0", rows);
+  HEADCOUNT_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "rank", concat("0 to ", ranks - 1),
+                  rank);
+  // The first rows % ranks ranks take one row more.
+  const i64 base = rows / ranks, extra = rows % ranks;
+  const i64 begin = rank * base + std::min<i64>(rank, extra);
+  return {.begin = begin, .end = begin + base + (rank < extra ? 1 : 0)};
+}
+
+void allreduce_gradients(MPI_Comm comm, std::vector<train::Parameter>& params, double* loss,
+                         const std::string& what, const DataParallelOptions& options,
+                         CommStats* comm_stats) {
+  HEADCOUNT_CHECK(options.bucket_bytes >= 4, "bucket_bytes", ">= 4", options.bucket_bytes);
+  const auto start = std::chrono::steady_clock::now();
+  // Buckets: consecutive parameters, packed, until a bucket holds bucket_bytes.
+  struct Bucket {
+    std::size_t first = 0, last = 0;  // parameters [first, last)
+    std::vector<float> data;
+  };
+  std::vector<Bucket> buckets;
+  const i64 bucket_floats = options.bucket_bytes / 4;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const i64 n = params[i].grad.numel();
+    if (buckets.empty() || static_cast<i64>(buckets.back().data.size()) >= bucket_floats)
+      buckets.push_back({.first = i, .last = i, .data = {}});
+    Bucket& b = buckets.back();
+    const float* g = params[i].grad.data<const float>();
+    b.data.insert(b.data.end(), g, g + n);
+    b.last = i + 1;
+  }
+  std::vector<detail::SumBuffer> sums;
+  for (Bucket& b : buckets)
+    sums.push_back(
+        {.data = b.data.data(), .count = static_cast<i64>(b.data.size()), .type = MPI_FLOAT});
+  if (loss) sums.push_back({.data = loss, .count = 1, .type = MPI_DOUBLE});
+  detail::allreduce_sum_watched(comm, sums, options.watchdog, what, comm_stats);
+  for (const Bucket& b : buckets) {
+    const float* src = b.data.data();
+    for (std::size_t i = b.first; i < b.last; ++i) {
+      const i64 n = params[i].grad.numel();
+      std::memcpy(params[i].grad.data<float>(), src, static_cast<std::size_t>(n) * 4);
+      src += n;
+    }
+  }
+  if (comm_stats) comm_stats->total_seconds += detail::seconds_since(start);
+}
+
+namespace {
+
+// FNV-1a over every parameter's bytes: equal on two ranks iff (barring a collision) the
+// parameters are bitwise equal.
+i64 parameter_hash(const std::vector<train::Parameter>& params) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const train::Parameter& p : params) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(p.value.data<const float>());
+    for (i64 i = 0; i < p.value.numel() * 4; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return static_cast<i64>(h >> 1);  // agree_values negates: keep it off INT64_MIN
+}
+
+}  // namespace
+
+void make_data_parallel(MPI_Comm comm, train::Trainer& trainer, const DataParallelOptions& options,
+                        CommStats* comm_stats) {
+  const int rank = detail::comm_rank(comm), size = detail::comm_size(comm);
+  const i64 batch = trainer.config().batch;
+  detail::agree(comm, [&] {
+    HEADCOUNT_CHECK(size <= batch, "ranks",
+                    concat("at most batch = ", batch, " (each rank trains on >= 1 row)"), size);
+    HEADCOUNT_CHECK(options.bucket_bytes >= 4, "bucket_bytes", ">= 4", options.bucket_bytes);
+    HEADCOUNT_CHECK(options.watchdog.timeout_seconds >= 0, "timeout", ">= 0 seconds",
+                    options.watchdog.timeout_seconds);
+  });
+  const i64 shape[] = {batch, trainer.step(), trainer.config().steps,
+                       static_cast<i64>(trainer.model().parameters().size()),
+                       parameter_hash(trainer.model().parameters())};
+  detail::agree_values(comm, shape, "data parallel (batch, step, steps, parameters, their hash)");
+  const RowShard rows = shard_rows(batch, size, rank);
+  trainer.set_replica({.row_begin = rows.begin,
+                       .row_end = rows.end,
+                       .reduce =
+                           [comm, options, comm_stats, &trainer](
+                               std::vector<train::Parameter>& params, double& loss) {
+                             allreduce_gradients(
+                                 comm, params, &loss,
+                                 concat("the gradient all-reduce of step ", trainer.step()),
+                                 options, comm_stats);
+                           },
+                       .writer = rank == 0});
+}
+
+}  // namespace headcount::distributed
