@@ -91,10 +91,11 @@ TEST(Statistics, PairedComparisonReproducesTheProtocolOnTheCommittedHeadSweep) {
   ASSERT_TRUE(in) << "the committed head-sweep result";
   const nlohmann::json r = nlohmann::json::parse(in);
   std::map<std::string, std::vector<double>> values;
-  for (const auto& c : r["cells"]) values[c["id"]] = c["stats"]["values"].get<std::vector<double>>();
-  const ex::PairedComparison c = ex::paired_compare(
-      ex::cell_stats("h=4", values["h=4"]), ex::cell_stats("h=1", values["h=1"]),
-      ex::MetricKind::loss);
+  for (const auto& c : r["cells"])
+    values[c["id"]] = c["stats"]["values"].get<std::vector<double>>();
+  const ex::PairedComparison c =
+      ex::paired_compare(ex::cell_stats("h=4", values["h=4"]), ex::cell_stats("h=1", values["h=1"]),
+                         ex::MetricKind::loss);
   EXPECT_EQ(c.n, 3);
   EXPECT_NEAR(c.mean, 0.0565, 5e-5);
   EXPECT_NEAR(c.sd, 0.0198, 5e-5);
@@ -108,9 +109,9 @@ TEST(Statistics, PairedComparisonReproducesTheProtocolOnTheCommittedHeadSweep) {
 TEST(Statistics, PairedComparisonBranches) {
   const auto cell = [](const char* id, std::vector<double> v) { return ex::cell_stats(id, v); };
   // Accuracy: a higher by 0.125 in every seed (exact in binary, so sd = 0): a wins, t infinite.
-  ex::PairedComparison c = ex::paired_compare(cell("a", {0.75, 0.5, 0.625, 1.0, 0.875}),
-                                              cell("b", {0.625, 0.375, 0.5, 0.875, 0.75}),
-                                              ex::MetricKind::accuracy);
+  ex::PairedComparison c =
+      ex::paired_compare(cell("a", {0.75, 0.5, 0.625, 1.0, 0.875}),
+                         cell("b", {0.625, 0.375, 0.5, 0.875, 0.75}), ex::MetricKind::accuracy);
   EXPECT_EQ(c.winner, "a");
   EXPECT_TRUE(std::isinf(c.t));
   // A difference inside the floor, tightly measured: equivalent, no winner.
@@ -129,8 +130,11 @@ TEST(Statistics, PairedComparisonBranches) {
   EXPECT_GT(c.low, -c.floor);
   EXPECT_LT(c.high, 0.0);
   EXPECT_EQ(c.winner, "");
-  expect_error([&] { ex::paired_compare(cell("a", {1, 2}), cell("b", {1, 2, 3}), ex::MetricKind::loss); },
-               {"paired cells a and b", "2 and 3 values"});
+  expect_error(
+      [&] {
+        ex::paired_compare(cell("a", {1, 2}), cell("b", {1, 2, 3}), ex::MetricKind::loss);
+      },
+      {"paired cells a and b", "2 and 3 values"});
   const nlohmann::json j = ex::to_json(c);
   EXPECT_EQ(j["n"], 3);
   EXPECT_EQ(j["interval"].size(), 2u);

@@ -39,8 +39,8 @@ double beta_fraction(double x, double a, double b) {
     f *= step;
     if (std::fabs(step - 1) < eps) return f;
   }
-  fail("regularized_incomplete_beta", concat("a continued fraction that converges for x = ", x,
-                                             ", a = ", a, ", b = ", b));
+  fail("regularized_incomplete_beta",
+       concat("a continued fraction that converges for x = ", x, ", a = ", a, ", b = ", b));
 }
 
 }  // namespace
@@ -90,7 +90,8 @@ double fisher_one_sided(std::int64_t successes_a, std::int64_t n_a, std::int64_t
   const double denominator = log_choose(total, n_a);
   double p = 0;
   for (std::int64_t x = successes_a; x <= std::min(k, n_a); ++x)
-    if (k - x <= n_b) p += std::exp(log_choose(k, x) + log_choose(total - k, n_a - x) - denominator);
+    if (k - x <= n_b)
+      p += std::exp(log_choose(k, x) + log_choose(total - k, n_a - x) - denominator);
   return std::min(p, 1.0);
 }
 
