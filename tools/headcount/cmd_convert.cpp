@@ -4,8 +4,7 @@
 // --uptrain-minutes / --uptrain-steps then train the converted model by distillation from the
 // MHA model (its final hidden states on sentences of --uptrain-corpus; encoder_training.h).
 // `headcount convert-sweep`: STS-B test Spearman and KV-cache bytes per token for each K/V
-// head count and method, as a table and JSON.
-#include <chrono>
+// head count and method, as a table and JSON (the sweep: src/compress/sweeps.h).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "compress/sweeps.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
 #include "headcount/encoder_training.h"
@@ -110,26 +110,15 @@ void run_sweep(const SweepArgs& a) {
       check(g >= 1 && weights.config.layer_heads(l) % g == 0, "--kv-heads",
             "divisors of every layer's head count", g);
   Context ctx({.threads = resolve_threads(a.threads)});
-  json rows = json::array();
   std::fprintf(stderr, "%9s %10s %10s %12s\n", "kv heads", "method", "Spearman", "KV B/token");
-  for (std::int64_t g : a.kv_heads)
-    for (KvConvertMethod m : methods) {
-      const auto start = std::chrono::steady_clock::now();
-      const EncoderWeights converted = convert_kv_heads(weights, g, m);
-      const BertEncoder encoder = encoder_from_weights(converted);
-      const StsResult r = evaluate_sts(ctx, encoder, test, {.batch_size = a.batch});
-      const std::int64_t bytes = kv_cache_bytes_per_token(converted.config);
-      std::fprintf(stderr, "%9lld %10s %10.2f %12lld\n", static_cast<long long>(g),
-                   kv_convert_method_name(m), r.spearman, static_cast<long long>(bytes));
-      rows.push_back(
-          {{"kv_heads", g},
-           {"method", kv_convert_method_name(m)},
-           {"spearman", r.spearman},
-           {"pearson", r.pearson},
-           {"kv_cache_bytes_per_token", bytes},
-           {"seconds",
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}});
-    }
+  const json rows = compress::convert_sweep(
+      ctx, weights, test,
+      {.kv_heads = a.kv_heads, .methods = methods, .batch = a.batch, .row = [](const json& r) {
+         std::fprintf(stderr, "%9lld %10s %10.2f %12lld\n",
+                      static_cast<long long>(r["kv_heads"].get<std::int64_t>()),
+                      r["method"].get<std::string>().c_str(), r["spearman"].get<double>(),
+                      static_cast<long long>(r["kv_cache_bytes_per_token"].get<std::int64_t>()));
+       }});
   if (!a.json_out.empty()) {
     const json r = {{"command", "convert-sweep"}, {"model", model_dir},       {"test_file", a.test},
                     {"test_pairs", test.size()},  {"threads", ctx.threads()}, {"rows", rows}};
@@ -165,7 +154,8 @@ void register_convert(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--uptrain-lr", a->lr, "AdamW learning rate (constant after 20 warm-up steps)")
       ->capture_default_str();
-  cmd->add_option("--uptrain-batch", a->batch, "Sentences per step (all of one token count)")
+  cmd->add_option("--uptrain-batch", a->batch,
+                  "Sentences per step (neighbouring token counts, padded)")
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the uptraining's batch order")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();

@@ -1,23 +1,19 @@
-// `headcount prune-curve`: STS-B test Spearman against the fraction of heads removed (0 ... 90%
-// in 10% steps) for four orders: the ablation ranking (each head removed alone, on STS-B
-// dev), the gradient ranking (Michel et al.'s |dL/dξ_h| on dev, encoder_training.h), iterative
-// re-ranking (re-ablated on dev after each step), and seeded random orders (mean and std); with
-// the Spearman correlation of the ablation and gradient importances over all heads. Rankings
-// never see the test file. The ablation points are also measured on
-// the physically pruned models (prune_heads), which equal the masked ones up to fp32 order.
-// Writes the numbers as JSON (--json-out) and a page with the plot (--out).
-#include <chrono>
+// `headcount prune-curve`: STS-B test Spearman against the fraction of heads removed, for the
+// ablation, gradient, iterative and random orders (the sweep itself: src/compress/sweeps.h's
+// prune_curve). Rankings never see the test file. This command reads the files (the model, the
+// STS pairs, rankings measured earlier) and writes the numbers as JSON (--json-out) and a page
+// with the plot (--out).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "commands.h"
+#include "compress/sweeps.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
-#include "headcount/encoder_training.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
@@ -42,23 +38,11 @@ struct CurveArgs {
   int threads = 0;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 std::vector<StsPair> read_pairs(const std::string& path, std::int64_t max_pairs) {
   std::vector<StsPair> pairs = read_sts(path);
   if (max_pairs > 0 && static_cast<std::int64_t>(pairs.size()) > max_pairs)
     pairs.resize(static_cast<std::size_t>(max_pairs));
   return pairs;
-}
-
-json order_json(const std::vector<std::size_t>& order, std::int64_t heads) {
-  json out = json::array();
-  for (std::size_t i : order)
-    out.push_back({{"layer", i / static_cast<std::size_t>(heads)},
-                   {"head", i % static_cast<std::size_t>(heads)}});
-  return out;
 }
 
 // The per-head ablation of `headcount heads --ablate --json` (its "heads"[].spearman_without and
@@ -97,6 +81,25 @@ std::string render_page(const json& r) {
              "</h1>\n", report::prune_curve_section(r)));
 }
 
+// The iterative order of an earlier `prune-curve --json-out` result re-ranked on `pairs` pairs.
+std::vector<std::size_t> read_iterative_order(const std::string& path, std::size_t pairs,
+                                              const EncoderConfig& c, double& seconds) {
+  const json earlier = report::read_json_file(path);
+  check(earlier.contains("iterative_order") && earlier["iterative_order"].is_array() &&
+            earlier.value("iterative_rank_pairs", std::size_t{0}) == pairs,
+        path,
+        concat("a prune-curve result with \"iterative_order\" re-ranked on ", pairs, " pairs"),
+        "something else");
+  std::vector<std::size_t> order;
+  for (const json& h : earlier["iterative_order"]) {
+    const std::int64_t l = h.at("layer").get<std::int64_t>(), k = h.at("head").get<std::int64_t>();
+    check(l >= 0 && l < c.layers && k >= 0 && k < c.heads, path, "heads of this model", h.dump());
+    order.push_back(static_cast<std::size_t>(l * c.heads + k));
+  }
+  seconds = earlier.value("iterative_seconds", 0.0);
+  return order;
+}
+
 void run_curve(const CurveArgs& a) {
   check(!a.json_out.empty() || !a.out.empty(), "--json-out / --out", "at least one output file",
         "neither");
@@ -105,168 +108,41 @@ void run_curve(const CurveArgs& a) {
   const std::vector<StsPair> dev = read_pairs(a.dev, a.max_pairs),
                              test = read_pairs(a.test, a.max_pairs);
   const std::string model_dir = resolve_model_dir(a.model);
-  // One read of the file: the encoder is built from the weights in memory (no second load).
+  // One read of the file: the encoders are built from the weights in memory.
   const EncoderWeights weights = read_encoder_weights(model_dir);
-  const BertEncoder encoder = encoder_from_weights(weights);
-  const EncoderConfig& c = encoder.config();
+  const EncoderConfig& c = weights.config;
   check_unpruned(c);
   check(!c.is_grouped(), "--model", "a multi-head model", "a grouped one");
   Context ctx({.threads = resolve_threads(a.threads)});
-  const std::int64_t total = c.layers * c.heads;
-  // The 10% steps a model can take (one head stays per layer: at most layers * (heads - 1)).
-  std::vector<std::int64_t> counts;
-  for (std::int64_t k : curve_counts(total))
-    if (k <= c.layers * (c.heads - 1)) counts.push_back(k);
-  const HeadAblationOptions quiet{.batch_size = a.batch};
-  auto log = [](const char* what, double seconds) {
-    std::fprintf(stderr, "prune-curve: %s (%.0f s)\n", what, seconds);
-  };
-
-  json r = {
-      {"command", "prune-curve"},
-      {"model", model_dir},
-      {"rank_file", a.dev},
-      {"test_file", a.test},
-      {"rank_pairs", dev.size()},
-      {"test_pairs", test.size()},
-      {"threads", ctx.threads()},
-      {"reference",
-       "Michel, Levy, Neubig 2019 (Are Sixteen Heads Really Better than One?): 40% of BERT's heads "
-       "pruned on MNLI without noticeable loss"}};
-  // 1. Rankings on dev (the ablation measured here, or read from `headcount heads --ablate
-  // --json`).
-  auto start = std::chrono::steady_clock::now();
-  const HeadAblation ablation = a.ablation_from.empty() ? ablate_heads(ctx, encoder, dev, quiet)
-                                                        : read_ablation(a.ablation_from, c);
-  const std::vector<std::size_t> ablation_order = least_important_first(ablation);
-  r["ablation_from"] = a.ablation_from.empty() ? json(nullptr) : json(a.ablation_from);
-  r["ablation_seconds"] = seconds_since(start);
-  r["dev_baseline"] = ablation.baseline;
-  r["ablation_order"] = order_json(ablation_order, c.heads);
-  log("ablation ranking on dev", seconds_since(start));
-  std::vector<std::size_t> gradient_order;
-  if (a.gradient) {
-    start = std::chrono::steady_clock::now();
-    std::vector<StsPair> rank_pairs = dev;
-    if (a.gradient_pairs > 0 && static_cast<std::int64_t>(rank_pairs.size()) > a.gradient_pairs)
-      rank_pairs.resize(static_cast<std::size_t>(a.gradient_pairs));
-    const GradientImportance g =
-        gradient_head_importance(ctx, encoder, weights, rank_pairs, {.batch_size = a.batch});
-    gradient_order = least_important_first(g);
-    std::vector<double> drop;
-    for (std::size_t i = 0; i < g.importance.size(); ++i) drop.push_back(ablation.importance(i));
-    r["gradient_seconds"] = seconds_since(start);
-    r["gradient_rank_pairs"] = rank_pairs.size();
-    r["gradient_loss"] = "cosine-MSE: (cos(u, v) - gold / 5)^2 of the mean-pooled embeddings";
-    r["gradient_mean_loss"] = g.mean_loss;
-    r["gradient_importance"] = g.importance;
-    r["gradient_order"] = order_json(gradient_order, c.heads);
-    r["ablation_gradient_spearman"] = spearman(drop, g.importance);
-    log("gradient ranking on dev", seconds_since(start));
-    std::fprintf(
-        stderr,
-        "prune-curve: Spearman of the ablation and gradient importances over %zu heads: %.3f\n",
-        drop.size(), r["ablation_gradient_spearman"].get<double>());
+  compress::PruneCurveOptions options{
+      .model_name = model_dir,
+      .rank_file = a.dev,
+      .test_file = a.test,
+      .random_orders = a.random_orders,
+      .seed = a.seed,
+      .batch = a.batch,
+      .iterative = a.iterative,
+      .physical = a.physical,
+      .gradient = a.gradient,
+      .gradient_pairs = a.gradient_pairs,
+      .iterative_pairs = a.iterative_pairs,
+      .ablation_from = a.ablation_from,
+      .iterative_from = a.iterative_from,
+      .log =
+          [](const std::string& line) { std::fprintf(stderr, "prune-curve: %s\n", line.c_str()); },
+      .test_progress = progress_reporter("test")};
+  if (!a.ablation_from.empty()) options.ablation = read_ablation(a.ablation_from, c);
+  if (a.iterative && !a.iterative_from.empty()) {
+    const std::size_t pairs =
+        a.iterative_pairs > 0 ? std::min(dev.size(), static_cast<std::size_t>(a.iterative_pairs))
+                              : dev.size();
+    options.iterative_order =
+        read_iterative_order(a.iterative_from, pairs, c, options.iterative_seconds_measured);
   }
-  std::vector<std::size_t> iterative_order;
-  if (a.iterative) {
-    start = std::chrono::steady_clock::now();
-    std::vector<std::int64_t> steps(counts.begin() + 1, counts.end());
-    std::vector<StsPair> rank_pairs = dev;
-    if (a.iterative_pairs > 0 && static_cast<std::int64_t>(rank_pairs.size()) > a.iterative_pairs)
-      rank_pairs.resize(static_cast<std::size_t>(a.iterative_pairs));
-    r["iterative_rank_pairs"] = rank_pairs.size();
-    if (a.iterative_from.empty()) {
-      iterative_order = iterative_removal_order(ctx, encoder, rank_pairs, steps, quiet);
-    } else {  // the order an earlier run measured (deterministic for the same model and pairs)
-      const json earlier = report::read_json_file(a.iterative_from);
-      check(earlier.contains("iterative_order") && earlier["iterative_order"].is_array() &&
-                earlier.value("iterative_rank_pairs", std::size_t{0}) == rank_pairs.size(),
-            a.iterative_from,
-            concat("a prune-curve result with \"iterative_order\" re-ranked on ", rank_pairs.size(),
-                   " pairs"),
-            "something else");
-      for (const json& h : earlier["iterative_order"]) {
-        const std::int64_t l = h.at("layer").get<std::int64_t>(),
-                           k = h.at("head").get<std::int64_t>();
-        check(l >= 0 && l < c.layers && k >= 0 && k < c.heads, a.iterative_from,
-              "heads of this model", h.dump());
-        iterative_order.push_back(static_cast<std::size_t>(l * c.heads + k));
-      }
-      r["iterative_from"] = a.iterative_from;
-      r["iterative_seconds_measured"] = earlier.value("iterative_seconds", 0.0);
-    }
-    r["iterative_seconds"] = seconds_since(start);
-    r["iterative_order"] = order_json(iterative_order, c.heads);
-    log("iterative re-ranking on dev", seconds_since(start));
-  }
-  std::vector<std::vector<std::size_t>> random_orders;
-  for (std::int64_t s = 0; s < a.random_orders; ++s) {
-    std::vector<std::size_t> order(static_cast<std::size_t>(total));
-    std::iota(order.begin(), order.end(), 0);
-    std::mt19937_64 rng(static_cast<std::uint64_t>(a.seed + s));
-    std::shuffle(order.begin(), order.end(), rng);
-    random_orders.push_back(order);
-  }
-
-  // 2. Every order's masks, scored on test in one evaluator.
-  std::vector<std::vector<float>> masks;
-  for (std::int64_t k : counts) masks.push_back(removal_mask(c, ablation_order, k));
-  if (a.iterative)
-    for (std::int64_t k : counts) masks.push_back(removal_mask(c, iterative_order, k));
-  if (a.gradient)
-    for (std::int64_t k : counts) masks.push_back(removal_mask(c, gradient_order, k));
-  for (const auto& order : random_orders)
-    for (std::int64_t k : counts) masks.push_back(removal_mask(c, order, k));
-  start = std::chrono::steady_clock::now();
-  const std::vector<double> scores = sts_spearman_for_masks(
-      ctx, encoder, test, masks, {.batch_size = a.batch, .progress = progress_reporter("test")});
-  log("test scores", seconds_since(start));
-
-  // 3. The ablation points again on physically pruned models.
-  std::vector<double> physical;
-  if (a.physical) {
-    start = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < counts.size(); ++i) {
-      std::vector<std::vector<std::int64_t>> remove(static_cast<std::size_t>(c.layers));
-      for (std::size_t h = 0; h < masks[i].size(); ++h)
-        if (masks[i][h] == 0.0f)
-          remove[h / static_cast<std::size_t>(c.heads)].push_back(
-              static_cast<std::int64_t>(h % static_cast<std::size_t>(c.heads)));
-      const BertEncoder pruned = encoder_from_weights(prune_heads(weights, remove));
-      physical.push_back(evaluate_sts(ctx, pruned, test, {.batch_size = a.batch}).spearman);
-    }
-    log("physically pruned models", seconds_since(start));
-  }
-
-  json points = json::array();
-  const std::size_t n = counts.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    json p = {{"fraction", static_cast<double>(i) / 10.0},
-              {"heads_removed", counts[i]},
-              {"removed_share", static_cast<double>(counts[i]) / static_cast<double>(total)},
-              {"ablation", scores[i]}};
-    std::size_t next = n;
-    if (a.iterative) p["iterative"] = scores[next + i], next += n;
-    if (a.gradient) p["gradient"] = scores[next + i], next += n;
-    if (a.physical) p["physical"] = physical[i];
-    if (!random_orders.empty()) {
-      std::vector<double> v;
-      for (std::size_t s = 0; s < random_orders.size(); ++s) v.push_back(scores[next + s * n + i]);
-      double mean = 0, var = 0;
-      for (double x : v) mean += x / static_cast<double>(v.size());
-      for (double x : v)
-        var += (x - mean) * (x - mean) / static_cast<double>(v.size() > 1 ? v.size() - 1 : 1);
-      p["random_mean"] = mean;
-      p["random_std"] = std::sqrt(var);  // sample std (n - 1)
-      p["random"] = v;
-    }
-    points.push_back(p);
-  }
-  r["points"] = points;
+  const json r = compress::prune_curve(ctx, weights, dev, test, options);
   if (!a.json_out.empty()) io::write_file_atomically(a.json_out, r.dump(2) + "\n");
   if (!a.out.empty()) io::write_file_atomically(a.out, render_page(r));
-  for (const json& p : points)
+  for (const json& p : r["points"])
     std::fprintf(
         stderr, "  %3.0f%% (%2lld heads): ablation %.2f%s\n", 100 * p["fraction"].get<double>(),
         static_cast<long long>(p["heads_removed"].get<std::int64_t>()), p["ablation"].get<double>(),

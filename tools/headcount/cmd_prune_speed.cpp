@@ -1,10 +1,8 @@
 // `headcount prune-speed`: sentences/s of physically pruned models against the fraction of heads
-// removed, at several batch sizes, beside the cost model's multiply-adds. Every model is built
-// first; then, per batch size, each timed round runs every model once in turn (after one
-// untimed warm-up each), so all ratios come from the same minutes of the same machine, and the
-// median round is reported.
+// removed, at several batch sizes, beside the cost model's multiply-adds (the interleaved
+// measurement itself: src/compress/sweeps.h's prune_speed). This command reads the sentences,
+// the model and the removal order, prints the table and writes the JSON.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -13,9 +11,9 @@
 #include <sstream>
 
 #include "commands.h"
+#include "compress/sweeps.h"
 #include "encoder_cli.h"
 #include "headcount/compress.h"
-#include "headcount/cost.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
@@ -63,27 +61,12 @@ std::vector<std::size_t> removal_order(const SpeedArgs& a, const EncoderConfig& 
   return order;
 }
 
-// Multiply-adds of one pass over the sentences: every layer's cost at each sentence's length.
-std::int64_t model_macs(const EncoderConfig& c, const std::vector<std::int64_t>& lengths) {
-  std::int64_t macs = 0;
-  for (std::int64_t l = 0; l < c.layers; ++l)
-    for (std::int64_t n : lengths) {
-      const CostReport cost = estimate_cost({.d_model = c.hidden_size,
-                                             .heads = c.layer_heads(l),
-                                             .kv_heads = c.layer_kv_heads(l),
-                                             .head_dim = c.head_dim(),
-                                             .seq_len = n,
-                                             .d_ff = c.intermediate_size});
-      macs += cost.stages.back().macs;  // "layer"
-    }
-  return macs;
-}
-
 void run_speed(const SpeedArgs& a) {
   check(a.repeats >= 1, "--repeats", ">= 1", a.repeats);
   check(!a.fractions.empty() && !a.batches.empty(), "--fractions / --batches",
         "at least one value each", "none");
   for (std::int64_t b : a.batches) check(b >= 1, "--batches", "values >= 1", b);
+  for (double f : a.fractions) check(f >= 0 && f < 1, "--fractions", "values in [0, 1)", f);
   // An STS-B file (.tsv) gives both sentences of every pair, as `bench --suite encoder` embeds
   // them; anything else is one sentence per line.
   std::vector<std::string> texts;
@@ -101,71 +84,25 @@ void run_speed(const SpeedArgs& a) {
   const EncoderConfig& c = weights.config;
   check_unpruned(c);
   const std::vector<std::size_t> order = removal_order(a, c);
-  const std::int64_t total = c.layers * c.heads;
-
-  struct Variant {
-    double fraction;
-    std::int64_t removed;
-    BertEncoder encoder;
-    std::int64_t macs;
-  };
-  std::vector<Variant> variants;
-  std::vector<std::int64_t> lengths;
-  for (double f : a.fractions) {
-    check(f >= 0 && f < 1, "--fractions", "values in [0, 1)", f);
-    const std::int64_t k = std::llround(f * static_cast<double>(total));
-    const std::vector<float> mask = removal_mask(c, order, k);
-    std::vector<std::vector<std::int64_t>> remove(static_cast<std::size_t>(c.layers));
-    for (std::size_t h = 0; h < mask.size(); ++h)
-      if (mask[h] == 0.0f)
-        remove[h / static_cast<std::size_t>(c.heads)].push_back(
-            static_cast<std::int64_t>(h % static_cast<std::size_t>(c.heads)));
-    BertEncoder e = encoder_from_weights(prune_heads(weights, remove));
-    if (lengths.empty())
-      for (const std::string& t : texts)
-        lengths.push_back(static_cast<std::int64_t>(e.tokenizer().encode(t).size()));
-    const std::int64_t macs = model_macs(e.config(), lengths);
-    variants.push_back({f, k, std::move(e), macs});
-  }
   Context ctx({.threads = resolve_threads(a.threads)});
-
-  json rows = json::array();
   std::fprintf(stderr, "prune-speed: %zu sentences, %d threads, median of %d rounds\n",
                texts.size(), ctx.threads(), a.repeats);
   std::fprintf(stderr, "%8s %7s %6s %12s %10s %12s %9s\n", "removed", "heads", "batch",
                "sentences/s", "x full", "GMAC/pass", "MAC ratio");
-  for (std::int64_t batch : a.batches) {
-    const EmbedOptions options{.batch_size = batch};
-    for (const Variant& v : variants) v.encoder.embed(ctx, texts, options);  // warm-up
-    std::vector<std::vector<double>> seconds(variants.size());
-    for (int r = 0; r < a.repeats; ++r)
-      for (std::size_t i = 0; i < variants.size(); ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        variants[i].encoder.embed(ctx, texts, options);
-        seconds[i].push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
-    double full_rate = 0;
-    for (std::size_t i = 0; i < variants.size(); ++i) {
-      std::vector<double> s = seconds[i];
-      std::sort(s.begin(), s.end());
-      const double rate = static_cast<double>(texts.size()) / s[s.size() / 2];
-      if (i == 0) full_rate = rate;
-      const Variant& v = variants[i];
-      const double mac_ratio = static_cast<double>(variants[0].macs) / static_cast<double>(v.macs);
-      std::fprintf(stderr, "%7.0f%% %7lld %6lld %12.1f %9.3fx %12.3f %8.3fx\n", 100 * v.fraction,
-                   static_cast<long long>(total - v.removed), static_cast<long long>(batch), rate,
-                   rate / full_rate, static_cast<double>(v.macs) * 1e-9, mac_ratio);
-      rows.push_back({{"fraction", v.fraction},
-                      {"heads_removed", v.removed},
-                      {"batch", batch},
-                      {"sentences_per_second", rate},
-                      {"speedup_vs_first", rate / full_rate},
-                      {"macs_per_pass", v.macs},
-                      {"mac_ratio_vs_first", mac_ratio},
-                      {"seconds", seconds[i]}});
-    }
-  }
+  const json rows = compress::prune_speed(
+      ctx, weights, texts, order,
+      {.fractions = a.fractions,
+       .batches = a.batches,
+       .repeats = a.repeats,
+       .row = [](const json& r) {
+         std::fprintf(stderr, "%7.0f%% %7lld %6lld %12.1f %9.3fx %12.3f %8.3fx\n",
+                      100 * r["fraction"].get<double>(),
+                      static_cast<long long>(r["heads_left"].get<std::int64_t>()),
+                      static_cast<long long>(r["batch"].get<std::int64_t>()),
+                      r["sentences_per_second"].get<double>(), r["speedup_vs_first"].get<double>(),
+                      static_cast<double>(r["macs_per_pass"].get<std::int64_t>()) * 1e-9,
+                      r["mac_ratio_vs_first"].get<double>());
+       }});
   if (!a.json_out.empty()) {
     const json r = {{"command", "prune-speed"},   {"model", model_dir},
                     {"sentences", texts.size()},  {"sentences_file", a.sentences},

@@ -1,0 +1,105 @@
+// The compression sweeps: whole measurements over many compressed variants of one encoder, each
+// returning the JSON its command writes and its page draws (report/compress_report.h). The
+// commands (prune-curve, prune-speed, convert-sweep) parse options, read files and write
+// results; what is measured, and in which order, lives here.
+//
+//   prune_curve     STS-B test Spearman against the fraction of heads removed (0 ... 90% in
+//                   10% steps) for the ablation, gradient, iterative and random orders, the
+//                   ablation points again on physically pruned models
+//   prune_speed     sentences/s of physically pruned models at several batch sizes beside the
+//                   cost model's multiply-adds, in interleaved rounds
+//   convert_sweep   per K/V head count and method: STS-B test Spearman and KV-cache bytes
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headcount/compress.h"
+#include "headcount/context.h"
+#include "headcount/head_analysis.h"
+#include "headcount/sts.h"
+#include "nlohmann/json.hpp"
+
+namespace headcount::compress {
+
+// Heads removed at 0, 10, ..., 90% of `total`: round(f * total).
+inline std::vector<std::int64_t> curve_counts(std::int64_t total) {
+  std::vector<std::int64_t> counts;
+  for (int tenth = 0; tenth <= 9; ++tenth)
+    counts.push_back(std::llround(tenth * static_cast<double>(total) / 10.0));
+  return counts;
+}
+
+// The re-ranking steps of an iterative ranking up to `count`: the curve's counts below it, then
+// count.
+inline std::vector<std::int64_t> iterative_counts(std::int64_t total, std::int64_t count) {
+  std::vector<std::int64_t> steps;
+  for (std::int64_t k : curve_counts(total))
+    if (k > 0 && k < count) steps.push_back(k);
+  if (count > 0) steps.push_back(count);
+  return steps;
+}
+
+// Heads as {"layer", "head"} objects, in order (indices layer * heads + head).
+nlohmann::json head_order_json(const std::vector<std::size_t>& order, std::int64_t heads);
+
+struct PruneCurveOptions {
+  std::string model_name;            // recorded in the JSON
+  std::string rank_file, test_file;  // recorded in the JSON
+  std::int64_t random_orders = 5, seed = 0, batch = 32;
+  bool iterative = true, physical = true, gradient = true;
+  std::int64_t gradient_pairs = 0, iterative_pairs = 0;  // 0: every dev pair
+  // Rankings measured earlier (skip measuring them): the ablation of `headcount heads --ablate`,
+  // and an iterative order with the seconds it took (iterative_from names its file).
+  std::optional<HeadAblation> ablation;
+  std::string ablation_from;
+  std::optional<std::vector<std::size_t>> iterative_order;
+  std::string iterative_from;
+  double iterative_seconds_measured = 0;
+  std::function<void(const std::string&)> log;  // one line per stage (may be empty)
+  std::function<void(std::int64_t, std::int64_t)> test_progress;  // (done, total); may be empty
+};
+
+// Rankings on `dev` only; every order scored on `test`. The model must be an unpruned
+// multi-head one.
+nlohmann::json prune_curve(Context& ctx, const EncoderWeights& weights,
+                           const std::vector<StsPair>& dev, const std::vector<StsPair>& test,
+                           const PruneCurveOptions& options);
+
+struct PruneSpeedOptions {
+  std::vector<double> fractions = {0, 0.2, 0.4, 0.5, 0.6, 0.8};  // the first: the ratios' base
+  std::vector<std::int64_t> batches = {1, 4, 16, 32, 64};
+  int repeats = 3;
+  // Called once per row as it is measured (for a table on stderr); may be empty.
+  std::function<void(const nlohmann::json& row)> row;
+};
+
+// Every pruned model (`order`, least important first: round(f * heads) removed for each f) is
+// built first; then, per batch size, each timed round embeds `texts` with every model once in
+// turn (after one untimed warm-up each), so all ratios come from the same minutes of the same
+// machine, and the median round counts. Returns the rows: fraction, heads_removed, batch,
+// sentences_per_second, speedup_vs_first, macs_per_pass (the cost model's, at each sentence's
+// length), mac_ratio_vs_first, seconds.
+nlohmann::json prune_speed(Context& ctx, const EncoderWeights& weights,
+                           const std::vector<std::string>& texts,
+                           const std::vector<std::size_t>& order, const PruneSpeedOptions& options);
+
+struct ConvertSweepOptions {
+  std::vector<std::int64_t> kv_heads = {12, 6, 4, 3, 2, 1};
+  std::vector<KvConvertMethod> methods = {KvConvertMethod::mean, KvConvertMethod::aligned,
+                                          KvConvertMethod::clustered};
+  std::int64_t batch = 32;
+  std::function<void(const nlohmann::json& row)> row;  // once per row as measured; may be empty
+};
+
+// Per K/V head count and method: the converted model's STS-B Spearman and Pearson on `test`,
+// its KV-cache bytes per token and the seconds the point took. Every head count is checked
+// against every layer before the first evaluation.
+nlohmann::json convert_sweep(Context& ctx, const EncoderWeights& weights,
+                             const std::vector<StsPair>& test, const ConvertSweepOptions& options);
+
+}  // namespace headcount::compress
