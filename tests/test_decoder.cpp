@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "compress/sweeps.h"
 #include "expect_error.h"
 #include "gguf_builder.h"
 #include "headcount/cost.h"
@@ -296,6 +297,49 @@ TEST(LlamaDecoderSmall, PrefillThenDecodeEqualsOnePrefill) {
     EXPECT_EQ(t, sample_token({l.data<const float>(), 40}, 0, 1, 0));
     seq.push_back(t);
   }
+}
+
+// The K/V sweep (compress/sweeps.h) on the small Llama (4 query heads over 2 K/V heads): the MHA
+// export (4 K/V heads, each repeated for its group) gives the loaded model's logits bit for bit
+// (every score and weighted sum is the same arithmetic on the same values), so the same
+// perplexity; mean pooling to 1 K/V head changes them; the cache bytes per token are the cost
+// model's (K and V, head_dim 8, 3 layers); a count that is neither the query heads nor a divisor
+// of the K/V heads is an error before any work.
+TEST(LlamaDecoderSmall, KvSweepRepeatsExactlyAndPricesMeanPooling) {
+  const model::Weights weights = small_llama();
+  const BpeTokenizer tokenizer = small_tokenizer(40);
+  std::vector<std::int32_t> ids(48);
+  for (i64 i = 0; i < 48; ++i)
+    ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7 + 3) % 40);
+  Context ctx({.threads = 2});
+  const nlohmann::json rows =
+      compress::decoder_kv_sweep(ctx, weights, tokenizer, ids, {.context = 16, .logit_tokens = 8});
+  ASSERT_EQ(rows.size(), 3u);
+  const i64 want_kv[] = {4, 2, 1};
+  const char* want_method[] = {"repeated", "as loaded", "mean"};
+  for (std::size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(rows[r]["kv_heads"], want_kv[r]);
+    EXPECT_EQ(rows[r]["method"], want_method[r]);
+    EXPECT_EQ(rows[r]["kv_cache_bytes_per_token"]["f32"], want_kv[r] * 2 * 8 * 4 * 3);
+    EXPECT_EQ(rows[r]["windows"], 3);
+  }
+  EXPECT_EQ(rows[0]["max_abs_logit_diff_vs_loaded"].get<double>(), 0.0);
+  EXPECT_EQ(rows[1]["max_abs_logit_diff_vs_loaded"].get<double>(), 0.0);
+  EXPECT_EQ(rows[0]["perplexity"].get<double>(), rows[1]["perplexity"].get<double>());
+  EXPECT_GT(rows[2]["max_abs_logit_diff_vs_loaded"].get<double>(), 1e-3);
+  EXPECT_NE(rows[2]["perplexity"].get<double>(), rows[1]["perplexity"].get<double>());
+  headcount::testing::expect_error(
+      [&] {
+        compress::decoder_kv_sweep(ctx, weights, tokenizer, ids,
+                                   {.kv_heads = {3}, .context = 16, .logit_tokens = 8});
+      },
+      {"kv heads", "4 (one per query head) or a divisor of 2", "3"});
+  headcount::testing::expect_error(
+      [&] {
+        compress::decoder_kv_sweep(ctx, weights, tokenizer, std::span(ids).first(10),
+                                   {.context = 16, .logit_tokens = 8});
+      },
+      {"text", "16 tokens", "10 tokens"});
 }
 
 TEST(LlamaDecoderSmall, BadInputsAreErrorsNamingTheParameter) {

@@ -76,6 +76,8 @@ class BpeTokenizer {
   static BpeTokenizer from_gguf(const GgufFile& file);
 
   std::int64_t vocab_size() const;
+  // What it was built from (a copy makes an equal tokenizer: the type is move-only).
+  const BpeVocabulary& vocabulary() const;
   const std::string& token(std::int32_t id) const;  // throws Error for an id out of range
   TokenType token_type(std::int32_t id) const;
   std::int32_t bos_id() const;

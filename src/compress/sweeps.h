@@ -9,17 +9,21 @@
 //   prune_speed     sentences/s of physically pruned models at several batch sizes beside the
 //                   cost model's multiply-adds, in interleaved rounds
 //   convert_sweep   per K/V head count and method: STS-B test Spearman and KV-cache bytes
+//   decoder_kv_sweep  the same question for a Llama-family decoder: perplexity, logits against
+//                   the original, KV-cache bytes per token
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "headcount/compress.h"
 #include "headcount/context.h"
+#include "headcount/decoder.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
 #include "nlohmann/json.hpp"
@@ -101,5 +105,25 @@ struct ConvertSweepOptions {
 // against every layer before the first evaluation.
 nlohmann::json convert_sweep(Context& ctx, const EncoderWeights& weights,
                              const std::vector<StsPair>& test, const ConvertSweepOptions& options);
+
+struct DecoderKvSweepOptions {
+  // K/V heads per layer to try: the model's own count (as loaded), fewer (mean-pooled groups,
+  // model::convert_kv_heads) or one per query head (model::repeat_kv_heads, the MHA export).
+  // Empty: every divisor of the query heads, most first.
+  std::vector<std::int64_t> kv_heads;
+  std::int64_t context = 512;      // perplexity windows (LlamaDecoder::perplexity)
+  std::int64_t logit_tokens = 64;  // the first tokens whose logits are compared with the original's
+  DType weights = DType::f32;
+  std::function<void(const nlohmann::json& row)> row;  // once per row as measured; may be empty
+};
+
+// The price of sharing K/V in a decoder (issue 36): per K/V head count, the perplexity of `ids`
+// (llama.cpp's windows), the largest logit difference from the model as loaded on its first
+// `logit_tokens` tokens, and the KV cache's bytes per token (every layer, fp32 / bf16 / int8).
+// Mean pooling is the one method for rotary models: the aligned and clustered methods rotate
+// K/V heads, which does not commute with the rotary positions applied after the projection.
+nlohmann::json decoder_kv_sweep(Context& ctx, const model::Weights& weights,
+                                const BpeTokenizer& tokenizer, std::span<const std::int32_t> ids,
+                                const DecoderKvSweepOptions& options);
 
 }  // namespace headcount::compress

@@ -233,6 +233,8 @@ BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
   }
 }
 
+const BpeVocabulary& BpeTokenizer::vocabulary() const { return impl_->v; }
+
 std::int64_t BpeTokenizer::vocab_size() const {
   return static_cast<std::int64_t>(impl_->v.tokens.size());
 }

@@ -4,7 +4,8 @@
 // --uptrain-minutes / --uptrain-steps then train the converted model by distillation from the
 // MHA model (its final hidden states on sentences of --uptrain-corpus; encoder_training.h).
 // `headcount convert-sweep`: STS-B test Spearman and KV-cache bytes per token for each K/V
-// head count and method, as a table and JSON (the sweep: src/compress/sweeps.h).
+// head count and method, as a table and JSON (the sweep: src/compress/sweeps.h); for a GGUF
+// decoder, perplexity and the largest logit change per K/V head count instead.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -15,9 +16,12 @@
 #include "commands.h"
 #include "compress/sweeps.h"
 #include "encoder_cli.h"
+#include "headcount/bpe.h"
 #include "headcount/compress.h"
+#include "headcount/decoder.h"
 #include "headcount/encoder_training.h"
 #include "headcount/error.h"
+#include "headcount/gguf.h"
 #include "headcount/sts.h"
 #include "io/atomic_file.h"
 #include "prune_cli.h"
@@ -91,13 +95,69 @@ void run_convert(const ConvertArgs& a) {
 
 struct SweepArgs {
   std::string model, test = default_sts_file("sts-test.tsv"), json_out;
-  std::vector<std::int64_t> kv_heads = {12, 6, 4, 3, 2, 1};
+  std::vector<std::int64_t> kv_heads;  // default: {12, 6, 4, 3, 2, 1}; a decoder: every divisor
   std::vector<std::string> methods = {"mean", "aligned", "clustered"};
   std::int64_t max_pairs = 0, batch = 32;
+  // A GGUF decoder: perplexity on --text, the first --max-tokens tokens, windows of --context.
+  std::string text = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt", weights = "fp32";
+  std::int64_t context = 512, max_tokens = 16384;
   int threads = 0;
 };
 
-void run_sweep(const SweepArgs& a) {
+DType parse_decoder_weights(const std::string& name) {
+  if (name == "fp32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  if (name == "int8") return DType::i8;
+  fail("--weights", concat("expected fp32, bf16 or int8, got '", name, "'"));
+}
+
+// The decoder's sweep: the price of sharing K/V as perplexity, for a GGUF model.
+void run_decoder_sweep(const SweepArgs& a) {
+  check(a.context >= 4, "--context", ">= 4", a.context);
+  check(a.max_tokens == 0 || a.max_tokens >= a.context, "--max-tokens",
+        concat("0 (all) or at least --context = ", a.context), a.max_tokens);
+  const DType weights_dtype = parse_decoder_weights(a.weights);
+  const GgufFile file = GgufFile::open(a.model);
+  const model::Weights weights = llama_definition(file);
+  const BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);
+  std::ifstream in(a.text, std::ios::binary);
+  check(static_cast<bool>(in), "--text", "a readable file", a.text);
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::vector<std::int32_t> ids = tokenizer.encode(text.str(), {.parse_special = false});
+  if (a.max_tokens > 0 && static_cast<std::int64_t>(ids.size()) > a.max_tokens)
+    ids.resize(static_cast<std::size_t>(a.max_tokens));
+  Context ctx({.threads = resolve_threads(a.threads)});
+  std::fprintf(stderr, "convert-sweep: %s, %zu tokens of %s, windows of %lld, weights %s\n",
+               a.model.c_str(), ids.size(), a.text.c_str(), static_cast<long long>(a.context),
+               a.weights.c_str());
+  std::fprintf(stderr, "%9s %10s %11s %14s %12s %12s\n", "kv heads", "method", "perplexity",
+               "max |dlogit|", "KV B/token", "int8 B/token");
+  const json rows = compress::decoder_kv_sweep(
+      ctx, weights, tokenizer, ids,
+      {.kv_heads = a.kv_heads,
+       .context = a.context,
+       .weights = weights_dtype,
+       .row = [](const json& r) {
+         std::fprintf(
+             stderr, "%9lld %10s %11.4f %14.3g %12lld %12lld\n",
+             static_cast<long long>(r["kv_heads"].get<std::int64_t>()),
+             r["method"].get<std::string>().c_str(), r["perplexity"].get<double>(),
+             r["max_abs_logit_diff_vs_loaded"].get<double>(),
+             static_cast<long long>(r["kv_cache_bytes_per_token"]["f32"].get<std::int64_t>()),
+             static_cast<long long>(r["kv_cache_bytes_per_token"]["int8"].get<std::int64_t>()));
+       }});
+  if (!a.json_out.empty()) {
+    const json r = {{"command", "convert-sweep"}, {"model", a.model},     {"text", a.text},
+                    {"tokens", ids.size()},       {"context", a.context}, {"weights", a.weights},
+                    {"threads", ctx.threads()},   {"rows", rows}};
+    io::write_file_atomically(a.json_out, r.dump(2) + "\n");
+  }
+}
+
+void run_sweep(SweepArgs a) {
+  if (a.model.ends_with(".gguf")) return run_decoder_sweep(a);
+  if (a.kv_heads.empty()) a.kv_heads = {12, 6, 4, 3, 2, 1};
   std::vector<KvConvertMethod> methods;
   for (const std::string& m : a.methods) methods.push_back(parse_kv_convert_method(m));
   std::vector<StsPair> test = read_sts(a.test);
@@ -164,11 +224,25 @@ void register_convert(CLI::App& app) {
   auto s = std::make_shared<SweepArgs>();
   CLI::App* sweep = app.add_subcommand(
       "convert-sweep",
-      "STS-B test and KV-cache bytes per token for each K/V head count and method");
-  sweep->add_option("--model", s->model, model_option_help());
+      "STS-B test (an encoder) or perplexity (a GGUF decoder) and KV-cache bytes per token for "
+      "each K/V head count");
+  sweep->add_option("--model", s->model,
+                    model_option_help() + "; or a Llama-family GGUF decoder (FILE.gguf)");
   sweep->add_option("--test", s->test, "STS file")->capture_default_str();
-  sweep->add_option("--kv-heads", s->kv_heads, "K/V head counts")
-      ->delimiter(',')
+  sweep
+      ->add_option("--kv-heads", s->kv_heads,
+                   "K/V head counts (default 12,6,4,3,2,1; a decoder: every divisor of its "
+                   "query heads)")
+      ->delimiter(',');
+  sweep->add_option("--text", s->text, "A decoder (--model FILE.gguf): the perplexity text")
+      ->capture_default_str();
+  sweep->add_option("--context", s->context, "A decoder: tokens per perplexity window")
+      ->capture_default_str();
+  sweep
+      ->add_option("--max-tokens", s->max_tokens,
+                   "A decoder: the first N tokens of --text (0: all)")
+      ->capture_default_str();
+  sweep->add_option("--weights", s->weights, "A decoder: fp32, bf16 or int8 (as for generate)")
       ->capture_default_str();
   sweep->add_option("--methods", s->methods, "Methods")->delimiter(',')->capture_default_str();
   sweep->add_option("--max-pairs", s->max_pairs, "Use the first N pairs (0: all)")

@@ -1,0 +1,91 @@
+// decoder_kv_sweep (sweeps.h): what fewer (or more) K/V heads cost a Llama-family decoder.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "compress/sweeps.h"
+#include "headcount/error.h"
+
+namespace headcount::compress {
+
+using detail::concat;
+using nlohmann::json;
+
+namespace {
+
+// Every layer's K and V for one token in `dtype` (decode.h's cache_token_bytes per layer).
+std::int64_t cache_bytes_per_token(const model::Config& c, CacheDType dtype) {
+  std::int64_t bytes = 0;
+  for (std::int64_t l = 0; l < c.layer_count(); ++l)
+    bytes += cache_token_bytes(dtype, c.kv_heads_in(l), c.head_dim, c.head_dim);
+  return bytes;
+}
+
+Tensor first_logits(Context& ctx, const LlamaDecoder& decoder, std::span<const std::int32_t> ids) {
+  KvCache cache = decoder.make_cache(static_cast<std::int64_t>(ids.size()));
+  return decoder.forward(ctx, ids, cache, Logits::all);
+}
+
+}  // namespace
+
+json decoder_kv_sweep(Context& ctx, const model::Weights& weights, const BpeTokenizer& tokenizer,
+                      std::span<const std::int32_t> ids, const DecoderKvSweepOptions& o) {
+  const model::Config& c = weights.config;
+  HEADCOUNT_CHECK(c.family == model::Family::llama, "model", "a Llama-family decoder",
+                  model::family_name(c.family));
+  HEADCOUNT_CHECK(c.uniform(), "model", "the same heads in every layer", "per-layer shapes");
+  const std::int64_t heads = c.heads_in(0), own = c.kv_heads_in(0);
+  HEADCOUNT_CHECK(o.logit_tokens >= 1 && o.logit_tokens <= o.context, "logit tokens",
+                  concat("in [1, context = ", o.context, "]"), o.logit_tokens);
+  HEADCOUNT_CHECK(static_cast<std::int64_t>(ids.size()) >= o.context, "text",
+                  concat("at least one window of ", o.context, " tokens"),
+                  concat(ids.size(), " tokens"));
+  std::vector<std::int64_t> counts = o.kv_heads;
+  if (counts.empty())
+    for (std::int64_t g = heads; g >= 1; --g)
+      if (heads % g == 0) counts.push_back(g);
+  for (std::int64_t g : counts)  // every value checked before the first evaluation
+    HEADCOUNT_CHECK(g == heads || (g >= 1 && g <= own && own % g == 0), "kv heads",
+                    concat(heads, " (one per query head) or a divisor of ", own), g);
+
+  const std::span<const std::int32_t> head = ids.first(static_cast<std::size_t>(o.logit_tokens));
+  const Tensor reference = first_logits(
+      ctx, LlamaDecoder(weights, BpeTokenizer(tokenizer.vocabulary()), {.weights = o.weights}),
+      head);
+  json rows = json::array();
+  for (std::int64_t g : counts) {
+    const auto start = std::chrono::steady_clock::now();
+    const char* method = g == own ? "as loaded" : g == heads ? "repeated" : "mean";
+    const model::Weights variant = g == own ? weights.clone()
+                                   : g == heads
+                                       ? model::repeat_kv_heads(weights)
+                                       : model::convert_kv_heads(weights, g, KvConvertMethod::mean);
+    const LlamaDecoder decoder(variant, BpeTokenizer(tokenizer.vocabulary()),
+                               {.weights = o.weights});
+    const Tensor logits = first_logits(ctx, decoder, head);
+    double max_diff = 0;
+    for (std::int64_t i = 0; i < logits.numel(); ++i)
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(logits.data<const float>()[i]) -
+                                              reference.data<const float>()[i]));
+    const PerplexityResult p = decoder.perplexity(ctx, ids, o.context);
+    rows.push_back(
+        {{"kv_heads", g},
+         {"method", method},
+         {"perplexity", p.perplexity},
+         {"nll", p.nll},
+         {"scored_tokens", p.scored},
+         {"windows", p.windows},
+         {"max_abs_logit_diff_vs_loaded", max_diff},
+         {"logit_tokens", o.logit_tokens},
+         {"kv_cache_bytes_per_token",
+          {{"f32", cache_bytes_per_token(variant.config, CacheDType::f32)},
+           {"bf16", cache_bytes_per_token(variant.config, CacheDType::bf16)},
+           {"int8", cache_bytes_per_token(variant.config, CacheDType::int8)}}},
+         {"seconds",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}});
+    if (o.row) o.row(rows.back());
+  }
+  return rows;
+}
+
+}  // namespace headcount::compress
