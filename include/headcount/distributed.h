@@ -181,19 +181,20 @@ Tensor embed_sentences(MPI_Comm comm, Context& ctx, const BertEncoder& encoder,
                        const Watchdog& watchdog = {}, CommStats* comm_stats = nullptr);
 
 struct DataParallelOptions {
-  // Gradients are summed in contiguous buckets of about this many bytes (consecutive parameters
-  // packed together; one larger parameter is a bucket of its own): one MPI_Iallreduce each,
-  // all in flight together. 25 MiB is PyTorch DDP's default.
+  // Gradients are summed in contiguous buckets: consecutive parameters packed together until a
+  // bucket holds at least this many bytes; one MPI_Iallreduce each, all in flight together.
+  // 25 MiB is PyTorch DDP's default.
   std::int64_t bucket_bytes = std::int64_t{25} << 20;
   Watchdog watchdog;
 };
 
 // Sums every Parameter::grad (and *loss, when not null) over the ranks of `comm`, in place,
 // collective. `what` names the wait in the watchdog's message ("the gradient all-reduce of
-// step 3").
+// step 3"). `scratch` (optional) holds the packed buckets, kept between calls so that a step
+// does not map fresh pages for them.
 void allreduce_gradients(MPI_Comm comm, std::vector<train::Parameter>& params, double* loss,
                          const std::string& what, const DataParallelOptions& options = {},
-                         CommStats* comm_stats = nullptr);
+                         CommStats* comm_stats = nullptr, std::vector<float>* scratch = nullptr);
 
 // Makes `trainer` rank comm's replica of a data-parallel run, collective: each step rank r
 // computes rows shard_rows(batch, P, r) of the global batch with the global batch's loss

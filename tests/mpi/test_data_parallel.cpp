@@ -92,8 +92,8 @@ TEST(DataParallel, RowsComputeTheSameAloneAsInTheGlobalBatch) {
 // The all-reduce in buckets: each element is the sum of the ranks' gradients. Against the sum
 // in float64 of every rank's gradient (gathered): any order of summing P floats errs by at most
 // gamma_{P-1} * sum |g_r| (Higham 4.2), so a bucket misplaced, dropped or summed twice fails
-// (an error of order |g|). With one rank: bitwise. Buckets of 1000 bytes: every parameter of
-// more than 250 values is a bucket of its own and the small ones share buckets.
+// (an error of order |g|). With one rank: bitwise. Buckets of 1000 bytes: some hold one
+// parameter, others several small ones (LayerNorm and bias vectors of 32 values).
 TEST(DataParallel, GradientBucketsSumTheRanksGradients) {
   const train::TrainConfig c = tiny_copy(1);
   Context ctx({.threads = 1});
