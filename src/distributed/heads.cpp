@@ -7,10 +7,12 @@
 //   → MPI_Allreduce(sum) → out [B, n, d] on every rank.
 // The one message per forward is the all-reduce of B * n * d floats.
 #include <algorithm>
+#include <array>
 #include <utility>
 #include <vector>
 
 #include "distributed/comm.h"
+#include "distributed/watchdog.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
 
@@ -125,7 +127,8 @@ HeadParallelAttention::HeadParallelAttention(MPI_Comm comm, const MultiHeadAtten
 HeadParallelAttention::~HeadParallelAttention() = default;
 
 LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, const TensorView& out,
-                                          const AttentionOptions& options, CommStats* comm) const {
+                                          const AttentionOptions& options, CommStats* comm,
+                                          const Watchdog& watchdog) const {
   const auto start = std::chrono::steady_clock::now();
   const auto& c = config_;
   const HeadSplit& s = split_;
@@ -178,7 +181,9 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
   if (!in_place) partial = Tensor(DType::f32, {x.shape[0], x.shape[1], c.d_model});
   const TensorView target = in_place ? out : partial.view();
   LayerStats stats = local_->forward(ctx, x, target, lo);
-  detail::allreduce_sum(comm_, target.ptr<float>(), count, comm);
+  const detail::SumBuffer sum[] = {
+      {.data = target.ptr<float>(), .count = count, .type = MPI_FLOAT}};
+  detail::allreduce_sum_watched(comm_, sum, watchdog, "the all-reduce after W_o", comm);
   if (!in_place)
     for (i64 b = 0; b < x.shape[0]; ++b)
       for (i64 t = 0; t < x.shape[1]; ++t)
@@ -189,7 +194,8 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
 }
 
 AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
-                               const AttentionParams& params, CommStats* comm_stats) {
+                               const AttentionParams& params, CommStats* comm_stats,
+                               const Watchdog& watchdog) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = detail::comm_rank(comm), ranks = detail::comm_size(comm);
   AttentionShape shape;
@@ -249,16 +255,23 @@ AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
   const auto wait_start = std::chrono::steady_clock::now();
   if (rank == 0) {
     for (int r = 1; r < ranks; ++r) {
-      detail::check_mpi(MPI_Recv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 0, comm,
-                                 MPI_STATUS_IGNORE),
-                        "Recv");
+      MPI_Request request;
+      detail::check_mpi(
+          MPI_Irecv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 0, comm, &request),
+          "Irecv");
+      detail::wait_watched(comm, {&request, 1}, std::array{r}, watchdog,
+                           "the gathering of the heads' outputs on rank 0", nullptr);
       pack(split_heads(shape.heads, shape.kv_heads, ranks, r), true);
       if (comm_stats) comm_stats->bytes_received += floats * 4;
     }
   } else {
     pack(split, false);
-    detail::check_mpi(MPI_Send(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 0, comm),
-                      "Send");
+    MPI_Request request;
+    detail::check_mpi(
+        MPI_Isend(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 0, comm, &request),
+        "Isend");
+    detail::wait_watched(comm, {&request, 1}, std::array{0}, watchdog,
+                         "the gathering of the heads' outputs (rank 0 receiving)", nullptr);
     if (comm_stats) {
       comm_stats->bytes_sent += floats * 4;
       comm_stats->messages += 1;

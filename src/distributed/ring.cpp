@@ -26,6 +26,7 @@
 
 #include "distributed/comm.h"
 #include "distributed/ring_plan.h"
+#include "distributed/watchdog.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
 #include "kernels/lse_merge.h"
@@ -154,7 +155,7 @@ void block_key_lengths(const RingLayout& lay, int source, std::span<const i64> k
 using detail::slice;
 
 AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params,
-                              CommStats* comm_stats) {
+                              CommStats* comm_stats, const Watchdog& watchdog) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = detail::comm_rank(comm), P = detail::comm_size(comm);
   const detail::RingCall call = detail::check_ring_call(comm, params, false);
@@ -283,9 +284,9 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
     }
 
     if (posted) {
-      const auto wait_start = std::chrono::steady_clock::now();
-      detail::check_mpi(MPI_Waitall(posted, requests, MPI_STATUSES_IGNORE), "Waitall");
-      if (comm_stats) comm_stats->wait_seconds += detail::seconds_since(wait_start);
+      const int peers[2] = {left, right};
+      detail::wait_watched(comm, {requests, 2}, peers, watchdog,
+                           concat("the K/V blocks of ring step ", t), comm_stats);
     }
   }
 
