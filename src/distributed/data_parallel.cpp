@@ -92,17 +92,21 @@ void make_data_parallel(MPI_Comm comm, train::Trainer& trainer, const DataParall
                         CommStats* comm_stats) {
   const int rank = detail::comm_rank(comm), size = detail::comm_size(comm);
   const i64 batch = trainer.config().batch;
-  detail::agree(comm, [&] {
-    HEADCOUNT_CHECK(size <= batch, "ranks",
-                    concat("at most batch = ", batch, " (each rank trains on >= 1 row)"), size);
-    HEADCOUNT_CHECK(options.bucket_bytes >= 4, "bucket_bytes", ">= 4", options.bucket_bytes);
-    HEADCOUNT_CHECK(options.watchdog.timeout_seconds >= 0, "timeout", ">= 0 seconds",
-                    options.watchdog.timeout_seconds);
-  });
+  detail::agree(
+      comm,
+      [&] {
+        HEADCOUNT_CHECK(size <= batch, "ranks",
+                        concat("at most batch = ", batch, " (each rank trains on >= 1 row)"), size);
+        HEADCOUNT_CHECK(options.bucket_bytes >= 4, "bucket_bytes", ">= 4", options.bucket_bytes);
+        HEADCOUNT_CHECK(options.watchdog.timeout_seconds >= 0, "timeout", ">= 0 seconds",
+                        options.watchdog.timeout_seconds);
+      },
+      options.watchdog);
   const i64 shape[] = {batch, trainer.step(), trainer.config().steps,
                        static_cast<i64>(trainer.model().parameters().size()),
                        parameter_hash(trainer.model().parameters())};
-  detail::agree_values(comm, shape, "data parallel (batch, step, steps, parameters, their hash)");
+  detail::agree_values(comm, shape, "data parallel (batch, step, steps, parameters, their hash)",
+                       options.watchdog);
   const RowShard rows = shard_rows(batch, size, rank);
   trainer.set_replica({.row_begin = rows.begin,
                        .row_end = rows.end,

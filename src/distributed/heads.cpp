@@ -133,46 +133,51 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
   const auto& c = config_;
   const HeadSplit& s = split_;
   AttentionOptions lo = options;
-  detail::agree(comm_, [&] {
-    HEADCOUNT_CHECK(options.probs_mode == ProbsMode::none, "probs_mode",
-                    "none (a head-parallel layer does not gather probabilities)",
-                    "per_head or averaged");
-    HEADCOUNT_CHECK(x.rank == 3 && x.shape[2] == c.d_model, "x",
-                    concat("[batch, seq_len, ", c.d_model, "]"), x.shape_string());
-    HEADCOUNT_CHECK(
-        !out.empty() && out.rank == 3 && out.dtype == DType::f32 && out.shape[0] == x.shape[0] &&
-            out.shape[1] == x.shape[1] && out.shape[2] == c.d_model,
-        "out", concat("an f32 tensor [", x.shape[0], ", ", x.shape[1], ", ", c.d_model, "]"),
-        out.shape_string());
-    if (!options.head_mask.empty()) {
-      HEADCOUNT_CHECK(static_cast<i64>(options.head_mask.size()) == c.heads, "head_mask",
-                      concat(c.heads, " entries (one per head of the whole layer)"),
-                      options.head_mask.size());
-      lo.head_mask = options.head_mask.subspan(static_cast<std::size_t>(s.head_begin),
-                                               static_cast<std::size_t>(s.heads));
-    }
-    if (!options.bias.empty()) {
-      HEADCOUNT_CHECK(options.bias.rank == 4 &&
-                          (options.bias.shape[1] == c.heads || options.bias.shape[1] == 1),
-                      "bias", concat("[batch or 1, ", c.heads, " or 1, q_len, kv_len]"),
-                      options.bias.shape_string());
-      if (options.bias.shape[1] == c.heads)
-        lo.bias = head_slice(options.bias, 1, s.head_begin, s.heads);
-    }
-    // This rank's lse, checked here with the others rather than by the local layer alone (a
-    // rank throwing there would leave the others waiting in the all-reduce).
-    if (!options.lse.empty())
-      HEADCOUNT_CHECK(options.lse.rank == 3 && options.lse.dtype == DType::f32 &&
-                          options.lse.shape[0] == x.shape[0] && options.lse.shape[1] == s.heads &&
-                          options.lse.shape[2] == x.shape[1],
-                      "lse",
-                      concat("an f32 tensor [", x.shape[0], ", ", s.heads, ", ", x.shape[1],
-                             "] (this rank's heads)"),
-                      options.lse.shape_string());
-  });
+  detail::agree(
+      comm_,
+      [&] {
+        HEADCOUNT_CHECK(options.probs_mode == ProbsMode::none, "probs_mode",
+                        "none (a head-parallel layer does not gather probabilities)",
+                        "per_head or averaged");
+        HEADCOUNT_CHECK(x.rank == 3 && x.shape[2] == c.d_model, "x",
+                        concat("[batch, seq_len, ", c.d_model, "]"), x.shape_string());
+        HEADCOUNT_CHECK(
+            !out.empty() && out.rank == 3 && out.dtype == DType::f32 &&
+                out.shape[0] == x.shape[0] && out.shape[1] == x.shape[1] &&
+                out.shape[2] == c.d_model,
+            "out", concat("an f32 tensor [", x.shape[0], ", ", x.shape[1], ", ", c.d_model, "]"),
+            out.shape_string());
+        if (!options.head_mask.empty()) {
+          HEADCOUNT_CHECK(static_cast<i64>(options.head_mask.size()) == c.heads, "head_mask",
+                          concat(c.heads, " entries (one per head of the whole layer)"),
+                          options.head_mask.size());
+          lo.head_mask = options.head_mask.subspan(static_cast<std::size_t>(s.head_begin),
+                                                   static_cast<std::size_t>(s.heads));
+        }
+        if (!options.bias.empty()) {
+          HEADCOUNT_CHECK(options.bias.rank == 4 &&
+                              (options.bias.shape[1] == c.heads || options.bias.shape[1] == 1),
+                          "bias", concat("[batch or 1, ", c.heads, " or 1, q_len, kv_len]"),
+                          options.bias.shape_string());
+          if (options.bias.shape[1] == c.heads)
+            lo.bias = head_slice(options.bias, 1, s.head_begin, s.heads);
+        }
+        // This rank's lse, checked here with the others rather than by the local layer alone (a
+        // rank throwing there would leave the others waiting in the all-reduce).
+        if (!options.lse.empty())
+          HEADCOUNT_CHECK(options.lse.rank == 3 && options.lse.dtype == DType::f32 &&
+                              options.lse.shape[0] == x.shape[0] &&
+                              options.lse.shape[1] == s.heads && options.lse.shape[2] == x.shape[1],
+                          "lse",
+                          concat("an f32 tensor [", x.shape[0], ", ", s.heads, ", ", x.shape[1],
+                                 "] (this rank's heads)"),
+                          options.lse.shape_string());
+      },
+      watchdog);
   std::vector<i64> shape{x.shape[0], x.shape[1], options.causal, options.window_left,
                          options.window_right};
-  detail::agree(comm_, [&] { detail::agree_values(comm_, shape, "x shape and masks"); });
+  detail::agree(
+      comm_, [&] { detail::agree_values(comm_, shape, "x shape and masks", watchdog); }, watchdog);
 
   // The partial sum of this rank's heads, in `out` itself when its rows are contiguous.
   const i64 count = x.shape[0] * x.shape[1] * c.d_model;
@@ -200,16 +205,20 @@ AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
   const int rank = detail::comm_rank(comm), ranks = detail::comm_size(comm);
   AttentionShape shape;
   HeadSplit split;
-  detail::agree(comm, [&] {
-    HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
-                    "none (--distributed heads does not gather probabilities)",
-                    "per_head or averaged");
-    shape = validate(params);
-    split = split_heads(shape.heads, shape.kv_heads, ranks, rank);
-  });
+  detail::agree(
+      comm,
+      [&] {
+        HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
+                        "none (--distributed heads does not gather probabilities)",
+                        "per_head or averaged");
+        shape = validate(params);
+        split = split_heads(shape.heads, shape.kv_heads, ranks, rank);
+      },
+      watchdog);
   const std::vector<i64> dims{shape.batch,    shape.q_len,    shape.kv_len,    shape.heads,
                               shape.kv_heads, shape.head_dim, shape.v_head_dim};
-  detail::agree(comm, [&] { detail::agree_values(comm, dims, "attention shape"); });
+  detail::agree(
+      comm, [&] { detail::agree_values(comm, dims, "attention shape", watchdog); }, watchdog);
 
   // This rank's heads: views, no copies. A bias per head is sliced too.
   AttentionParams local = params;

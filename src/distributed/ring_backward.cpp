@@ -34,12 +34,15 @@ AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx,
                                                const Watchdog& watchdog) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = detail::comm_rank(comm), P = detail::comm_size(comm);
-  const detail::RingCall call = detail::check_ring_call(comm, params, true);
-  detail::agree(comm, [&] {
-    HEADCOUNT_CHECK(grads.d_bias.empty(), "d_bias", "none (ring attention takes no bias)",
-                    grads.d_bias.shape_string());
-    validate_backward(call.base, grads);
-  });
+  const detail::RingCall call = detail::check_ring_call(comm, params, true, watchdog);
+  detail::agree(
+      comm,
+      [&] {
+        HEADCOUNT_CHECK(grads.d_bias.empty(), "d_bias", "none (ring attention takes no bias)",
+                        grads.d_bias.shape_string());
+        validate_backward(call.base, grads);
+      },
+      watchdog);
   const AttentionShape& s = call.shape;
   const RingLayout& lay = call.layout;
   const i64 B = s.batch, L2 = lay.local_rows(), H = s.heads, Hkv = s.kv_heads, D = s.head_dim,
