@@ -3,9 +3,13 @@
 // reallocates no model buffer or context memory.
 #include <gtest/gtest.h>
 
+#include <barrier>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "expect_error.h"
@@ -143,6 +147,94 @@ TEST(TrainTrainer, WarmStepAllocatesNoContextMemory) {
   t.train_step();
   t.train_step();
   EXPECT_EQ(ctx.allocations(), allocations);
+}
+
+// A data-parallel replica (train::Replica; MPI's side is src/distributed/data_parallel.cpp).
+// One replica of every row, with nothing to reduce, is the one-process run bitwise: the global
+// normaliser is then the batch's own count.
+TEST(TrainReplica, OneReplicaOfEveryRowIsTheOneProcessRun) {
+  Context ctx({.threads = 2});
+  train::Trainer plain(ctx, tiny_copy(3)), replica(ctx, tiny_copy(3));
+  int reductions = 0;
+  replica.set_replica({.row_begin = 0,
+                       .row_end = 16,
+                       .reduce = [&](std::vector<train::Parameter>&, double&) { ++reductions; }});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(plain.train_step(), replica.train_step());
+  EXPECT_EQ(reductions, 3);
+  for (std::size_t i = 0; i < plain.model().parameters().size(); ++i)
+    EXPECT_EQ(
+        0, std::memcmp(plain.model().parameters()[i].value.data<const float>(),
+                       replica.model().parameters()[i].value.data<const float>(),
+                       static_cast<std::size_t>(plain.model().parameters()[i].value.numel()) * 4));
+}
+
+// Two replicas in one process, threads and a barrier standing in for MPI (the reduce adds the
+// two replicas' gradients and losses, replica 0's first), against one process on the global
+// batch from the same parameters, each step. The loss bound is the one derived in
+// tests/mpi/test_data_parallel.cpp: (gamma_N + gamma_{N+P+1}) * loss * (1 + gamma_N) in
+// double, N = batch * seq_len, P = 2. Both replicas end each step with the same parameters.
+TEST(TrainReplica, TwoReplicasMatchOneProcessOnTheGlobalBatch) {
+  train::TrainConfig c = tiny_copy(3);
+  c.batch = 5;  // rows [0, 3) and [3, 5)
+  Context c_one({.threads = 1}), c0({.threads = 1}), c1({.threads = 1});
+  train::Trainer one(c_one, c), r0(c0, c), r1(c1, c);
+  std::barrier<> sync(2);
+  std::vector<float> slot[2];
+  double loss_slot[2] = {0, 0};
+  auto reduce_for = [&](int me) {
+    return [&, me](std::vector<train::Parameter>& params, double& loss) {
+      slot[me].clear();
+      for (const train::Parameter& p : params)
+        slot[me].insert(slot[me].end(), p.grad.data<const float>(),
+                        p.grad.data<const float>() + p.grad.numel());
+      loss_slot[me] = loss;
+      sync.arrive_and_wait();
+      std::size_t at = 0;
+      for (train::Parameter& p : params)
+        for (std::int64_t i = 0; i < p.grad.numel(); ++i, ++at)
+          p.grad.data<float>()[i] = slot[0][at] + slot[1][at];
+      loss = loss_slot[0] + loss_slot[1];
+      sync.arrive_and_wait();  // neither slot is refilled before both are read
+    };
+  };
+  r0.set_replica({.row_begin = 0, .row_end = 3, .reduce = reduce_for(0)});
+  r1.set_replica({.row_begin = 3, .row_end = 5, .reduce = reduce_for(1), .writer = false});
+  const double u = std::ldexp(1.0, -53), N = static_cast<double>(c.batch * one.task().seq_len());
+  auto gamma = [u](double n) { return n * u / (1 - n * u); };
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t i = 0; i < one.model().parameters().size(); ++i)
+      std::memcpy(one.model().parameters()[i].value.data<float>(),
+                  r0.model().parameters()[i].value.data<const float>(),
+                  static_cast<std::size_t>(one.model().parameters()[i].value.numel()) * 4);
+    const double l1 = one.train_step();
+    double lb = 0;
+    std::thread other([&] { lb = r1.train_step(); });
+    const double la = r0.train_step();
+    other.join();
+    EXPECT_EQ(la, lb);
+    EXPECT_LE(std::fabs(la - l1), (gamma(N) + gamma(N + 3)) * l1 * (1 + gamma(N)))
+        << "step " << step << ": " << la << " vs " << l1;
+    for (std::size_t i = 0; i < r0.model().parameters().size(); ++i)
+      EXPECT_EQ(
+          0, std::memcmp(r0.model().parameters()[i].value.data<const float>(),
+                         r1.model().parameters()[i].value.data<const float>(),
+                         static_cast<std::size_t>(r0.model().parameters()[i].value.numel()) * 4));
+  }
+}
+
+TEST(TrainReplica, RowsAndReduceAreChecked) {
+  Context ctx;
+  train::Trainer t(ctx, tiny_copy(1));
+  auto none = [](std::vector<train::Parameter>&, double&) {};
+  expect_error([&] { t.set_replica({.row_begin = 3, .row_end = 3, .reduce = none}); },
+               {"replica rows", "batch = 16", "[3, 3)"});
+  expect_error([&] { t.set_replica({.row_begin = 8, .row_end = 17, .reduce = none}); },
+               {"replica rows", "[8, 17)"});
+  expect_error([&] { t.set_replica({.row_begin = 0, .row_end = 4}); }, {"replica.reduce"});
+  EXPECT_EQ(t.replica(), nullptr);
+  train::Batch b = t.task().train_batch(1, 0, 2);
+  expect_error([&] { t.model().forward_backward(ctx, b, {.loss_normalizer = -1}); },
+               {"options.loss_normalizer", "-1"});
 }
 
 TEST(TrainTrainer, ConfigErrorsNameTheField) {

@@ -54,6 +54,22 @@ struct CommStats {
   double wait_seconds = 0;          // blocked in MPI_Waitall / MPI_Allreduce
 };
 
+// ---- The watchdog: waiting with a deadline ----
+
+// A rank that stops without dying (SIGSTOP, a deadlock, a livelock in its own work) leaves the
+// others blocked in MPI, and mpirun sees nothing wrong. The waits of every split here poll
+// (MPI_Test) against a deadline instead of blocking. Collectives first exchange arrival notices
+// (one tiny message to and from every other rank), so a rank whose deadline passes knows which
+// ranks never reached the wait. Then the lowest rank that did reach it prints one line,
+//   headcount: error: rank 1 did not reach the gradient all-reduce of step 3 within 30 s (...)
+// and calls MPI_Abort(comm, 2): mpirun ends every rank, the stopped one included, and exits
+// non-zero. (The others abort too, silently, if that rank has not ended the job a grace period
+// later.) A deadline only a rank that waited longer than `timeout_seconds` reaches: it must
+// exceed the longest a rank can wait for a slower one's work (a step, a shard of sentences).
+struct Watchdog {
+  double timeout_seconds = 600;  // 0: no deadline (MPI's blocking waits)
+};
+
 // ---- Heads over ranks ----
 
 // Which heads rank `rank` of `ranks` holds: kv heads [kv_head_begin, + kv_heads), query heads
@@ -87,7 +103,8 @@ class HeadParallelAttention {
   // the same (each head is computed whole on one rank); W_o's sum over the concat columns is
   // regrouped (each rank's part, then the all-reduce), within the bound in docs/distributed.md.
   LayerStats forward(Context& ctx, const TensorView& x, const TensorView& out,
-                     const AttentionOptions& options = {}, CommStats* comm = nullptr) const;
+                     const AttentionOptions& options = {}, CommStats* comm = nullptr,
+                     const Watchdog& watchdog = {}) const;
 
  private:
   MPI_Comm comm_;
@@ -102,7 +119,8 @@ class HeadParallelAttention {
 // process computes (no sum crosses a rank). On other ranks only their own heads' slices of
 // out and lse are written. probs are not available.
 AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
-                               const AttentionParams& params, CommStats* comm_stats = nullptr);
+                               const AttentionParams& params, CommStats* comm_stats = nullptr,
+                               const Watchdog& watchdog = {});
 
 // ---- Sequence over ranks ----
 
@@ -130,7 +148,7 @@ RingLayout ring_layout(std::int64_t seq_len, int ranks, int rank);
 // arrive (fixed: block r, r-1, ..., r+1), so the result is the same on every run. With one
 // rank it is bitwise the streaming kernel; with more, within the bound in docs/distributed.md.
 AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params,
-                              CommStats* comm_stats = nullptr);
+                              CommStats* comm_stats = nullptr, const Watchdog& watchdog = {});
 
 // Ring attention backward, collective: params as for ring_attention, with out and lse this
 // rank's rows of the forward's results (lse required); grads this rank's rows: d_out read,
@@ -141,23 +159,8 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
 AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx,
                                                const AttentionParams& params,
                                                const AttentionGrads& grads,
-                                               CommStats* comm_stats = nullptr);
-
-// ---- The watchdog: waiting with a deadline ----
-
-// A rank that stops without dying (SIGSTOP, a deadlock, a livelock in its own work) leaves the
-// others blocked in MPI, and mpirun sees nothing wrong. The waits of the data splits below poll
-// (MPI_Test) against a deadline instead of blocking. Collectives first exchange arrival notices
-// (one tiny message to and from every other rank), so a rank whose deadline passes knows which
-// ranks never reached the wait. Then the lowest rank that did reach it prints one line,
-//   headcount: error: rank 1 did not reach the gradient all-reduce of step 3 within 30 s (...)
-// and calls MPI_Abort(comm, 2): mpirun ends every rank, the stopped one included, and exits
-// non-zero. (The others abort too, silently, if that rank has not ended the job a grace period
-// later.) A deadline only a rank that waited longer than `timeout_seconds` reaches: it must
-// exceed the longest a rank can wait for a slower one's work (a step, a shard of sentences).
-struct Watchdog {
-  double timeout_seconds = 600;  // 0: no deadline (MPI's blocking waits)
-};
+                                               CommStats* comm_stats = nullptr,
+                                               const Watchdog& watchdog = {});
 
 // ---- Data over ranks ----
 
@@ -181,19 +184,20 @@ Tensor embed_sentences(MPI_Comm comm, Context& ctx, const BertEncoder& encoder,
                        const Watchdog& watchdog = {}, CommStats* comm_stats = nullptr);
 
 struct DataParallelOptions {
-  // Gradients are summed in contiguous buckets of about this many bytes (consecutive parameters
-  // packed together; one larger parameter is a bucket of its own): one MPI_Iallreduce each,
-  // all in flight together. 25 MiB is PyTorch DDP's default.
+  // Gradients are summed in contiguous buckets: consecutive parameters packed together until a
+  // bucket holds at least this many bytes; one MPI_Iallreduce each, all in flight together.
+  // 25 MiB is PyTorch DDP's default.
   std::int64_t bucket_bytes = std::int64_t{25} << 20;
   Watchdog watchdog;
 };
 
 // Sums every Parameter::grad (and *loss, when not null) over the ranks of `comm`, in place,
 // collective. `what` names the wait in the watchdog's message ("the gradient all-reduce of
-// step 3").
+// step 3"). `scratch` (optional) holds the packed buckets, kept between calls so that a step
+// does not map fresh pages for them.
 void allreduce_gradients(MPI_Comm comm, std::vector<train::Parameter>& params, double* loss,
                          const std::string& what, const DataParallelOptions& options = {},
-                         CommStats* comm_stats = nullptr);
+                         CommStats* comm_stats = nullptr, std::vector<float>* scratch = nullptr);
 
 // Makes `trainer` rank comm's replica of a data-parallel run, collective: each step rank r
 // computes rows shard_rows(batch, P, r) of the global batch with the global batch's loss

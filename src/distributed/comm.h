@@ -1,6 +1,6 @@
 // The few MPI helpers the splits share: MPI return codes as Errors, the ranks agreeing on
 // whether every one of them may start (so a bad input on one rank stops all of them before
-// any message of the computation), shape agreement, and a sum all-reduce of floats.
+// any message of the computation), shape agreement.
 #pragma once
 
 #include <mpi.h>
@@ -23,14 +23,13 @@ int comm_rank(MPI_Comm comm);
 int comm_size(MPI_Comm comm);
 
 // Runs `local_checks` on every rank, then agrees: if it threw an Error on any rank, every rank
-// throws one (the lowest failing rank's message, prefixed with "rank k: " on the others).
-void agree(MPI_Comm comm, const std::function<void()>& local_checks);
+// throws one (the lowest failing rank's message, prefixed with "rank k: " on the others). The
+// messages wait under the watchdog.
+void agree(MPI_Comm comm, const std::function<void()>& local_checks, const Watchdog& watchdog = {});
 
 // Throws Error naming `what` unless every rank passed the same values.
-void agree_values(MPI_Comm comm, std::span<const std::int64_t> values, const char* what);
-
-// data[0, count) summed over the ranks, in place, on every rank (MPI_Allreduce, MPI_SUM).
-void allreduce_sum(MPI_Comm comm, float* data, std::int64_t count, CommStats* stats);
+void agree_values(MPI_Comm comm, std::span<const std::int64_t> values, const char* what,
+                  const Watchdog& watchdog = {});
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -14,6 +14,7 @@
 // (docs/distributed.md derives the bound).
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "distributed/comm.h"
@@ -38,38 +39,36 @@ RowShard shard_rows(i64 rows, int ranks, int rank) {
 
 void allreduce_gradients(MPI_Comm comm, std::vector<train::Parameter>& params, double* loss,
                          const std::string& what, const DataParallelOptions& options,
-                         CommStats* comm_stats) {
+                         CommStats* comm_stats, std::vector<float>* scratch) {
   HEADCOUNT_CHECK(options.bucket_bytes >= 4, "bucket_bytes", ">= 4", options.bucket_bytes);
   const auto start = std::chrono::steady_clock::now();
-  // Buckets: consecutive parameters, packed, until a bucket holds bucket_bytes.
-  struct Bucket {
-    std::size_t first = 0, last = 0;  // parameters [first, last)
-    std::vector<float> data;
-  };
-  std::vector<Bucket> buckets;
-  const i64 bucket_floats = options.bucket_bytes / 4;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const i64 n = params[i].grad.numel();
-    if (buckets.empty() || static_cast<i64>(buckets.back().data.size()) >= bucket_floats)
-      buckets.push_back({.first = i, .last = i, .data = {}});
-    Bucket& b = buckets.back();
-    const float* g = params[i].grad.data<const float>();
-    b.data.insert(b.data.end(), g, g + n);
-    b.last = i + 1;
-  }
+  // One flat buffer holds every gradient, packed in parameter order; the buckets are ranges of
+  // it: consecutive parameters until a bucket holds bucket_bytes.
+  std::vector<float> local;
+  std::vector<float>& flat = scratch ? *scratch : local;
+  i64 total = 0;
+  for (const train::Parameter& p : params) total += p.grad.numel();
+  flat.resize(static_cast<std::size_t>(total));
   std::vector<detail::SumBuffer> sums;
-  for (Bucket& b : buckets)
-    sums.push_back(
-        {.data = b.data.data(), .count = static_cast<i64>(b.data.size()), .type = MPI_FLOAT});
+  const i64 bucket_floats = options.bucket_bytes / 4;
+  i64 at = 0, bucket_begin = 0;
+  for (const train::Parameter& p : params) {
+    std::memcpy(flat.data() + at, p.grad.data<const float>(),
+                static_cast<std::size_t>(p.grad.numel()) * 4);
+    at += p.grad.numel();
+    if (at - bucket_begin >= bucket_floats || at == total) {
+      sums.push_back(
+          {.data = flat.data() + bucket_begin, .count = at - bucket_begin, .type = MPI_FLOAT});
+      bucket_begin = at;
+    }
+  }
   if (loss) sums.push_back({.data = loss, .count = 1, .type = MPI_DOUBLE});
   detail::allreduce_sum_watched(comm, sums, options.watchdog, what, comm_stats);
-  for (const Bucket& b : buckets) {
-    const float* src = b.data.data();
-    for (std::size_t i = b.first; i < b.last; ++i) {
-      const i64 n = params[i].grad.numel();
-      std::memcpy(params[i].grad.data<float>(), src, static_cast<std::size_t>(n) * 4);
-      src += n;
-    }
+  at = 0;
+  for (train::Parameter& p : params) {
+    std::memcpy(p.grad.data<float>(), flat.data() + at,
+                static_cast<std::size_t>(p.grad.numel()) * 4);
+    at += p.grad.numel();
   }
   if (comm_stats) comm_stats->total_seconds += detail::seconds_since(start);
 }
@@ -93,17 +92,21 @@ void make_data_parallel(MPI_Comm comm, train::Trainer& trainer, const DataParall
                         CommStats* comm_stats) {
   const int rank = detail::comm_rank(comm), size = detail::comm_size(comm);
   const i64 batch = trainer.config().batch;
-  detail::agree(comm, [&] {
-    HEADCOUNT_CHECK(size <= batch, "ranks",
-                    concat("at most batch = ", batch, " (each rank trains on >= 1 row)"), size);
-    HEADCOUNT_CHECK(options.bucket_bytes >= 4, "bucket_bytes", ">= 4", options.bucket_bytes);
-    HEADCOUNT_CHECK(options.watchdog.timeout_seconds >= 0, "timeout", ">= 0 seconds",
-                    options.watchdog.timeout_seconds);
-  });
+  detail::agree(
+      comm,
+      [&] {
+        HEADCOUNT_CHECK(size <= batch, "ranks",
+                        concat("at most batch = ", batch, " (each rank trains on >= 1 row)"), size);
+        HEADCOUNT_CHECK(options.bucket_bytes >= 4, "bucket_bytes", ">= 4", options.bucket_bytes);
+        HEADCOUNT_CHECK(options.watchdog.timeout_seconds >= 0, "timeout", ">= 0 seconds",
+                        options.watchdog.timeout_seconds);
+      },
+      options.watchdog);
   const i64 shape[] = {batch, trainer.step(), trainer.config().steps,
                        static_cast<i64>(trainer.model().parameters().size()),
                        parameter_hash(trainer.model().parameters())};
-  detail::agree_values(comm, shape, "data parallel (batch, step, steps, parameters, their hash)");
+  detail::agree_values(comm, shape, "data parallel (batch, step, steps, parameters, their hash)",
+                       options.watchdog);
   const RowShard rows = shard_rows(batch, size, rank);
   trainer.set_replica({.row_begin = rows.begin,
                        .row_end = rows.end,

@@ -30,13 +30,16 @@ Tensor embed_sentences(MPI_Comm comm, Context& ctx, const BertEncoder& encoder,
   const int rank = detail::comm_rank(comm), size = detail::comm_size(comm);
   const i64 count = static_cast<i64>(texts.size()), d = encoder.dim();
   const auto start = std::chrono::steady_clock::now();
-  detail::agree(comm, [&] {
-    check(count >= 1, "texts", "at least one sentence", "none");
-    check(options.batch_size >= 1, "batch size", ">= 1", options.batch_size);
-    check(watchdog.timeout_seconds >= 0, "timeout", ">= 0 seconds", watchdog.timeout_seconds);
-  });
+  detail::agree(
+      comm,
+      [&] {
+        check(count >= 1, "texts", "at least one sentence", "none");
+        check(options.batch_size >= 1, "batch size", ">= 1", options.batch_size);
+        check(watchdog.timeout_seconds >= 0, "timeout", ">= 0 seconds", watchdog.timeout_seconds);
+      },
+      watchdog);
   const i64 shape[] = {count, d};
-  detail::agree_values(comm, shape, "sentences and embedding dim");
+  detail::agree_values(comm, shape, "sentences and embedding dim", watchdog);
 
   const RowShard mine = shard_rows(count, size, rank);
   Tensor local;

@@ -7,10 +7,12 @@
 //   → MPI_Allreduce(sum) → out [B, n, d] on every rank.
 // The one message per forward is the all-reduce of B * n * d floats.
 #include <algorithm>
+#include <array>
 #include <utility>
 #include <vector>
 
 #include "distributed/comm.h"
+#include "distributed/watchdog.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
 
@@ -125,51 +127,57 @@ HeadParallelAttention::HeadParallelAttention(MPI_Comm comm, const MultiHeadAtten
 HeadParallelAttention::~HeadParallelAttention() = default;
 
 LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, const TensorView& out,
-                                          const AttentionOptions& options, CommStats* comm) const {
+                                          const AttentionOptions& options, CommStats* comm,
+                                          const Watchdog& watchdog) const {
   const auto start = std::chrono::steady_clock::now();
   const auto& c = config_;
   const HeadSplit& s = split_;
   AttentionOptions lo = options;
-  detail::agree(comm_, [&] {
-    HEADCOUNT_CHECK(options.probs_mode == ProbsMode::none, "probs_mode",
-                    "none (a head-parallel layer does not gather probabilities)",
-                    "per_head or averaged");
-    HEADCOUNT_CHECK(x.rank == 3 && x.shape[2] == c.d_model, "x",
-                    concat("[batch, seq_len, ", c.d_model, "]"), x.shape_string());
-    HEADCOUNT_CHECK(
-        !out.empty() && out.rank == 3 && out.dtype == DType::f32 && out.shape[0] == x.shape[0] &&
-            out.shape[1] == x.shape[1] && out.shape[2] == c.d_model,
-        "out", concat("an f32 tensor [", x.shape[0], ", ", x.shape[1], ", ", c.d_model, "]"),
-        out.shape_string());
-    if (!options.head_mask.empty()) {
-      HEADCOUNT_CHECK(static_cast<i64>(options.head_mask.size()) == c.heads, "head_mask",
-                      concat(c.heads, " entries (one per head of the whole layer)"),
-                      options.head_mask.size());
-      lo.head_mask = options.head_mask.subspan(static_cast<std::size_t>(s.head_begin),
-                                               static_cast<std::size_t>(s.heads));
-    }
-    if (!options.bias.empty()) {
-      HEADCOUNT_CHECK(options.bias.rank == 4 &&
-                          (options.bias.shape[1] == c.heads || options.bias.shape[1] == 1),
-                      "bias", concat("[batch or 1, ", c.heads, " or 1, q_len, kv_len]"),
-                      options.bias.shape_string());
-      if (options.bias.shape[1] == c.heads)
-        lo.bias = head_slice(options.bias, 1, s.head_begin, s.heads);
-    }
-    // This rank's lse, checked here with the others rather than by the local layer alone (a
-    // rank throwing there would leave the others waiting in the all-reduce).
-    if (!options.lse.empty())
-      HEADCOUNT_CHECK(options.lse.rank == 3 && options.lse.dtype == DType::f32 &&
-                          options.lse.shape[0] == x.shape[0] && options.lse.shape[1] == s.heads &&
-                          options.lse.shape[2] == x.shape[1],
-                      "lse",
-                      concat("an f32 tensor [", x.shape[0], ", ", s.heads, ", ", x.shape[1],
-                             "] (this rank's heads)"),
-                      options.lse.shape_string());
-  });
+  detail::agree(
+      comm_,
+      [&] {
+        HEADCOUNT_CHECK(options.probs_mode == ProbsMode::none, "probs_mode",
+                        "none (a head-parallel layer does not gather probabilities)",
+                        "per_head or averaged");
+        HEADCOUNT_CHECK(x.rank == 3 && x.shape[2] == c.d_model, "x",
+                        concat("[batch, seq_len, ", c.d_model, "]"), x.shape_string());
+        HEADCOUNT_CHECK(
+            !out.empty() && out.rank == 3 && out.dtype == DType::f32 &&
+                out.shape[0] == x.shape[0] && out.shape[1] == x.shape[1] &&
+                out.shape[2] == c.d_model,
+            "out", concat("an f32 tensor [", x.shape[0], ", ", x.shape[1], ", ", c.d_model, "]"),
+            out.shape_string());
+        if (!options.head_mask.empty()) {
+          HEADCOUNT_CHECK(static_cast<i64>(options.head_mask.size()) == c.heads, "head_mask",
+                          concat(c.heads, " entries (one per head of the whole layer)"),
+                          options.head_mask.size());
+          lo.head_mask = options.head_mask.subspan(static_cast<std::size_t>(s.head_begin),
+                                                   static_cast<std::size_t>(s.heads));
+        }
+        if (!options.bias.empty()) {
+          HEADCOUNT_CHECK(options.bias.rank == 4 &&
+                              (options.bias.shape[1] == c.heads || options.bias.shape[1] == 1),
+                          "bias", concat("[batch or 1, ", c.heads, " or 1, q_len, kv_len]"),
+                          options.bias.shape_string());
+          if (options.bias.shape[1] == c.heads)
+            lo.bias = head_slice(options.bias, 1, s.head_begin, s.heads);
+        }
+        // This rank's lse, checked here with the others rather than by the local layer alone (a
+        // rank throwing there would leave the others waiting in the all-reduce).
+        if (!options.lse.empty())
+          HEADCOUNT_CHECK(options.lse.rank == 3 && options.lse.dtype == DType::f32 &&
+                              options.lse.shape[0] == x.shape[0] &&
+                              options.lse.shape[1] == s.heads && options.lse.shape[2] == x.shape[1],
+                          "lse",
+                          concat("an f32 tensor [", x.shape[0], ", ", s.heads, ", ", x.shape[1],
+                                 "] (this rank's heads)"),
+                          options.lse.shape_string());
+      },
+      watchdog);
   std::vector<i64> shape{x.shape[0], x.shape[1], options.causal, options.window_left,
                          options.window_right};
-  detail::agree(comm_, [&] { detail::agree_values(comm_, shape, "x shape and masks"); });
+  detail::agree(
+      comm_, [&] { detail::agree_values(comm_, shape, "x shape and masks", watchdog); }, watchdog);
 
   // The partial sum of this rank's heads, in `out` itself when its rows are contiguous.
   const i64 count = x.shape[0] * x.shape[1] * c.d_model;
@@ -178,7 +186,9 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
   if (!in_place) partial = Tensor(DType::f32, {x.shape[0], x.shape[1], c.d_model});
   const TensorView target = in_place ? out : partial.view();
   LayerStats stats = local_->forward(ctx, x, target, lo);
-  detail::allreduce_sum(comm_, target.ptr<float>(), count, comm);
+  const detail::SumBuffer sum[] = {
+      {.data = target.ptr<float>(), .count = count, .type = MPI_FLOAT}};
+  detail::allreduce_sum_watched(comm_, sum, watchdog, "the all-reduce after W_o", comm);
   if (!in_place)
     for (i64 b = 0; b < x.shape[0]; ++b)
       for (i64 t = 0; t < x.shape[1]; ++t)
@@ -189,21 +199,26 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
 }
 
 AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
-                               const AttentionParams& params, CommStats* comm_stats) {
+                               const AttentionParams& params, CommStats* comm_stats,
+                               const Watchdog& watchdog) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = detail::comm_rank(comm), ranks = detail::comm_size(comm);
   AttentionShape shape;
   HeadSplit split;
-  detail::agree(comm, [&] {
-    HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
-                    "none (--distributed heads does not gather probabilities)",
-                    "per_head or averaged");
-    shape = validate(params);
-    split = split_heads(shape.heads, shape.kv_heads, ranks, rank);
-  });
+  detail::agree(
+      comm,
+      [&] {
+        HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
+                        "none (--distributed heads does not gather probabilities)",
+                        "per_head or averaged");
+        shape = validate(params);
+        split = split_heads(shape.heads, shape.kv_heads, ranks, rank);
+      },
+      watchdog);
   const std::vector<i64> dims{shape.batch,    shape.q_len,    shape.kv_len,    shape.heads,
                               shape.kv_heads, shape.head_dim, shape.v_head_dim};
-  detail::agree(comm, [&] { detail::agree_values(comm, dims, "attention shape"); });
+  detail::agree(
+      comm, [&] { detail::agree_values(comm, dims, "attention shape", watchdog); }, watchdog);
 
   // This rank's heads: views, no copies. A bias per head is sliced too.
   AttentionParams local = params;
@@ -249,16 +264,23 @@ AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
   const auto wait_start = std::chrono::steady_clock::now();
   if (rank == 0) {
     for (int r = 1; r < ranks; ++r) {
-      detail::check_mpi(MPI_Recv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 0, comm,
-                                 MPI_STATUS_IGNORE),
-                        "Recv");
+      MPI_Request request;
+      detail::check_mpi(
+          MPI_Irecv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 0, comm, &request),
+          "Irecv");
+      detail::wait_watched(comm, {&request, 1}, std::array{r}, watchdog,
+                           "the gathering of the heads' outputs on rank 0", nullptr);
       pack(split_heads(shape.heads, shape.kv_heads, ranks, r), true);
       if (comm_stats) comm_stats->bytes_received += floats * 4;
     }
   } else {
     pack(split, false);
-    detail::check_mpi(MPI_Send(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 0, comm),
-                      "Send");
+    MPI_Request request;
+    detail::check_mpi(
+        MPI_Isend(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 0, comm, &request),
+        "Isend");
+    detail::wait_watched(comm, {&request, 1}, std::array{0}, watchdog,
+                         "the gathering of the heads' outputs (rank 0 receiving)", nullptr);
     if (comm_stats) {
       comm_stats->bytes_sent += floats * 4;
       comm_stats->messages += 1;

@@ -26,6 +26,7 @@
 
 #include "distributed/comm.h"
 #include "distributed/ring_plan.h"
+#include "distributed/watchdog.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
 #include "kernels/lse_merge.h"
@@ -84,44 +85,53 @@ void unpack(const float* src, const TensorView& t) {
         for (i64 d = 0; d < t.shape[3]; ++d) t.ptr<float>()[t.offset({b, r, h, d})] = *src++;
 }
 
-RingCall check_ring_call(MPI_Comm comm, const AttentionParams& params, bool need_lse) {
+RingCall check_ring_call(MPI_Comm comm, const AttentionParams& params, bool need_lse,
+                         const Watchdog& watchdog) {
   const int rank = comm_rank(comm), P = comm_size(comm);
   RingCall call;
   call.base = params;
   call.base.key_lengths = {};
   AttentionShape& s = call.shape;
-  agree(comm, [&] {
-    HEADCOUNT_CHECK(params.window_left < 0 && params.window_right < 0, "window",
-                    "unbounded on both sides (ring attention has no sliding window)",
-                    concat(params.window_left, ", ", params.window_right));
-    HEADCOUNT_CHECK(params.bias.empty(), "bias", "none (ring attention takes no additive bias)",
-                    params.bias.shape_string());
-    HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
-                    "none (ring attention never forms the whole probability matrix)",
-                    "per_head or averaged");
-    if (need_lse)
-      HEADCOUNT_CHECK(!params.lse.empty(), "lse", "the forward's lse (the backward reads it)",
-                      "none");
-    s = validate(call.base);
-    HEADCOUNT_CHECK(s.q_len == s.kv_len, "kv_len",
-                    concat("q_len = ", s.q_len, " (ring attention is self-attention)"), s.kv_len);
-    HEADCOUNT_CHECK(s.q_len % 2 == 0, "q_len", "an even number of local rows (two zig-zag chunks)",
-                    s.q_len);
-    call.layout = ring_layout(s.q_len * P, P, rank);
-    if (!params.key_lengths.empty()) {
-      HEADCOUNT_CHECK(static_cast<i64>(params.key_lengths.size()) == s.batch, "key_lengths",
-                      concat(s.batch, " entries (one per batch element)"),
-                      params.key_lengths.size());
-      for (std::size_t b = 0; b < params.key_lengths.size(); ++b)
-        HEADCOUNT_CHECK(params.key_lengths[b] >= 0 && params.key_lengths[b] <= call.layout.seq_len,
-                        concat("key_lengths[", b, "]"),
-                        concat("0 to seq_len = ", call.layout.seq_len), params.key_lengths[b]);
-    }
-  });
+  agree(
+      comm,
+      [&] {
+        HEADCOUNT_CHECK(params.window_left < 0 && params.window_right < 0, "window",
+                        "unbounded on both sides (ring attention has no sliding window)",
+                        concat(params.window_left, ", ", params.window_right));
+        HEADCOUNT_CHECK(params.bias.empty(), "bias", "none (ring attention takes no additive bias)",
+                        params.bias.shape_string());
+        HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode",
+                        "none (ring attention never forms the whole probability matrix)",
+                        "per_head or averaged");
+        if (need_lse)
+          HEADCOUNT_CHECK(!params.lse.empty(), "lse", "the forward's lse (the backward reads it)",
+                          "none");
+        s = validate(call.base);
+        HEADCOUNT_CHECK(s.q_len == s.kv_len, "kv_len",
+                        concat("q_len = ", s.q_len, " (ring attention is self-attention)"),
+                        s.kv_len);
+        HEADCOUNT_CHECK(s.q_len % 2 == 0, "q_len",
+                        "an even number of local rows (two zig-zag chunks)", s.q_len);
+        call.layout = ring_layout(s.q_len * P, P, rank);
+        if (!params.key_lengths.empty()) {
+          HEADCOUNT_CHECK(static_cast<i64>(params.key_lengths.size()) == s.batch, "key_lengths",
+                          concat(s.batch, " entries (one per batch element)"),
+                          params.key_lengths.size());
+          for (std::size_t b = 0; b < params.key_lengths.size(); ++b)
+            HEADCOUNT_CHECK(
+                params.key_lengths[b] >= 0 && params.key_lengths[b] <= call.layout.seq_len,
+                concat("key_lengths[", b, "]"), concat("0 to seq_len = ", call.layout.seq_len),
+                params.key_lengths[b]);
+        }
+      },
+      watchdog);
   std::vector<i64> same{s.batch,    s.q_len,      s.heads,       s.kv_heads,
                         s.head_dim, s.v_head_dim, params.causal, !params.lse.empty()};
   for (i64 kl : params.key_lengths) same.push_back(kl);
-  agree(comm, [&] { agree_values(comm, same, "ring attention shapes, masks and key_lengths"); });
+  agree(
+      comm,
+      [&] { agree_values(comm, same, "ring attention shapes, masks and key_lengths", watchdog); },
+      watchdog);
   return call;
 }
 
@@ -154,10 +164,10 @@ void block_key_lengths(const RingLayout& lay, int source, std::span<const i64> k
 using detail::slice;
 
 AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params,
-                              CommStats* comm_stats) {
+                              CommStats* comm_stats, const Watchdog& watchdog) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = detail::comm_rank(comm), P = detail::comm_size(comm);
-  const detail::RingCall call = detail::check_ring_call(comm, params, false);
+  const detail::RingCall call = detail::check_ring_call(comm, params, false, watchdog);
   const AttentionShape& s = call.shape;
   const RingLayout& lay = call.layout;
   const AttentionParams& base = call.base;
@@ -283,9 +293,9 @@ AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams
     }
 
     if (posted) {
-      const auto wait_start = std::chrono::steady_clock::now();
-      detail::check_mpi(MPI_Waitall(posted, requests, MPI_STATUSES_IGNORE), "Waitall");
-      if (comm_stats) comm_stats->wait_seconds += detail::seconds_since(wait_start);
+      const int peers[2] = {left, right};
+      detail::wait_watched(comm, {requests, 2}, peers, watchdog,
+                           concat("the K/V blocks of ring step ", t), comm_stats);
     }
   }
 

@@ -17,6 +17,7 @@
 
 #include "distributed/comm.h"
 #include "distributed/ring_plan.h"
+#include "distributed/watchdog.h"
 #include "headcount/attention_backward.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
@@ -29,15 +30,19 @@ using detail::slice;
 
 AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx,
                                                const AttentionParams& params,
-                                               const AttentionGrads& grads, CommStats* comm_stats) {
+                                               const AttentionGrads& grads, CommStats* comm_stats,
+                                               const Watchdog& watchdog) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = detail::comm_rank(comm), P = detail::comm_size(comm);
-  const detail::RingCall call = detail::check_ring_call(comm, params, true);
-  detail::agree(comm, [&] {
-    HEADCOUNT_CHECK(grads.d_bias.empty(), "d_bias", "none (ring attention takes no bias)",
-                    grads.d_bias.shape_string());
-    validate_backward(call.base, grads);
-  });
+  const detail::RingCall call = detail::check_ring_call(comm, params, true, watchdog);
+  detail::agree(
+      comm,
+      [&] {
+        HEADCOUNT_CHECK(grads.d_bias.empty(), "d_bias", "none (ring attention takes no bias)",
+                        grads.d_bias.shape_string());
+        validate_backward(call.base, grads);
+      },
+      watchdog);
   const AttentionShape& s = call.shape;
   const RingLayout& lay = call.layout;
   const i64 B = s.batch, L2 = lay.local_rows(), H = s.heads, Hkv = s.kv_heads, D = s.head_dim,
@@ -71,9 +76,9 @@ AttentionBackwardStats ring_attention_backward(MPI_Comm comm, Context& ctx,
     }
   };
   auto wait = [&](MPI_Request* requests) {
-    const auto wait_start = std::chrono::steady_clock::now();
-    detail::check_mpi(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "Waitall");
-    if (comm_stats) comm_stats->wait_seconds += detail::seconds_since(wait_start);
+    const int peers[2] = {left, right};
+    detail::wait_watched(comm, {requests, 2}, peers, watchdog, "a block of the ring backward",
+                         comm_stats);
   };
 
   for (int t = 0; t < P; ++t) {

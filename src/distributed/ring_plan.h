@@ -20,7 +20,8 @@ struct RingCall {
   RingLayout layout;
   AttentionParams base;  // params without key_lengths (those are per block)
 };
-RingCall check_ring_call(MPI_Comm comm, const AttentionParams& params, bool need_lse);
+RingCall check_ring_call(MPI_Comm comm, const AttentionParams& params, bool need_lse,
+                         const Watchdog& watchdog);
 
 // Step t of rank r, holding the block of rank `source`: queries [q_begin, q_end) of this rank
 // meet the block's keys [0, kv_rows); `causal`: step 0's own causal mask.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -99,8 +100,9 @@ void wait_watched(MPI_Comm comm, std::span<MPI_Request> requests, std::span<cons
   if (stats) stats->wait_seconds += seconds_since(begin);
 }
 
-void allreduce_sum_watched(MPI_Comm comm, std::span<const SumBuffer> buffers,
-                           const Watchdog& watchdog, const std::string& what, CommStats* stats) {
+void collective_watched(MPI_Comm comm, const Watchdog& watchdog, const std::string& what,
+                        CommStats* stats,
+                        const std::function<void(std::vector<MPI_Request>&)>& post) {
   const int rank = comm_rank(comm), size = comm_size(comm);
   std::vector<MPI_Request> requests;
   std::vector<int> peers;
@@ -120,26 +122,52 @@ void allreduce_sum_watched(MPI_Comm comm, std::span<const SumBuffer> buffers,
       check_mpi(MPI_Isend(&sent, 1, MPI_INT, q, kArrivalTag, comm, &requests.back()), "Isend");
     }
   }
-  for (const SumBuffer& b : buffers) {
+  std::vector<MPI_Request> posted;
+  post(posted);
+  requests.insert(requests.end(), posted.begin(), posted.end());
+  peers.resize(requests.size(), -1);
+  wait_watched(comm, requests, peers, watchdog, what, stats);
+}
+
+void allreduce_sum_watched(MPI_Comm comm, std::span<const SumBuffer> buffers,
+                           const Watchdog& watchdog, const std::string& what, CommStats* stats) {
+  collective_watched(comm, watchdog, what, stats, [&](std::vector<MPI_Request>& requests) {
+    for (const SumBuffer& b : buffers) {
+      int type_size = 0;
+      check_mpi(MPI_Type_size(b.type, &type_size), "Type_size");
+      char* data = static_cast<char*>(b.data);
+      for (std::int64_t done = 0; done < b.count;) {
+        const int n =
+            static_cast<int>(std::min<std::int64_t>(b.count - done, std::int64_t{1} << 30));
+        requests.emplace_back();
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data + done * type_size, n, b.type, MPI_SUM, comm,
+                                 &requests.back()),
+                  "Iallreduce");
+        done += n;
+      }
+      if (stats) {
+        stats->bytes_sent += b.count * type_size;
+        stats->bytes_received += b.count * type_size;
+        stats->messages += 1;
+      }
+    }
+  });
+}
+
+void bcast_watched(MPI_Comm comm, void* data, std::int64_t count, MPI_Datatype type, int root,
+                   const Watchdog& watchdog, const std::string& what, CommStats* stats) {
+  collective_watched(comm, watchdog, what, stats, [&](std::vector<MPI_Request>& requests) {
     int type_size = 0;
-    check_mpi(MPI_Type_size(b.type, &type_size), "Type_size");
-    char* data = static_cast<char*>(b.data);
-    for (std::int64_t done = 0; done < b.count;) {
-      const int n = static_cast<int>(std::min<std::int64_t>(b.count - done, std::int64_t{1} << 30));
+    check_mpi(MPI_Type_size(type, &type_size), "Type_size");
+    char* bytes = static_cast<char*>(data);
+    for (std::int64_t done = 0; done < count;) {
+      const int n = static_cast<int>(std::min<std::int64_t>(count - done, std::int64_t{1} << 30));
       requests.emplace_back();
-      peers.push_back(-1);
-      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data + done * type_size, n, b.type, MPI_SUM, comm,
-                               &requests.back()),
-                "Iallreduce");
+      check_mpi(MPI_Ibcast(bytes + done * type_size, n, type, root, comm, &requests.back()),
+                "Ibcast");
       done += n;
     }
-    if (stats) {
-      stats->bytes_sent += b.count * type_size;
-      stats->bytes_received += b.count * type_size;
-      stats->messages += 1;
-    }
-  }
-  wait_watched(comm, requests, peers, watchdog, what, stats);
+  });
 }
 
 }  // namespace headcount::distributed::detail

@@ -5,8 +5,10 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "headcount/distributed.h"
 
@@ -32,5 +34,15 @@ struct SumBuffer {
 // the data-parallel test checks that the parameters stay bitwise equal across ranks).
 void allreduce_sum_watched(MPI_Comm comm, std::span<const SumBuffer> buffers,
                            const Watchdog& watchdog, const std::string& what, CommStats* stats);
+
+// A collective watched: the arrival notices, then `post` appends the collective's own requests
+// (non-blocking: MPI_Iallreduce, MPI_Ibcast, ...), then wait_watched on all of them.
+void collective_watched(MPI_Comm comm, const Watchdog& watchdog, const std::string& what,
+                        CommStats* stats,
+                        const std::function<void(std::vector<MPI_Request>&)>& post);
+
+// MPI_Bcast from `root`, watched (MPI_Ibcast in pieces of at most 2^30 elements).
+void bcast_watched(MPI_Comm comm, void* data, std::int64_t count, MPI_Datatype type, int root,
+                   const Watchdog& watchdog, const std::string& what, CommStats* stats);
 
 }  // namespace headcount::distributed::detail

@@ -12,8 +12,8 @@ Usage: cli_data_check.py HEADCOUNT MPIEXEC RANKS
     equal, summed in another grouping in double), the later steps reported (their parameters
     differ by the rounding of the regrouped gradient sums; test_data_parallel.cpp compares
     every step from the same parameters);
-  - a run that cannot start (more ranks than rows in a batch; --parallel heads) exits 2 with
-    headcount's one line, once, and writes no checkpoint.
+  - a run that cannot start (embed without its input file; more ranks than rows in a batch;
+    --parallel heads) exits 2 with headcount's one line, once, and writes no file.
 """
 import json
 import os
@@ -121,6 +121,11 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # ---- runs that cannot start ----
     bad = os.path.join(tmp, "bad")
+    r = run(["embed", os.path.join(tmp, "no-such-file.txt"), "--format", "npy", "--out", bad,
+             "--distributed"], ranks)
+    lines = [line for line in r.stderr.splitlines() if line.startswith("headcount: error")]
+    expect(r.returncode == 2 and len(lines) == 1 and "no-such-file.txt" in lines[0]
+           and not os.path.exists(bad), f"embed --distributed, no input file: exit 2, one line: {lines}")
     if ranks >= 2:
         small = os.path.join(tmp, "small.json")
         with open(small, "w") as f:

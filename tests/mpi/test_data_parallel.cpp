@@ -92,8 +92,8 @@ TEST(DataParallel, RowsComputeTheSameAloneAsInTheGlobalBatch) {
 // The all-reduce in buckets: each element is the sum of the ranks' gradients. Against the sum
 // in float64 of every rank's gradient (gathered): any order of summing P floats errs by at most
 // gamma_{P-1} * sum |g_r| (Higham 4.2), so a bucket misplaced, dropped or summed twice fails
-// (an error of order |g|). With one rank: bitwise. Buckets of 1000 bytes: every parameter of
-// more than 250 values is a bucket of its own and the small ones share buckets.
+// (an error of order |g|). With one rank: bitwise. Buckets of 1000 bytes: some hold one
+// parameter, others several small ones (LayerNorm and bias vectors of 32 values).
 TEST(DataParallel, GradientBucketsSumTheRanksGradients) {
   const train::TrainConfig c = tiny_copy(1);
   Context ctx({.threads = 1});
@@ -158,8 +158,8 @@ TEST(DataParallel, GradientBucketsSumTheRanksGradients) {
 // the all-reduce sums P such doubles. Each is within gamma_{N-1} resp. gamma_{N_r + P} (one
 // more rounding for the product) of the exact sum times 1/S, and the terms are positive, so
 //   |loss_P - loss_1| <= (gamma_N + gamma_{N + P + 1}) * loss_1 * (1 + gamma_N)
-// in double (u = 2^-53). Rows taken twice or missed change the loss by about loss / N (> 10^-4
-// here): far outside. After each step every rank holds the same parameter bits.
+// in double (u = 2^-53). A row taken twice or missed changes the loss by about its share,
+// loss / batch: far outside. After each step every rank holds the same parameter bits.
 TEST(DataParallel, EveryStepsLossEqualsOneProcessOnTheGlobalBatch) {
   constexpr i64 kSteps = 4;
   const train::TrainConfig c = tiny_copy(kSteps);

@@ -21,7 +21,8 @@ using AttentionCompute = std::function<void(Kernel kernel, const AttentionParams
 // rank serves that compute. Ends MPI. Errors: an Error on rank 0 before the computation
 // reaches every rank (which then exit 2 without a word); mode other than heads or ring, or a
 // build without MPI: Error.
-void run_distributed_attention(const std::string& mode,
+// timeout_seconds: the watchdog's (headcount::distributed::Watchdog; 0: none).
+void run_distributed_attention(const std::string& mode, double timeout_seconds,
                                const std::function<void(const AttentionCompute&)>& rank0);
 
 }  // namespace headcount::cli

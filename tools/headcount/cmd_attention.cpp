@@ -43,6 +43,7 @@ struct AttentionCliOptions {
   bool causal = false;
   int threads = 1;
   std::string distributed;  // "", heads or ring (under mpirun)
+  double timeout = 600;     // --timeout, the watchdog's (with --distributed)
   std::int64_t window_left = -1, window_right = -1;
 };
 
@@ -226,7 +227,7 @@ void run_attention(const AttentionCliOptions& o, bool kernel_given,
 }  // namespace
 
 #ifndef HEADCOUNT_HAVE_MPI
-void run_distributed_attention(const std::string& mode,
+void run_distributed_attention(const std::string& mode, double,
                                const std::function<void(const AttentionCompute&)>&) {
   fail("--distributed",
        detail::concat(
@@ -272,11 +273,15 @@ void register_attention(CLI::App& app) {
                   "Under mpirun: split the heads (heads) or the sequence (ring) over the ranks; "
                   "rank 0 reads and "
                   "writes the files");
+  cmd->add_option("--timeout", o->timeout,
+                  "With --distributed: seconds a rank waits for the others before the job is "
+                  "ended, naming the rank that did not arrive (0: forever)")
+      ->capture_default_str();
 
   cmd->callback([o, cmd] {
     const bool kernel_given = cmd->count("--kernel") > 0;
     if (o->distributed.empty()) return run_attention(*o, kernel_given);
-    run_distributed_attention(o->distributed, [&](const AttentionCompute& compute) {
+    run_distributed_attention(o->distributed, o->timeout, [&](const AttentionCompute& compute) {
       run_attention(*o, kernel_given, &compute);
     });
   });

@@ -13,7 +13,9 @@
 //      out in step 3 and its rows of dq, dk, dv (ring_attention_backward) come back here.
 // A rank that dies: MPI_COMM_WORLD keeps MPI's default handler (errors are fatal), and
 // mpirun ends the whole job, naming the rank (docs/distributed.md; tested by
-// tests/mpi/rank_kill_check.py).
+// tests/mpi/rank_kill_check.py). A rank that stops without dying: every wait here and in the
+// splits is under the watchdog (--timeout), which names it and aborts the job
+// (tests/mpi/rank_hang_check.py).
 #include "attention_distributed.h"
 
 #include <mpi.h>
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "distributed/mpi_cli.h"
+#include "distributed/watchdog.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
 
@@ -45,7 +48,7 @@ void check_mpi(int rc, const char* what) {
 
 // Runs `checks` (may throw) on rank 0, nothing on the others; then either all go on or all
 // throw rank 0's Error. Collective.
-void agree_with_rank0(const std::function<void()>& checks) {
+void agree_with_rank0(const std::function<void()>& checks, const dist::Watchdog& watchdog) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::string message;
@@ -57,19 +60,34 @@ void agree_with_rank0(const std::function<void()>& checks) {
     }
   }
   int length = static_cast<int>(message.size());
-  check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD), "Bcast");
+  dist::detail::bcast_watched(MPI_COMM_WORLD, &length, 1, MPI_INT, 0, watchdog,
+                              "rank 0's checks of the inputs", nullptr);
   if (length == 0) return;
   message.resize(static_cast<std::size_t>(length));
-  check_mpi(MPI_Bcast(message.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD), "Bcast");
+  dist::detail::bcast_watched(MPI_COMM_WORLD, message.data(), length, MPI_CHAR, 0, watchdog,
+                              "rank 0's checks of the inputs", nullptr);
   throw Error(message);
 }
 
-void bcast_floats(float* data, i64 count) {
-  for (i64 done = 0; done < count;) {
-    const int n = static_cast<int>(std::min<i64>(count - done, i64{1} << 30));
-    check_mpi(MPI_Bcast(data + done, n, MPI_FLOAT, 0, MPI_COMM_WORLD), "Bcast");
-    done += n;
-  }
+void bcast_floats(float* data, i64 count, const dist::Watchdog& watchdog) {
+  dist::detail::bcast_watched(MPI_COMM_WORLD, data, count, MPI_FLOAT, 0, watchdog,
+                              "the broadcast of the inputs", nullptr);
+}
+
+// A point-to-point message with rank `peer`, sent or received, waited for under the watchdog.
+void exchange(float* data, i64 count, int peer, int tag, bool receive,
+              const dist::Watchdog& watchdog, const char* what) {
+  MPI_Request request;
+  if (receive)
+    check_mpi(
+        MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &request),
+        "Irecv");
+  else
+    check_mpi(
+        MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &request),
+        "Isend");
+  const int peers[1] = {peer};
+  dist::detail::wait_watched(MPI_COMM_WORLD, {&request, 1}, peers, watchdog, what, nullptr);
 }
 
 // The header of step 2: everything a rank needs besides the tensors.
@@ -166,16 +184,18 @@ i64 numel(const std::vector<i64>& shape) {
 
 // Steps 2-5 on every rank. On rank 0 `whole` is the command's params (inputs read, outputs
 // to fill); on the others it is built here from the header and the messages.
-void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_grads) {
+void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_grads,
+           const dist::Watchdog& watchdog) {
   int rank = 0, P = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   std::vector<i64> packed = rank == 0 ? h.pack() : std::vector<i64>{};
   i64 size = static_cast<i64>(packed.size());
-  check_mpi(MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "Bcast");
+  dist::detail::bcast_watched(MPI_COMM_WORLD, &size, 1, MPI_INT64_T, 0, watchdog,
+                              "the broadcast of the header", nullptr);
   packed.resize(static_cast<std::size_t>(size));
-  check_mpi(MPI_Bcast(packed.data(), static_cast<int>(size), MPI_INT64_T, 0, MPI_COMM_WORLD),
-            "Bcast");
+  dist::detail::bcast_watched(MPI_COMM_WORLD, packed.data(), size, MPI_INT64_T, 0, watchdog,
+                              "the broadcast of the header", nullptr);
   if (rank != 0) h = Header::unpack(packed);
 
   Context ctx(ContextOptions{.threads = static_cast<int>(h.threads)});
@@ -208,11 +228,11 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
       if (h.has_lse) p.lse = lse.view();
     }
     // The command's inputs are contiguous tensors (read_npy_f32): broadcast in place.
-    bcast_floats(p.q.ptr<float>(), numel(h.q));
-    bcast_floats(p.k.ptr<float>(), numel(h.k));
-    bcast_floats(p.v.ptr<float>(), numel(h.v));
-    if (!h.bias.empty()) bcast_floats(p.bias.ptr<float>(), numel(h.bias));
-    dist::attention_heads(MPI_COMM_WORLD, ctx, h.kernel, p, &comm);
+    bcast_floats(p.q.ptr<float>(), numel(h.q), watchdog);
+    bcast_floats(p.k.ptr<float>(), numel(h.k), watchdog);
+    bcast_floats(p.v.ptr<float>(), numel(h.v), watchdog);
+    if (!h.bias.empty()) bcast_floats(p.bias.ptr<float>(), numel(h.bias), watchdog);
+    dist::attention_heads(MPI_COMM_WORLD, ctx, h.kernel, p, &comm, watchdog);
   } else {
     const i64 D = h.q[3];
     std::vector<float> buffer;
@@ -234,14 +254,12 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
         zigzag_rows(whole->v, lay, cursor, false);
         if (h.has_grads) zigzag_rows(whole_grads->d_out, lay, cursor, false);
         if (r != 0)
-          check_mpi(
-              MPI_Send(buffer.data(), static_cast<int>(in_floats), MPI_FLOAT, r, 1, MPI_COMM_WORLD),
-              "Send");
+          exchange(buffer.data(), in_floats, r, 1, false, watchdog,
+                   "the scatter of the inputs (receiving)");
       }
     } else {
-      check_mpi(MPI_Recv(buffer.data(), static_cast<int>(in_floats), MPI_FLOAT, 0, 1,
-                         MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-                "Recv");
+      exchange(buffer.data(), in_floats, 0, 1, true, watchdog,
+               "the scatter of the inputs (rank 0 sending)");
     }
     const float* src = buffer.data();
     for (Tensor* t : {&q, &k, &v, &d_out}) {
@@ -257,14 +275,15 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
     local.v = v.view();
     local.out = out.view();
     local.lse = h.has_lse ? lse.view() : TensorView{};
-    dist::ring_attention(MPI_COMM_WORLD, ctx, local, &comm);
+    dist::ring_attention(MPI_COMM_WORLD, ctx, local, &comm, watchdog);
     if (h.has_grads) {  // the backward reads the forward's out and lse (has_lse: always with grads)
       d_q = Tensor(DType::f32, q.shape());
       d_k = Tensor(DType::f32, k.shape());
       d_v = Tensor(DType::f32, v.shape());
       dist::ring_attention_backward(
           MPI_COMM_WORLD, ctx, local,
-          {.d_out = d_out.view(), .d_q = d_q.view(), .d_k = d_k.view(), .d_v = d_v.view()}, &comm);
+          {.d_out = d_out.view(), .d_q = d_q.view(), .d_k = d_k.view(), .d_v = d_v.view()}, &comm,
+          watchdog);
     }
 
     // Every rank's rows of out (and lse, and the gradients) back to rank 0, in rank order.
@@ -278,9 +297,8 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
     if (rank == 0) {
       for (int r = 0; r < P; ++r) {
         if (r != 0)
-          check_mpi(MPI_Recv(buffer.data(), static_cast<int>(out_floats), MPI_FLOAT, r, 2,
-                             MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-                    "Recv");
+          exchange(buffer.data(), out_floats, r, 2, true, watchdog,
+                   "the gathering of the outputs on rank 0");
         const dist::RingLayout lay = dist::ring_layout(n, P, r);
         float* cursor = buffer.data();
         zigzag_rows(whole->out, lay, cursor, true);
@@ -292,9 +310,8 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
         }
       }
     } else {
-      check_mpi(
-          MPI_Send(buffer.data(), static_cast<int>(out_floats), MPI_FLOAT, 0, 2, MPI_COMM_WORLD),
-          "Send");
+      exchange(buffer.data(), out_floats, 0, 2, false, watchdog,
+               "the gathering of the outputs (rank 0 receiving)");
     }
   }
   if (rank == 0) {
@@ -311,10 +328,11 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
 
 }  // namespace
 
-void run_distributed_attention(const std::string& mode_name,
+void run_distributed_attention(const std::string& mode_name, double timeout_seconds,
                                const std::function<void(const AttentionCompute&)>& rank0) {
   const bool known = mode_name == "heads" || mode_name == "ring";
   const Mode mode = mode_name == "heads" ? Mode::heads : Mode::ring;
+  const dist::Watchdog watchdog{.timeout_seconds = timeout_seconds};
   int rank = 0, P = 1;
   // An error every rank knows of (a bad mode, a failed agreement, an error inside the split's
   // collective work): rank 0 prints headcount's line, then all meet in a barrier before
@@ -328,10 +346,12 @@ void run_distributed_attention(const std::string& mode_name,
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     if (!known) {
       collective_error = concat("--distributed: expected heads or ring, got ", mode_name);
+    } else if (!(timeout_seconds >= 0)) {
+      collective_error = concat("--timeout: expected >= 0 seconds, got ", timeout_seconds);
     } else if (rank != 0) {
       try {
-        agree_with_rank0({});
-        serve(Header{}, nullptr, nullptr);
+        agree_with_rank0({}, watchdog);
+        serve(Header{}, nullptr, nullptr, watchdog);
         return;
       } catch (const Error& e) {
         collective_error = e.what();
@@ -343,27 +363,29 @@ void run_distributed_attention(const std::string& mode_name,
                   int threads) {
           Header h;
           told = true;  // whatever the checks say, the others hear it from this agreement
-          agree_with_rank0([&] {
-            const AttentionShape s = validate(params);
-            if (mode == Mode::heads) {
-              check(grads == nullptr, "--grad-out",
-                    "none with --distributed heads (the gradients over ranks are ring's: "
-                    "--distributed ring)",
-                    "a path");
-              dist::split_heads(s.heads, s.kv_heads, P, 0);
-            } else {
-              check(kernel == Kernel::streaming, "--kernel", "streaming with --distributed ring",
-                    kernel_name(kernel));
-              check(params.bias.empty(), "--bias",
-                    "none with --distributed ring (no additive bias on the ring)", "a bias");
-              check(params.window_left < 0 && params.window_right < 0,
-                    "--window-left/--window-right", "unbounded with --distributed ring",
-                    concat(params.window_left, ", ", params.window_right));
-              check(s.q_len == s.kv_len, "kv_len",
-                    concat("q_len = ", s.q_len, " with --distributed ring"), s.kv_len);
-              dist::ring_layout(s.q_len, P, 0);
-            }
-          });
+          agree_with_rank0(
+              [&] {
+                const AttentionShape s = validate(params);
+                if (mode == Mode::heads) {
+                  check(grads == nullptr, "--grad-out",
+                        "none with --distributed heads (the gradients over ranks are ring's: "
+                        "--distributed ring)",
+                        "a path");
+                  dist::split_heads(s.heads, s.kv_heads, P, 0);
+                } else {
+                  check(kernel == Kernel::streaming, "--kernel",
+                        "streaming with --distributed ring", kernel_name(kernel));
+                  check(params.bias.empty(), "--bias",
+                        "none with --distributed ring (no additive bias on the ring)", "a bias");
+                  check(params.window_left < 0 && params.window_right < 0,
+                        "--window-left/--window-right", "unbounded with --distributed ring",
+                        concat(params.window_left, ", ", params.window_right));
+                  check(s.q_len == s.kv_len, "kv_len",
+                        concat("q_len = ", s.q_len, " with --distributed ring"), s.kv_len);
+                  dist::ring_layout(s.q_len, P, 0);
+                }
+              },
+              watchdog);
           h.mode = mode;
           h.kernel = kernel;
           h.threads = threads;
@@ -379,7 +401,7 @@ void run_distributed_attention(const std::string& mode_name,
           h.v = shape_of(params.v);
           h.bias = shape_of(params.bias);
           h.key_lengths.assign(params.key_lengths.begin(), params.key_lengths.end());
-          serve(h, &params, grads);
+          serve(h, &params, grads, watchdog);
           served = true;
         });
         return;
@@ -388,7 +410,7 @@ void run_distributed_attention(const std::string& mode_name,
         // Failed before the others heard of the computation: tell them.
         if (!told) {
           try {
-            agree_with_rank0([&] { throw Error(e.what()); });
+            agree_with_rank0([&] { throw Error(e.what()); }, watchdog);
           } catch (const Error&) {
           }
         }

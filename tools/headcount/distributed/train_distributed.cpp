@@ -25,12 +25,15 @@ void run_distributed_train(const DistributedTrainJob& job) {
   std::unique_ptr<train::Trainer> trainer;
   distributed::CommStats comm;
   try {
-    distributed::detail::agree(MPI_COMM_WORLD, [&] {
-      check(job.parallel == "data", "--parallel",
-            "data (the heads split of training is not built yet)", job.parallel);
-      check(job.timeout_seconds >= 0, "--timeout", ">= 0 seconds", job.timeout_seconds);
-      trainer = job.make(ctx);
-    });
+    distributed::detail::agree(
+        MPI_COMM_WORLD,
+        [&] {
+          check(job.parallel == "data", "--parallel",
+                "data (the heads split of training is not built yet)", job.parallel);
+          check(job.timeout_seconds >= 0, "--timeout", ">= 0 seconds", job.timeout_seconds);
+          trainer = job.make(ctx);
+        },
+        {.timeout_seconds = job.timeout_seconds});
     distributed::make_data_parallel(
         MPI_COMM_WORLD, *trainer,
         {.bucket_bytes = job.bucket_bytes, .watchdog = {.timeout_seconds = job.timeout_seconds}},
