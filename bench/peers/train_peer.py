@@ -16,7 +16,10 @@ set_num_interop_threads(1); --warmup untimed steps, then --steps timed ones; the
 time gives tokens/s = batch * context / median. Attention: F.scaled_dot_product_attention (the
 backend that ran is read off the profiler) or --attention math. Prints one JSON object.
 
-Usage: bench/peers/.venv/bin/python bench/peers/train_peer.py --threads 2 [--steps 30]
+--heads H changes the heads at d_model 128 (head_dim 128 / H), as the head-sweep experiment's
+series does; `headcount bench --suite train --train-heads H` is its headcount side.
+
+Usage: bench/peers/.venv/bin/python bench/peers/train_peer.py --threads 2 [--steps 30] [--heads H]
 """
 
 import argparse
@@ -68,6 +71,8 @@ def main():
     ap.add_argument("--checkpoint", help="a headcount checkpoint (directory or .safetensors) to start from")
     ap.add_argument("--attention", choices=["sdpa", "math"], default="sdpa")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--heads", type=int, default=NANOGPT_CPU["heads"],
+                    help="heads at d_model 128, head_dim 128/heads (the head-sweep experiment's series)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -75,6 +80,7 @@ def main():
     total = args.warmup + args.steps
 
     config = dict(NANOGPT_CPU)
+    config["heads"] = args.heads
     optim = None
     if args.checkpoint:
         weights, state = train_model.load_checkpoint(args.checkpoint)

@@ -31,6 +31,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 void run_train_suite(const TrainSuiteOptions& o) {
   check(o.steps >= 1, "--repeats", ">= 1 (timed training steps)", o.steps);
   train::TrainConfig config = train::preset_config("nanogpt-cpu");
+  check(o.heads >= 1 && config.model.d_model % o.heads == 0, "--train-heads",
+        detail::concat("a divisor of d_model ", config.model.d_model), o.heads);
+  config.model.heads = config.model.kv_heads = o.heads;
+  config.model.head_dim = config.model.d_model / o.heads;
   config.log_every = 0;
   Context ctx({.threads = o.threads});
   train::Trainer trainer(ctx, config);
@@ -71,7 +75,9 @@ void run_train_suite(const TrainSuiteOptions& o) {
   if (o.json) {
     const nlohmann::json j{
         {"suite", "train"},
-        {"config", "nanogpt-cpu: 4 layers, 4 heads, d_model 128, context 64, batch 12, char-lm"},
+        {"config", detail::concat("nanogpt-cpu: 4 layers, ", m.heads, " heads of ", m.head_dim,
+                                  ", d_model 128, context 64, batch 12, char-lm")},
+        {"heads", m.heads},
         {"threads", o.threads},
         {"timed_steps", o.steps},
         {"tokens_per_step", tokens},
@@ -90,15 +96,17 @@ void run_train_suite(const TrainSuiteOptions& o) {
     return;
   }
   std::printf(
-      "train step, nanogpt-cpu (4 layers x 4 heads, d_model 128, context 64, batch 12), %d "
-      "thread%s, median of %d\n",
-      o.threads, o.threads == 1 ? "" : "s", o.steps);
+      "train step, nanogpt-cpu (4 layers x %lld heads of %lld, d_model 128, context 64, batch "
+      "12), %d thread%s, median of %d\n",
+      static_cast<long long>(m.heads), static_cast<long long>(m.head_dim), o.threads,
+      o.threads == 1 ? "" : "s", o.steps);
   std::printf("  step       %8.2f ms   %8.0f tokens/s   (GEMMs %.2f GFLOP: %.1f GFLOP/s)\n",
               step * 1e3, static_cast<double>(tokens) / step, gemm_gflop, gemm_gflop / step);
   std::printf("  forward    %8.2f ms\n  backward   %8.2f ms\n  optimizer  %8.2f ms\n",
               forward * 1e3, (fb - forward) * 1e3, optim * 1e3);
-  std::printf("peer: bench/peers/.venv/bin/python bench/peers/train_peer.py --threads %d\n",
-              o.threads);
+  std::printf(
+      "peer: bench/peers/.venv/bin/python bench/peers/train_peer.py --threads %d --heads %lld\n",
+      o.threads, static_cast<long long>(m.heads));
 }
 
 }  // namespace headcount::cli::bench

@@ -5,12 +5,17 @@
 // bench/peers/train_peer.py (same model, data shape, threads; its optimizer is timed too).
 #pragma once
 
+#include <cstdint>
+
 namespace headcount::cli::bench {
 
 struct TrainSuiteOptions {
   int threads = 2;
   int steps = 30;  // timed steps after 3 warm-up steps
   bool json = false;
+  // Heads at d_model 128 (head_dim 128 / heads): the head-sweep experiment's series; 4 is the
+  // preset's own.
+  std::int64_t heads = 4;
 };
 
 void run_train_suite(const TrainSuiteOptions& options);

@@ -41,9 +41,10 @@ struct BenchArgs {
   double row_seconds = 10;
   bool json = false;
   bool quick = false;
-  bool sgemm_only = false;      // hidden: the child process that measures one sgemm rate
-  std::int64_t sgemm_size = 0;  // hidden: 0 = 2048 (1024 with --quick)
-  std::string model_dir;        // encoder suite
+  bool sgemm_only = false;       // hidden: the child process that measures one sgemm rate
+  std::int64_t sgemm_size = 0;   // hidden: 0 = 2048 (1024 with --quick)
+  std::string model_dir;         // encoder suite
+  std::int64_t train_heads = 4;  // train suite: heads at d_model 128
   std::string sentences =
       HEADCOUNT_SOURCE_DIR "/../shared/data/stsb/sts-test.tsv";  // encoder suite
 };
@@ -337,8 +338,10 @@ void run_bench(const BenchArgs& a) {
                                     .json = a.json,
                                     .quick = a.quick});
   if (a.suite == "train")
-    return bench::run_train_suite(
-        {.threads = a.threads, .steps = a.quick ? 3 : std::max(a.repeats, 20), .json = a.json});
+    return bench::run_train_suite({.threads = a.threads,
+                                   .steps = a.quick ? 3 : std::max(a.repeats, 20),
+                                   .json = a.json,
+                                   .heads = a.train_heads});
   if (a.suite == "encoder")
     return bench::run_encoder_suite({.threads = a.threads,
                                      .repeats = std::min(a.repeats, 3),
@@ -471,6 +474,9 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--row-seconds", a->row_seconds,
                   "Time budget for a row's timed calls; slow rows run fewer (at least one)")
+      ->capture_default_str();
+  cmd->add_option("--train-heads", a->train_heads,
+                  "train suite: heads at d_model 128 (head_dim 128 / H; the head-sweep series)")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object on stdout instead of the table");
   cmd->add_flag("--quick", a->quick, "Small shapes for smoke tests");
