@@ -71,6 +71,9 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
   expect_one_line_error(run_cli("perplexity " + m + "'" + (dir / "none.txt").string() + "'"),
                         "TEXT_FILE");
   expect_one_line_error(run_cli("perplexity " + m + "'" + text + "'"), "general.architecture");
+  // The decoder benchmark suite reads the same file through the same loader.
+  expect_one_line_error(run_cli("bench --suite decoder --quick --repeats 1 " + m),
+                        "general.architecture");
   fs::remove_all(dir);
 }
 

@@ -104,5 +104,23 @@ TEST(HotPath, LayerAllocatesNothingOnceWarm) {
   EXPECT_EQ(ctx.allocations(), grown);
 }
 
+// A rotary layer's decode steps (the Llama decoder's per-token path): the rotation, the cache
+// append and the decode kernel allocate nothing once warm either.
+TEST(HotPath, RotaryDecodeStepAllocatesNothingOnceWarm) {
+  const MultiHeadAttentionConfig config{
+      .d_model = 128, .heads = 4, .kv_heads = 2, .bias = false, .rope_base = 1e5f};
+  const MultiHeadAttention layer(config, MultiHeadAttentionWeights::random(config, 1));
+  Tensor x(DType::f32, {1, 1, 128}), out(DType::f32, {1, 1, 128});
+  KvCache kv({.layers = 1, .batch = 1, .kv_heads = 2, .head_dim = 32, .capacity = 16});
+  Context ctx({.threads = 2});
+  layer.decode_step(ctx, x.view(), kv, 0, out.view());
+  const long news = g_news.load();
+  const std::int64_t grown = ctx.allocations();
+  for (int i = 0; i < 5; ++i) layer.decode_step(ctx, x.view(), kv, 0, out.view());
+  EXPECT_EQ(g_news.load(), news);
+  EXPECT_EQ(ctx.allocations(), grown);
+  EXPECT_EQ(kv.length(0, 0), 6);
+}
+
 }  // namespace
 }  // namespace headcount::testing

@@ -8,6 +8,7 @@ thin nanobind extension, ``headcount._headcount``:
 - ``cost``: the cost model as a dict (what ``headcount cost --json`` prints);
 - ``MultiHeadAttention``, ``KvCache``: the layer, with prefill / decode_step;
 - ``Encoder``: all-MiniLM-L6-v2 embeddings and per-head statistics;
+- ``Decoder``: SmolLM2-135M (a grouped-query Llama decoder) from its GGUF file: generate, logits;
 - ``Context``: threads and scratch; ``headcount.torch.attention``: an autograd Function.
 
 Errors: the library's one-line message as ValueError; files as OSError.
@@ -17,6 +18,7 @@ import json as _json
 
 from ._headcount import (  # noqa: F401
     Context,
+    Decoder,
     Encoder,
     KvCache,
     MultiHeadAttention,
@@ -28,6 +30,7 @@ from ._headcount import cost_json as _cost_json
 
 __all__ = [
     "Context",
+    "Decoder",
     "Encoder",
     "KvCache",
     "MultiHeadAttention",

@@ -45,5 +45,6 @@ void register_attention(nb::module_& m);
 void register_cost(nb::module_& m);
 void register_layer(nb::module_& m);
 void register_encoder(nb::module_& m);
+void register_decoder(nb::module_& m);
 
 }  // namespace headcount::python

@@ -53,4 +53,5 @@ NB_MODULE(_headcount, m) {
   register_cost(m);
   register_layer(m);
   register_encoder(m);
+  register_decoder(m);
 }

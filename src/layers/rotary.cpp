@@ -1,8 +1,8 @@
 // Rotary position embedding on projection rows (formula in rotary.h).
 #include "layers/rotary.h"
 
+#include <algorithm>
 #include <cmath>
-#include <vector>
 
 namespace headcount::layers {
 
@@ -10,20 +10,21 @@ void apply_rotary(Context& ctx, float* x, std::int64_t rows, std::int64_t row_st
                   std::int64_t heads, std::int64_t head_dim, float base,
                   std::int64_t first_position) {
   const std::int64_t half = head_dim / 2;
-  // base^(-2i / head_dim), once per call (head_dim / 2 pow calls).
-  std::vector<double> inv_freq(static_cast<std::size_t>(half));
-  for (std::int64_t i = 0; i < half; ++i)
-    inv_freq[static_cast<std::size_t>(i)] =
-        std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / head_dim);
   const std::int64_t tasks = std::min<std::int64_t>(rows, ctx.threads());
   ctx.parallel_for_ranges(tasks, [&](std::int64_t task, int worker) {
-    float* cs = static_cast<float*>(
-        ctx.scratch(worker, static_cast<std::size_t>(2 * half) * sizeof(float)));
+    // Worker scratch (nothing allocates once warm, as decode_step promises): base^(-2i/d) in
+    // double, once per task, then each row's cos and sin.
+    void* space =
+        ctx.scratch(worker, static_cast<std::size_t>(half) * (sizeof(double) + 2 * sizeof(float)));
+    double* inv_freq = static_cast<double*>(space);
+    float* cs = reinterpret_cast<float*>(inv_freq + half);
+    for (std::int64_t i = 0; i < half; ++i)
+      inv_freq[i] = std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / head_dim);
     const std::int64_t begin = rows * task / tasks, end = rows * (task + 1) / tasks;
     for (std::int64_t r = begin; r < end; ++r) {
       const double p = static_cast<double>(first_position + r);
       for (std::int64_t i = 0; i < half; ++i) {
-        const double theta = p * inv_freq[static_cast<std::size_t>(i)];
+        const double theta = p * inv_freq[i];
         cs[i] = static_cast<float>(std::cos(theta));
         cs[half + i] = static_cast<float>(std::sin(theta));
       }

@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "headcount/error.h"
 #include "suites/bench_decode.h"
+#include "suites/bench_decoder.h"
 #include "suites/bench_encoder.h"
 #include "suites/bench_measure.h"
 #include "suites/bench_rows.h"
@@ -322,10 +323,10 @@ void run_sgemm_only(const BenchArgs& a) {
 }
 
 void run_bench(const BenchArgs& a) {
-  static const std::vector<std::string> suites = {"heads",  "seq",     "gqa",      "layer", "all",
-                                                  "decode", "encoder", "backward", "train"};
+  static const std::vector<std::string> suites = {
+      "heads", "seq", "gqa", "layer", "all", "decode", "encoder", "backward", "train", "decoder"};
   check(std::find(suites.begin(), suites.end(), a.suite) != suites.end(), "--suite",
-        "heads, seq, gqa, layer, all, decode, encoder, backward or train", a.suite);
+        "heads, seq, gqa, layer, all, decode, encoder, backward, train or decoder", a.suite);
   check(a.threads >= 1 && a.threads <= 1024, "--threads", "1 to 1024", a.threads);
   check(a.repeats >= 1, "--repeats", ">= 1", a.repeats);
   check(a.row_seconds > 0, "--row-seconds", "> 0", a.row_seconds);
@@ -342,6 +343,15 @@ void run_bench(const BenchArgs& a) {
                                    .steps = a.quick ? 3 : std::max(a.repeats, 20),
                                    .json = a.json,
                                    .heads = a.train_heads});
+  if (a.suite == "decoder")
+    return bench::run_decoder_suite({.threads = a.threads,
+                                     .repeats = std::min(a.repeats, 3),
+                                     .json = a.json,
+                                     .quick = a.quick,
+                                     .model = a.model_dir.empty() ? HEADCOUNT_SOURCE_DIR
+                                                  "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+                                                                  : a.model_dir,
+                                     .text = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt"});
   if (a.suite == "encoder")
     return bench::run_encoder_suite({.threads = a.threads,
                                      .repeats = std::min(a.repeats, 3),
@@ -460,11 +470,12 @@ void register_bench(CLI::App& app) {
       "bench", "Time the kernels and the layer against this machine's sgemm rate");
   cmd->add_option("--suite", a->suite,
                   "heads, seq, gqa, layer, all (those four), decode (KV-cache decoding), encoder "
-                  "(all-MiniLM-L6-v2 sentences/s), backward (the attention backward) or train (one "
-                  "training step)")
+                  "(all-MiniLM-L6-v2 sentences/s), backward (the attention backward), train (one "
+                  "training step) or decoder (SmolLM2 prefill and decode tokens/s)")
       ->capture_default_str();
   cmd->add_option("--model", a->model_dir,
-                  "encoder suite: model directory (default: the set-up's)");
+                  "encoder suite: model directory (default: the set-up's); decoder suite: the "
+                  "GGUF file (default: models/SmolLM2-135M-Instruct.Q4_1.gguf)");
   cmd->add_option("--sentences", a->sentences,
                   "encoder suite: an STS-B file whose sentences are embedded")
       ->capture_default_str();

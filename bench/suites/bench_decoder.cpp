@@ -1,0 +1,90 @@
+// `headcount bench --suite decoder` (bench_decoder.h): for each weights dtype, the decoder is
+// loaded (not timed), warmed up by one run, then `repeats` runs of: a fresh KV cache, the prompt in
+// one forward (prefill: streaming kernel, causal) and the greedy choice, then new tokens fed back
+// one at a time (decode kernel) with their greedy choices. Medians of prefill and decode tokens/s
+// (bench/decoder_tokens.sh measures the same through `headcount generate --json`, one process per
+// run; bench/peers/llama_cpp_peer.py measures llama.cpp the same way).
+#include "bench_decoder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "headcount/decoder.h"
+#include "headcount/error.h"
+#include "headcount/gguf.h"
+
+namespace headcount::cli::bench {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+void run_decoder_suite(const DecoderSuiteOptions& o) {
+  check(o.repeats >= 1, "--repeats", ">= 1", o.repeats);
+  std::ifstream file(o.text, std::ios::binary);
+  check(static_cast<bool>(file), "decoder suite text", "a readable file", o.text);
+  std::string text(2060, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(file.gcount()));
+  const std::int64_t new_tokens = o.quick ? 16 : 128;
+  (void)llama_config(GgufFile::open(o.model));  // a wrong file: one error line, before any output
+
+  Context ctx({.threads = o.threads});
+  nlohmann::json rows = nlohmann::json::array();
+  if (!o.json)
+    std::printf("decoder suite: %s, %d thread%s, median of %d runs\n%-6s %8s %8s %16s %16s\n",
+                o.model.c_str(), o.threads, o.threads == 1 ? "" : "s", o.repeats, "weights",
+                "prompt", "new", "prefill tok/s", "decode tok/s");
+  for (const auto& [dtype, name] : {std::pair{DType::f32, "fp32"}, std::pair{DType::bf16, "bf16"},
+                                    std::pair{DType::i8, "int8"}}) {
+    std::fprintf(stderr, "bench: loading %s (%s weights)\n", o.model.c_str(), name);
+    const LlamaDecoder decoder = LlamaDecoder::load(o.model, {.weights = dtype});
+    std::vector<std::int32_t> prompt = decoder.tokenizer().encode(text);
+    if (o.quick && prompt.size() > 64) prompt.resize(64);
+    const auto n = static_cast<std::int64_t>(prompt.size());
+    std::vector<double> prefill, decode;
+    for (int run = 0; run <= o.repeats; ++run) {  // run 0 warms up
+      KvCache cache = decoder.make_cache(n + new_tokens - 1);
+      using clock = std::chrono::steady_clock;
+      auto argmax = [&](const Tensor& logits) {
+        return sample_token(
+            {logits.data<const float>(), static_cast<std::size_t>(decoder.config().vocab)}, 0, 1,
+            0);
+      };
+      const auto t0 = clock::now();
+      std::int32_t token = argmax(decoder.forward(ctx, prompt, cache));
+      const auto t1 = clock::now();
+      for (std::int64_t i = 1; i < new_tokens; ++i)
+        token = argmax(decoder.forward(ctx, std::span<const std::int32_t>(&token, 1), cache));
+      const auto t2 = clock::now();
+      if (run == 0) continue;
+      prefill.push_back(static_cast<double>(n) / std::chrono::duration<double>(t1 - t0).count());
+      decode.push_back(static_cast<double>(new_tokens - 1) /
+                       std::chrono::duration<double>(t2 - t1).count());
+    }
+    rows.push_back({{"suite", "decoder"},
+                    {"weights", name},
+                    {"threads", o.threads},
+                    {"prompt_tokens", n},
+                    {"new_tokens", new_tokens},
+                    {"prefill_tokens_per_second", median(prefill)},
+                    {"decode_tokens_per_second", median(decode)},
+                    {"prefill_runs", prefill},
+                    {"decode_runs", decode}});
+    if (!o.json)
+      std::printf("%-6s %8lld %8lld %16.1f %16.1f\n", name, static_cast<long long>(n),
+                  static_cast<long long>(new_tokens), median(prefill), median(decode));
+  }
+  if (o.json)
+    std::printf("%s\n", nlohmann::json{{"suite", "decoder"}, {"rows", rows}}.dump(2).c_str());
+}
+
+}  // namespace headcount::cli::bench
