@@ -120,6 +120,7 @@ void run_generate(const GenerateArgs& a) {
     std::cout << dump(out) << '\n';
   } else {
     std::printf("\n");
+    std::fflush(stdout);  // the text's line ends before the statistics on stderr
     std::fprintf(stderr,
                  "[generate] prompt %lld tokens, prefill %.1f tokens/s; %zu new tokens, decode "
                  "%.1f tokens/s (%d threads, weights %s, KV cache %s)\n",
