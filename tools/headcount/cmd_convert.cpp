@@ -104,19 +104,12 @@ struct SweepArgs {
   int threads = 0;
 };
 
-DType parse_decoder_weights(const std::string& name) {
-  if (name == "fp32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  if (name == "int8") return DType::i8;
-  fail("--weights", concat("expected fp32, bf16 or int8, got '", name, "'"));
-}
-
 // The decoder's sweep: the price of sharing K/V as perplexity, for a GGUF model.
 void run_decoder_sweep(const SweepArgs& a) {
   check(a.context >= 4, "--context", ">= 4", a.context);
   check(a.max_tokens == 0 || a.max_tokens >= a.context, "--max-tokens",
         concat("0 (all) or at least --context = ", a.context), a.max_tokens);
-  const DType weights_dtype = parse_decoder_weights(a.weights);
+  const DType weights_dtype = parse_dtype_option(a.weights, "--weights");
   const GgufFile file = GgufFile::open(a.model);
   const model::Weights weights = llama_definition(file);
   const BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);

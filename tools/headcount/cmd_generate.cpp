@@ -41,13 +41,6 @@ CacheDType parse_kv_dtype(const std::string& name) {
   fail("--kv-dtype", detail::concat("expected fp32, bf16 or int8, got '", name, "'"));
 }
 
-DType parse_weights(const std::string& name) {
-  if (name == "fp32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  if (name == "int8") return DType::i8;
-  fail("--weights", detail::concat("expected fp32, bf16 or int8, got '", name, "'"));
-}
-
 void check_model_flag(const std::string& model) {
   check(!model.empty(), "--model", "a GGUF file (e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf)",
         "nothing");
@@ -72,7 +65,7 @@ void run_generate(const GenerateArgs& a) {
         "a finite number >= 0 (0: greedy)", a.temperature);
   check(a.top_p > 0 && a.top_p <= 1, "--top-p", "in (0, 1]", a.top_p);
   const CacheDType kv_dtype = parse_kv_dtype(a.kv_dtype);
-  const DType weights = parse_weights(a.weights);
+  const DType weights = parse_dtype_option(a.weights, "--weights");
   Context ctx({.threads = resolve_threads(a.threads)});
 
   // 2. Model and prompt.
@@ -141,7 +134,7 @@ struct PerplexityArgs {
 void run_perplexity(const PerplexityArgs& a) {
   check_model_flag(a.model);
   check(a.context >= 4, "--context", ">= 4", a.context);
-  const DType weights = parse_weights(a.weights);
+  const DType weights = parse_dtype_option(a.weights, "--weights");
   std::ifstream file(a.input, std::ios::binary);
   check(static_cast<bool>(file), "TEXT_FILE", "a readable file", a.input);
   std::stringstream text;

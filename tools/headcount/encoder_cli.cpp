@@ -56,9 +56,8 @@ BertEncoder load_encoder(const std::string& flag, DType dtype) {
   return BertEncoder::load(resolve_model_dir(flag), {.dtype = dtype});
 }
 
-DType parse_dtype_option(const std::string& value) {
-  check(value == "fp32" || value == "bf16" || value == "int8", "--dtype", "fp32, bf16 or int8",
-        value);
+DType parse_dtype_option(const std::string& value, const std::string& option) {
+  check(value == "fp32" || value == "bf16" || value == "int8", option, "fp32, bf16 or int8", value);
   return parse_encoder_dtype(value);
 }
 

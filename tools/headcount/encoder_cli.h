@@ -22,9 +22,9 @@ std::string resolve_model_dir(const std::string& flag);
 // Loads the encoder from resolve_model_dir(flag), its projections in `dtype`.
 BertEncoder load_encoder(const std::string& flag, DType dtype = DType::f32);
 
-// --dtype: "fp32", "bf16" or "int8"; anything else: Error("--dtype: expected fp32, bf16 or int8,
-// got ...").
-DType parse_dtype_option(const std::string& value);
+// --dtype (or the decoder's --weights, named by `option`): "fp32", "bf16" or "int8"; anything
+// else: Error("<option>: expected fp32, bf16 or int8, got ...").
+DType parse_dtype_option(const std::string& value, const std::string& option = "--dtype");
 
 // Help text of --dtype, the same for every encoder command.
 inline constexpr const char* kDtypeHelp =
