@@ -27,11 +27,22 @@ struct Cell {
   train::TrainConfig config;  // the seed is set per run; steps as the experiment decided
 };
 
+// The claims protocol's stages (rules R4 and R10, stages.h). `run` is the earlier designs'
+// single stage: every cell at the experiment's own learning rate.
+enum class Stage { run, probe, pilot, test };
+const char* stage_name(Stage stage);  // "run" | "probe" | "pilot" | "test"
+
 struct ExperimentOptions {
-  int seeds = 3;           // seeds 1..seeds (each changes the initialisation and the data order)
+  int seeds = 3;           // seeds first_seed .. first_seed + seeds - 1
+  int first_seed = 1;      // 1: evaluation seeds; the pilot uses 101, fresh re-runs 201 (R2)
   std::int64_t steps = 0;  // 0: the experiment's default (or its quick value)
   bool quick = false;      // a smoke-sized run (<= 60 s on 2 cores)
   int threads = 1;
+  Stage stage = Stage::run;
+  // Stage::test: the pilot's result document (its "envelope" gives each cell's learning rate).
+  nlohmann::json pilot = nullptr;
+  // Where the pre-registration files are found (the source tree; the CLI passes its own).
+  std::string source_dir;
 };
 
 // What a hook sees: the run's trainer (model, task, curve so far) and its place in the grid.
@@ -76,6 +87,16 @@ struct Experiment {
   // Optional extra JSON ({"tables": [...], "charts": [...]}, the formats of Summarize)
   // copied into the result before summarize's.
   nlohmann::json extra = nlohmann::json::object();
+
+  // The protocol's stages (stages.h); an experiment without an lr grid runs Stage::run only.
+  std::vector<double> lr_grid;  // the pilot's learning rates per cell (R4), ascending
+  std::vector<double> lr_extension = {3e-4, 3e-2};  // added below / above when a pick is at an edge
+  std::string prereg;         // its pre-registration file, relative to the source tree (R8)
+  double budget_seconds = 0;  // the default budget the probe sizes the steps for (R10)
+  int evaluation_seeds = 0;   // n of the test stage (R2), fixed in the pre-registration
+  int pilot_seed = 101;
+  // Sets a cell's learning rate (default: optim.lr = lr, optim.min_lr = lr / 10).
+  std::function<void(train::TrainConfig&, double lr)> set_lr;
 };
 
 struct ExperimentSpec {

@@ -10,5 +10,6 @@ Experiment make_head_sweep(const ExperimentOptions& options);  // head_sweep.cpp
 Experiment make_scale(const ExperimentOptions& options);       // scale.cpp
 Experiment make_blur(const ExperimentOptions& options);        // blur.cpp
 Experiment make_kv_heads(const ExperimentOptions& options);    // kv_heads.cpp
+Experiment make_esp_paper(const ExperimentOptions& options);   // esp_paper.cpp (E-A)
 
 }  // namespace headcount::experiments

@@ -23,6 +23,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "MQAR and the char LM with kv_heads h, h/2, h/4, 1; MHA mean-pooled to GQA, then "
                   "uptrained 5%",
        .make = make_kv_heads},
+      {.name = "esp-paper",
+       .summary = "E-A: the published Endpoint Selection Problem, 1 head vs 2, against the "
+                  "one-head ceiling 1 - MFAS/(2m) (stages: probe, pilot, test)",
+       .make = make_esp_paper},
   };
 }
 

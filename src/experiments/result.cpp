@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "experiments/prereg.h"
+
 namespace headcount::experiments {
 
 using nlohmann::json;
@@ -31,9 +33,13 @@ json result_json(const ExperimentResult& r) {
                        {"sweep_label", e.sweep_label},
                        {"series_label", e.series_label}};
   out["settings"] = {{"seeds", r.options.seeds},
+                     {"first_seed", r.options.first_seed},
+                     {"stage", stage_name(r.options.stage)},
                      {"steps", r.options.steps},
                      {"quick", r.options.quick},
                      {"threads", r.options.threads}};
+  out["prereg"] = prereg_record(r.options.source_dir, e.prereg);
+  if (!r.envelope.is_null()) out["envelope"] = r.envelope;
   out["task"] = r.task;
   json cells = json::array(), timing_cells = json::array();
   for (std::size_t i = 0; i < e.cells.size(); ++i) {

@@ -51,6 +51,8 @@ double quantile(std::vector<double> values, double q) {
 void validate(const Experiment& e, const ExperimentOptions& o) {
   HEADCOUNT_CHECK(!e.cells.empty(), concat("experiment ", e.name), "at least one cell", "none");
   HEADCOUNT_CHECK(o.seeds >= 1 && o.seeds <= 1000, "--seeds", "in [1, 1000]", o.seeds);
+  HEADCOUNT_CHECK(o.first_seed >= 1 && o.first_seed <= 1000000, "--first-seed", "in [1, 1000000]",
+                  o.first_seed);
   HEADCOUNT_CHECK(e.eval_points >= 1, "eval_points", ">= 1", e.eval_points);
   HEADCOUNT_CHECK(e.curve_points >= 1, "curve_points", ">= 1", e.curve_points);
   std::set<std::string> ids;
@@ -63,6 +65,20 @@ void validate(const Experiment& e, const ExperimentOptions& o) {
 }
 
 }  // namespace
+
+const char* stage_name(Stage stage) {
+  switch (stage) {
+    case Stage::run:
+      return "run";
+    case Stage::probe:
+      return "probe";
+    case Stage::pilot:
+      return "pilot";
+    case Stage::test:
+      return "test";
+  }
+  return "?";
+}
 
 double final_metric(const RunRecord& run, const std::string& metric) {
   if (metric == "validation_loss") return run.final.loss;
@@ -112,7 +128,7 @@ RunRecord train_run(Context& ctx, const Experiment& e, const ExperimentOptions& 
   const Cell& cell = e.cells[ci];
   const auto run_start = Clock::now();
   train::TrainConfig config = cell.config;
-  config.seed = static_cast<std::uint64_t>(si + 1);
+  config.seed = static_cast<std::uint64_t>(options.first_seed + si);
   config.log_every = 0;
   config.eval_every = 0;
   config.checkpoint_every = 0;

@@ -57,6 +57,9 @@ struct ExperimentResult {
   std::vector<RunRecord> runs;   // cell-major, then seed
   std::vector<CellStats> cells;  // one per experiment cell, in order, of the metric
   std::vector<ClaimVerdict> verdicts;
+  // Stage::pilot and Stage::test: each cell's learning-rate envelope and pick (stages.h),
+  // the pilot's runs included, so a test-stage judge can read the pilot's numbers too.
+  nlohmann::json envelope = nullptr;
   double seconds = 0;  // the whole grid (timing)
 
   // The runs of cell `index`, in seed order.

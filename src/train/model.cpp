@@ -127,6 +127,8 @@ Model::Model(const ModelConfig& config, std::uint64_t seed)
   }
   m.head_w = add("head.weight", {D, c.vocab});
   m.head_b = add("head.bias", {c.vocab});
+  if (c.frozen_biases)
+    for (Parameter& p : params_) p.frozen = p.value.rank() == 1 && !p.name.ends_with(".weight");
 
   // Init in parameter order from one stream: matrices ~ N(0, init_std), LayerNorm weights 1,
   // every bias 0.
@@ -619,6 +621,13 @@ Run prepare_batch_call(const ModelConfig& c, std::vector<Parameter>& params, Mod
   return Run{c, params, m};
 }
 
+// A frozen parameter's gradient is zero, so AdamW leaves it exactly where it is (m and v stay
+// 0, and p - step * 0 / (0 + eps) = p) and the clipping norm does not count it.
+void zero_frozen_grads(std::vector<Parameter>& params) {
+  for (Parameter& p : params)
+    if (p.frozen) std::fill_n(p.grad.data<float>(), p.grad.numel(), 0.0f);
+}
+
 }  // namespace
 
 double Model::forward(Context& ctx, const Batch& batch, float* logits,
@@ -635,6 +644,7 @@ StepResult Model::forward_backward(Context& ctx, const Batch& batch,
   const Run run = prepare_batch_call(config_, params_, *impl_, batch, options);
   const CrossEntropyResult ce = run_forward(ctx, run, batch, options, true);
   run_backward(ctx, run, batch, options);
+  zero_frozen_grads(params_);
   return {.loss = ce.loss, .scored = ce.scored, .gate_grads = impl_->gate_grads};
 }
 
@@ -676,6 +686,7 @@ std::vector<std::vector<double>> Model::backward_hidden(Context& ctx, const floa
       Tensor& g = params_[static_cast<std::size_t>(i)].grad;
       std::fill_n(g.data<float>(), g.numel(), 0.0f);
     }
+  zero_frozen_grads(params_);
   if (d_x_in != nullptr) std::copy_n(m.d_x.data<const float>(), n, d_x_in);
   return m.gate_grads;
 }

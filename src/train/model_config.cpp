@@ -83,6 +83,7 @@ json to_json(const ModelConfig& c) {
          {"init_std", c.init_std},
          {"ln_eps", c.ln_eps}};
   j["scale"] = c.scale ? json(*c.scale) : json(nullptr);
+  if (c.frozen_biases) j["frozen_biases"] = true;  // absent = false: older files stay the same
   if (!c.layer_heads.empty()) {
     j["layer_heads"] = c.layer_heads;
     j["layer_kv_heads"] = c.layer_kv_heads;
@@ -104,15 +105,15 @@ std::int64_t integer(const json& j, const char* key, std::int64_t fallback) {
 ModelConfig model_config_from_json(const json& j) {
   HEADCOUNT_CHECK(j.is_object(), "model", "a JSON object", j.dump());
   static const std::set<std::string> known = {
-      "vocab",    "context", "layers",      "d_model",       "heads",  "kv_heads",
-      "head_dim", "d_ff",    "scale",       "norm",          "causal", "attention_only",
-      "init_std", "ln_eps",  "layer_heads", "layer_kv_heads"};
+      "vocab",    "context", "layers",      "d_model",        "heads",        "kv_heads",
+      "head_dim", "d_ff",    "scale",       "norm",           "causal",       "attention_only",
+      "init_std", "ln_eps",  "layer_heads", "layer_kv_heads", "frozen_biases"};
   for (const auto& item : j.items())
     HEADCOUNT_CHECK(
         known.count(item.key()) == 1, "model",
         "known fields (vocab, context, layers, d_model, "
         "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std, ln_eps, "
-        "layer_heads, layer_kv_heads)",
+        "layer_heads, layer_kv_heads, frozen_biases)",
         concat("\"", item.key(), "\""));
   ModelConfig c;
   c.vocab = integer(j, "vocab", c.vocab);
@@ -134,8 +135,9 @@ ModelConfig model_config_from_json(const json& j) {
                     "\"pre\" or \"post\"", v.dump());
     c.norm = v == "pre" ? NormPlacement::pre : NormPlacement::post;
   }
-  for (auto [key, field] :
-       {std::pair{"causal", &c.causal}, {"attention_only", &c.attention_only}}) {
+  for (auto [key, field] : {std::pair{"causal", &c.causal},
+                            {"attention_only", &c.attention_only},
+                            {"frozen_biases", &c.frozen_biases}}) {
     if (!j.contains(key)) continue;
     HEADCOUNT_CHECK(j.at(key).is_boolean(), concat("model.", key), "true or false",
                     j.at(key).dump());

@@ -19,6 +19,7 @@
 #include "experiments/page.h"
 #include "experiments/result.h"
 #include "experiments/runner.h"
+#include "experiments/stages.h"
 #include "headcount/error.h"
 #include "io/atomic_file.h"
 
@@ -30,8 +31,9 @@ using nlohmann::json;
 namespace ex = headcount::experiments;
 
 struct ExperimentArgs {
-  std::string name, out, json_out, from;
-  int seeds = 3;
+  std::string name, out, json_out, from, stage, envelope;
+  int seeds = 3, first_seed = 1;
+  bool seeds_given = false;
   std::int64_t steps = 0;  // 0: the experiment's default
   bool steps_given = false;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -103,6 +105,48 @@ void render_saved(const ExperimentArgs& a) {
   }
 }
 
+json read_json_file(const std::string& option, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(option, concat("expected a readable JSON file, got \"", path, "\" (cannot open)"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    fail(option, concat("expected JSON in ", path, ", got a syntax error at byte ", e.byte));
+  }
+}
+
+ex::Stage parse_stage(const std::string& stage) {
+  if (stage.empty() || stage == "run") return ex::Stage::run;
+  if (stage == "probe") return ex::Stage::probe;
+  if (stage == "pilot") return ex::Stage::pilot;
+  if (stage == "test") return ex::Stage::test;
+  fail("--stage", concat("expected probe, pilot or test, got \"", stage, "\""));
+}
+
+// --stage probe: the step-time probe of R10, its JSON written or printed; nothing trains.
+void run_probe_command(const ExperimentArgs& a, const ex::Experiment& experiment,
+                       const ex::ExperimentOptions& options) {
+  HEADCOUNT_CHECK(a.out.empty(), "--out", "none with --stage probe (it has no page)", a.out);
+  const json probe = ex::run_probe(experiment, options, !a.quiet);
+  const std::string text = probe.dump(1);
+  if (!a.json_out.empty()) io::write_file_atomically(a.json_out, text + "\n");
+  if (a.json) {
+    std::printf("%s\n", text.c_str());
+    return;
+  }
+  std::printf("experiment %s probe: load %.2f -> %.2f\n", experiment.name.c_str(),
+              probe["load_average_before"].get<double>(),
+              probe["load_average_after"].get<double>());
+  for (const json& c : probe["cells"])
+    std::printf("  %-16s %8.3f ms/step\n", c["id"].get<std::string>().c_str(),
+                1e3 * c["median_step_seconds"].get<double>());
+  std::printf("steps %lld (estimated %.0f s for the pilot and the test on 2 lanes)\n",
+              static_cast<long long>(probe["steps"].get<std::int64_t>()),
+              probe["estimated_seconds"].get<double>());
+}
+
 void run_experiment_command(const ExperimentArgs& a) {
   if (a.list) {
     std::printf("%s\n", list_text().c_str());
@@ -122,11 +166,48 @@ void run_experiment_command(const ExperimentArgs& a) {
   check_output("--json-out", a.json_out);
   HEADCOUNT_CHECK(a.out.empty() || a.out != a.json_out, "--json-out", "a path other than --out",
                   a.json_out);
-  const ex::ExperimentOptions options{
-      .seeds = a.seeds, .steps = a.steps, .quick = a.quick, .threads = a.threads};
+  ex::ExperimentOptions options{.seeds = a.seeds,
+                                .first_seed = a.first_seed,
+                                .steps = a.steps,
+                                .quick = a.quick,
+                                .threads = a.threads,
+                                .stage = parse_stage(a.stage),
+                                .source_dir = HEADCOUNT_SOURCE_DIR};
+  HEADCOUNT_CHECK(a.envelope.empty() || options.stage == ex::Stage::test, "--envelope",
+                  "only with --stage test", concat("\"", a.envelope, "\""));
   const ex::Experiment experiment = spec.make(options);
+  const bool staged = !experiment.lr_grid.empty();
+  HEADCOUNT_CHECK(!staged || options.stage != ex::Stage::run || a.quick, "--stage",
+                  concat("probe, pilot or test (", experiment.name,
+                         " runs in the claims protocol's stages; --quick runs a smoke grid)"),
+                  "none");
+  HEADCOUNT_CHECK(!a.quick || options.stage == ex::Stage::run, "--quick",
+                  "without --stage (a smoke run is not a stage)", a.stage);
+  if (staged && a.quick && !a.seeds_given) options.seeds = 1;
+  if (options.stage == ex::Stage::probe) {
+    run_probe_command(a, experiment, options);
+    return;
+  }
+  HEADCOUNT_CHECK(
+      options.stage != ex::Stage::pilot || !a.seeds_given, "--seeds",
+      concat("none with --stage pilot (one run per lr at seed ", experiment.pilot_seed, ")"),
+      a.seeds);
+  if (options.stage == ex::Stage::test) {
+    HEADCOUNT_CHECK(!a.envelope.empty(), "--envelope",
+                    "the pilot's result JSON (--stage test runs each cell at its pilot lr)",
+                    "none");
+    HEADCOUNT_CHECK(!a.seeds_given || a.seeds == experiment.evaluation_seeds, "--seeds",
+                    concat(experiment.evaluation_seeds, " (fixed by ", experiment.prereg, ")"),
+                    a.seeds);
+    options.seeds = experiment.evaluation_seeds;
+    options.pilot = read_json_file("--envelope", a.envelope);
+  }
   Context ctx({.threads = a.threads});
-  const ex::ExperimentResult result = ex::run_experiment(ctx, experiment, options, !a.quiet);
+  ex::Experiment grid;
+  const ex::ExperimentResult result =
+      options.stage == ex::Stage::pilot  ? ex::run_pilot(ctx, experiment, options, !a.quiet, grid)
+      : options.stage == ex::Stage::test ? ex::run_test(ctx, experiment, options, !a.quiet, grid)
+                                         : ex::run_experiment(ctx, experiment, options, !a.quiet);
   const json document = ex::result_json(result);
   // Both texts exist before either file is written, so a page error leaves no JSON behind.
   const std::string page = a.out.empty() ? "" : ex::experiment_page(document);
@@ -148,8 +229,17 @@ void register_experiment(CLI::App& app) {
   auto args = std::make_shared<ExperimentArgs>();
   cmd->add_option("NAME", args->name, "the experiment (see --list)");
   cmd->add_flag("--list", args->list, "list the experiments, one line each");
-  cmd->add_option("--seeds", args->seeds, "seeds per cell (1..N: initialisation and data order)")
+  cmd->add_option_function<int>(
+      "--seeds", [args](int v) { args->seeds = v, args->seeds_given = true; },
+      "seeds per cell (initialisation and data order; default 3, or the pre-registered n)");
+  cmd->add_option("--first-seed", args->first_seed,
+                  "the first seed (1: evaluation; 201...: a frozen re-run on fresh seeds)")
       ->capture_default_str();
+  cmd->add_option("--stage", args->stage,
+                  "probe | pilot | test: the claims protocol's stages (experiments with an lr "
+                  "grid, e.g. esp-paper)");
+  cmd->add_option("--envelope", args->envelope,
+                  "--stage test: the pilot's result JSON (each cell's learning rate)");
   cmd->add_option_function<std::int64_t>(
       "--steps", [args](std::int64_t v) { args->steps = v, args->steps_given = true; },
       "training steps of every run (default: the experiment's)");

@@ -51,6 +51,11 @@ struct ModelConfig {
   bool attention_only = false;  // no FFN sub-blocks (attention-only transformer)
   float init_std = 0.02f;       // normal init of weights; biases zero, LayerNorm weight one
   float ln_eps = 1e-5f;         // every LayerNorm's eps (PyTorch's default; BERT uses 1e-12)
+  // Every bias vector (LayerNorm, attention Q/K/V and output, FFN, output head) held at its
+  // initial zero: the backward leaves their gradients zero, so no optimizer moves them. The ESP
+  // theorem's one-head ceiling (experiments/esp_paper.cpp) is proved for a model without free
+  // biases; the claims protocol's E-A re-runs any one-head model above its ceiling this way.
+  bool frozen_biases = false;
   // Per-layer head counts, for a model whose heads were pruned unevenly (the inference side's
   // pruned encoders): empty = `heads` and `kv_heads` in every layer. layer_kv_heads empty with
   // layer_heads set means one K/V head per query head in every layer. head_dim is the same in
@@ -77,6 +82,7 @@ struct Parameter {
   Tensor grad;   // f32, same shape
   bool decay =
       true;  // AdamW weight decay applies (false for biases, LayerNorm, embeddings' choice)
+  bool frozen = false;  // held at its value: its gradient is always zero (frozen_biases)
 };
 
 struct ForwardOptions {

@@ -125,8 +125,20 @@ class EspTask final : public SyntheticTask {
 
 }  // namespace
 
+// "mode": "endpoints" (this file's reconstruction, the default: the first and second designs'
+// experiments ran it) or "selector" (the published task, esp_selector.cpp).
 std::unique_ptr<Task> make_esp(const nlohmann::json& config) {
-  return std::make_unique<EspTask>(config);
+  nlohmann::json rest = config;
+  std::string mode = "endpoints";
+  if (rest.contains("mode")) {
+    const nlohmann::json& m = rest.at("mode");
+    HEADCOUNT_CHECK(m.is_string() && (m == "endpoints" || m == "selector"), "task.mode",
+                    "\"endpoints\" or \"selector\"", m.dump());
+    mode = m.get<std::string>();
+    rest.erase("mode");
+  }
+  if (mode == "selector") return make_esp_selector(rest);
+  return std::make_unique<EspTask>(rest);
 }
 
 }  // namespace headcount::train::tasks

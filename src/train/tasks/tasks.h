@@ -14,6 +14,7 @@ std::unique_ptr<Task> make_copy(const nlohmann::json& config);
 std::unique_ptr<Task> make_assoc_recall(const nlohmann::json& config);
 std::unique_ptr<Task> make_multi_relation(const nlohmann::json& config);
 std::unique_ptr<Task> make_esp(const nlohmann::json& config);
+std::unique_ptr<Task> make_esp_selector(const nlohmann::json& config);  // esp "mode": "selector"
 std::unique_ptr<Task> make_retrieval(const nlohmann::json& config);
 
 // The distinct sequences of `alphabet` symbols at `length` positions, saturating at 2^62.

@@ -1,0 +1,262 @@
+// stages.h: the probe, the pilot with its envelope, and the test stage's learning rates.
+#include "experiments/stages.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "experiments/prereg.h"
+#include "experiments/result.h"
+#include "headcount/error.h"
+
+namespace headcount::experiments {
+
+using detail::concat;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kProbeWarmup = 3, kProbeTimed = 20;
+constexpr double kBudgetShare = 0.85;  // R10: 15 % kept for validation, hooks and noise
+constexpr int kLanes = 2;              // the 2-core host the budgets are written for
+
+// The 1-minute load average, or -1 where /proc/loadavg cannot be read (recorded, not used).
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  if (!(in >> load)) return -1;
+  return load;
+}
+
+void require_grid(const Experiment& e, Stage stage) {
+  HEADCOUNT_CHECK(!e.lr_grid.empty(), "--stage",
+                  concat("run (experiment ", e.name, " has no learning-rate grid, so no stages)"),
+                  stage_name(stage));
+}
+
+std::string lr_text(double lr) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", lr);
+  return text;
+}
+
+// The pilot's cells: every cell of `e` at each lr of `lrs`, "<id> lr=<lr>".
+std::vector<Cell> lr_cells(const Experiment& e, const Cell& cell, const std::vector<double>& lrs) {
+  std::vector<Cell> out;
+  for (double lr : lrs) {
+    Cell c = cell;
+    c.id = concat(cell.id, " lr=", lr_text(lr));
+    c.labels["lr"] = lr;
+    c.labels["cell"] = cell.id;
+    set_learning_rate(e, c.config, lr);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+struct Point {
+  double lr = 0, metric = 0, loss = 0;
+};
+
+// R4's pick: the lowest loss, or the highest accuracy with ties to the lower dev loss; then the
+// lower lr (points are in ascending lr).
+const Point& pick(const std::vector<Point>& points, MetricKind kind) {
+  const Point* best = &points.front();
+  for (const Point& p : points) {
+    const bool better =
+        kind == MetricKind::loss
+            ? p.metric < best->metric
+            : p.metric > best->metric || (p.metric == best->metric && p.loss < best->loss);
+    if (better) best = &p;
+  }
+  return *best;
+}
+
+}  // namespace
+
+void set_learning_rate(const Experiment& e, train::TrainConfig& config, double lr) {
+  if (e.set_lr) {
+    e.set_lr(config, lr);
+    return;
+  }
+  config.optim.lr = lr;
+  config.optim.min_lr = lr / 10;
+}
+
+json run_probe(const Experiment& e, const ExperimentOptions& options, bool progress) {
+  require_grid(e, Stage::probe);
+  HEADCOUNT_CHECK(e.budget_seconds > 0 && e.evaluation_seeds >= 1, concat("experiment ", e.name),
+                  "a budget and an evaluation seed count",
+                  concat(e.budget_seconds, " s, ", e.evaluation_seeds, " seeds"));
+  Context ctx({.threads = 1});
+  const double load_before = load_average();
+  const auto runs_per_cell = static_cast<double>(e.lr_grid.size()) + e.evaluation_seeds;
+  json cells = json::array();
+  double seconds_per_step_of_grid = 0;  // sum over every run of the grid of one step's time
+  for (const Cell& cell : e.cells) {
+    train::TrainConfig config = cell.config;
+    config.seed = static_cast<std::uint64_t>(e.pilot_seed);
+    config.log_every = config.eval_every = config.checkpoint_every = 0;
+    config.steps = std::max<std::int64_t>(config.steps, kProbeWarmup + kProbeTimed);
+    train::Trainer trainer(ctx, config);
+    for (int s = 0; s < kProbeWarmup; ++s) trainer.train_step();
+    std::vector<double> times;
+    for (int s = 0; s < kProbeTimed; ++s) {
+      const auto t0 = std::chrono::steady_clock::now();
+      trainer.train_step();
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    seconds_per_step_of_grid += median * runs_per_cell;
+    cells.push_back({{"id", cell.id}, {"median_step_seconds", median}});
+    if (progress)
+      std::fprintf(stderr, "%s probe: %s  %.3f ms/step\n", e.name.c_str(), cell.id.c_str(),
+                   1e3 * median);
+  }
+  const double available = kBudgetShare * e.budget_seconds * kLanes;
+  const auto steps =
+      static_cast<std::int64_t>(std::floor(available / seconds_per_step_of_grid / 100.0)) * 100;
+  return {{"format", kProbeFormat},
+          {"experiment", e.name},
+          {"prereg", prereg_record(options.source_dir, e.prereg)},
+          {"rule",
+           concat("steps = the largest multiple of 100 with sum over runs of steps x t_cell <= ",
+                  kBudgetShare, " x budget x ", kLanes, " lanes")},
+          {"budget_seconds", e.budget_seconds},
+          {"runs_per_cell", {{"pilot", e.lr_grid.size()}, {"test", e.evaluation_seeds}}},
+          {"cells", cells},
+          {"load_average_before", load_before},
+          {"load_average_after", load_average()},
+          {"steps", steps},
+          {"estimated_seconds", static_cast<double>(steps) * seconds_per_step_of_grid / kLanes}};
+}
+
+ExperimentResult run_pilot(Context& ctx, const Experiment& e, const ExperimentOptions& options,
+                           bool progress, Experiment& grid) {
+  require_grid(e, Stage::pilot);
+  grid = e;
+  grid.cells.clear();
+  grid.judge = nullptr;
+  grid.summarize = nullptr;
+  for (const Cell& cell : e.cells)
+    for (Cell& c : lr_cells(e, cell, e.lr_grid)) grid.cells.push_back(std::move(c));
+  ExperimentOptions pilot_options = options;
+  pilot_options.seeds = 1;
+  pilot_options.first_seed = e.pilot_seed;
+  ExperimentResult result = run_experiment(ctx, grid, pilot_options, progress);
+
+  // Each cell's points in ascending lr; cells picked at an edge get the next point (R4).
+  const auto points_of = [&](const ExperimentResult& r, const Experiment& g, const Cell& cell) {
+    std::vector<Point> points;
+    for (std::size_t i = 0; i < g.cells.size(); ++i) {
+      if (g.cells[i].labels.at("cell") != cell.id) continue;
+      const RunRecord& run = *r.runs_of(i).front();
+      points.push_back({.lr = g.cells[i].labels.at("lr").get<double>(),
+                        .metric = final_metric(run, e.metric),
+                        .loss = run.final.loss});
+    }
+    std::sort(points.begin(), points.end(),
+              [](const Point& a, const Point& b) { return a.lr < b.lr; });
+    return points;
+  };
+  Experiment extension = grid;
+  extension.cells.clear();
+  for (const Cell& cell : e.cells) {
+    const std::vector<Point> points = points_of(result, grid, cell);
+    const double chosen = pick(points, e.metric_kind).lr;
+    std::vector<double> more;
+    if (chosen == e.lr_grid.front() && e.lr_extension.front() < chosen)
+      more.push_back(e.lr_extension.front());
+    if (chosen == e.lr_grid.back() && e.lr_extension.back() > chosen)
+      more.push_back(e.lr_extension.back());
+    for (Cell& c : lr_cells(e, cell, more)) extension.cells.push_back(std::move(c));
+  }
+  if (!extension.cells.empty()) {
+    if (progress)
+      std::fprintf(stderr, "%s pilot: %zu picks at an edge of the lr grid; adding the next point\n",
+                   e.name.c_str(), extension.cells.size());
+    ExperimentResult more = run_experiment(ctx, extension, pilot_options, progress);
+    const std::size_t offset = grid.cells.size();
+    for (Cell& c : extension.cells) grid.cells.push_back(std::move(c));
+    for (RunRecord& run : more.runs) {
+      run.cell += offset;
+      result.runs.push_back(std::move(run));
+    }
+    for (CellStats& s : more.cells) result.cells.push_back(std::move(s));
+    result.seconds += more.seconds;
+  }
+  result.experiment = &grid;
+  result.options = options;
+  result.options.seeds = 1;
+  result.options.first_seed = e.pilot_seed;
+
+  json cells = json::object();
+  for (const Cell& cell : e.cells) {
+    const std::vector<Point> points = points_of(result, grid, cell);
+    const Point& chosen = pick(points, e.metric_kind);
+    json listed = json::array();
+    for (const Point& p : points)
+      listed.push_back({{"lr", p.lr}, {"metric", p.metric}, {"validation_loss", p.loss}});
+    cells[cell.id] = {{"lr", chosen.lr},
+                      {"at_edge", chosen.lr == points.front().lr || chosen.lr == points.back().lr},
+                      {"points", listed}};
+  }
+  result.envelope = {{"metric", e.metric},
+                     {"metric_kind", metric_kind_name(e.metric_kind)},
+                     {"seed", e.pilot_seed},
+                     {"grid", e.lr_grid},
+                     {"rule",
+                      "lowest loss, or highest accuracy with ties to the lower validation loss, "
+                      "then the lower lr; a pick at an edge adds the next point and picks again"},
+                     {"cells", cells}};
+  return result;
+}
+
+Experiment with_envelope(const Experiment& e, const json& pilot) {
+  require_grid(e, Stage::test);
+  const auto bad = [](const std::string& expected, const std::string& got) {
+    fail("--envelope", concat("expected ", expected, ", got ", got));
+  };
+  if (!pilot.is_object() || pilot.value("format", "") != kResultFormat)
+    bad(concat("a ", kResultFormat, " result of a pilot"), "another document");
+  const std::string name = pilot.at("experiment").value("name", "");
+  if (name != e.name) bad(concat("the pilot of ", e.name), concat("the result of ", name));
+  const std::string stage = pilot.at("settings").value("stage", "run");
+  if (stage != "pilot") bad("a pilot result (--stage pilot)", concat("stage ", stage));
+  if (!pilot.contains("envelope") || !pilot.at("envelope").contains("cells"))
+    bad("a pilot result with an envelope", "none");
+  const json& cells = pilot.at("envelope").at("cells");
+  std::map<std::string, std::int64_t> pilot_steps;
+  for (const json& run : pilot.at("runs"))
+    pilot_steps[run.at("cell").get<std::string>()] =
+        run.at("config").at("train").at("steps").get<std::int64_t>();
+  Experiment out = e;
+  for (Cell& cell : out.cells) {
+    if (!cells.contains(cell.id)) bad(concat("a pick for cell ", cell.id), "none");
+    const double lr = cells.at(cell.id).at("lr").get<double>();
+    const std::string pilot_id = concat(cell.id, " lr=", lr_text(lr));
+    if (pilot_steps.count(pilot_id) == 1 && pilot_steps.at(pilot_id) != cell.config.steps)
+      bad(concat("a pilot at the test's ", cell.config.steps,
+                 " steps (R10: steps never change "
+                 "after a result is seen)"),
+          concat(pilot_steps.at(pilot_id), " steps in cell ", pilot_id));
+    set_learning_rate(e, cell.config, lr);
+    cell.labels["lr"] = lr;
+  }
+  return out;
+}
+
+ExperimentResult run_test(Context& ctx, const Experiment& e, const ExperimentOptions& options,
+                          bool progress, Experiment& grid) {
+  grid = with_envelope(e, options.pilot);
+  ExperimentResult result = run_experiment(ctx, grid, options, progress);
+  result.envelope = options.pilot.at("envelope");
+  result.envelope["pilot_prereg"] = options.pilot.value("prereg", json(nullptr));
+  return result;
+}
+
+}  // namespace headcount::experiments

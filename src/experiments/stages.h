@@ -1,0 +1,42 @@
+// The claims protocol's stages (../shared/claims-protocol.md, summarised in
+// docs/what-the-split-buys.md) for an experiment with a learning-rate grid:
+//
+//   probe  R10: 3 warm-up and 20 timed steps of every cell on one thread; the step count is the
+//          largest multiple of 100 with  sum over the pilot's and test's runs of steps x t_cell
+//          <= 0.85 x budget x 2 lanes.  Goes into the pre-registration before the pilot.
+//   pilot  R4: every cell at every lr of the grid, pilot seed (101); each cell's lr picked on
+//          the dev metric (lowest loss; highest accuracy, ties to the lower dev loss, then the
+//          lower lr); a pick at an edge of the grid adds the next point (3e-4 or 3e-2) and picks
+//          again. The envelope (the metric at every lr) is kept in the JSON.
+//   test   each cell at its pilot lr, the evaluation seeds (1..n), the verdicts.
+#pragma once
+
+#include "experiments/experiment.h"
+#include "experiments/runner.h"
+
+namespace headcount::experiments {
+
+// The probe's JSON document ("format": kProbeFormat). Runs each cell on a 1-thread Context.
+inline constexpr const char* kProbeFormat = "headcount-experiment-probe-v1";
+nlohmann::json run_probe(const Experiment& experiment, const ExperimentOptions& options,
+                         bool progress);
+
+// The pilot. `grid` receives the experiment the result refers to (cells x lr, extensions
+// appended; it must outlive the result). The result's envelope holds each cell's pick.
+ExperimentResult run_pilot(Context& ctx, const Experiment& experiment,
+                           const ExperimentOptions& options, bool progress, Experiment& grid);
+
+// The test stage's experiment: `experiment` with each cell at the lr the pilot document
+// (a result JSON of the same experiment at Stage::pilot) picked. Error naming --envelope when
+// the document is of another experiment or stage, lacks a cell, or ran another step count.
+Experiment with_envelope(const Experiment& experiment, const nlohmann::json& pilot);
+
+// The test stage: with_envelope(experiment, options.pilot) run at the evaluation seeds; the
+// judge can read the pilot's runs in result.options.pilot; the result's envelope is the pilot's.
+ExperimentResult run_test(Context& ctx, const Experiment& experiment,
+                          const ExperimentOptions& options, bool progress, Experiment& grid);
+
+// The default lr setter: optim.lr = lr, optim.min_lr = lr / 10 (cosine to lr / 10, R4).
+void set_learning_rate(const Experiment& experiment, train::TrainConfig& config, double lr);
+
+}  // namespace headcount::experiments
