@@ -38,7 +38,7 @@ constexpr std::int64_t kVertices = 8;
 // Steps of every run, from the probe (bench/results/2026-12-05-esp-paper-probe.json, recorded in
 // bench/prereg/esp-paper-v1.md before the pilot): R10's largest multiple of 100 within
 // 0.85 x 20 min x 2 lanes for the pilot's and the test's runs.
-constexpr std::int64_t kSteps = 2000;
+constexpr std::int64_t kSteps = 7800;
 constexpr std::int64_t kQuickSteps = 300;
 constexpr int kEvaluationSeeds = 8;
 constexpr int kGateSuccesses = 6;  // of 8, on T8, every arm and width
