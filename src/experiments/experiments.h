@@ -6,10 +6,11 @@
 
 namespace headcount::experiments {
 
-Experiment make_head_sweep(const ExperimentOptions& options);  // head_sweep.cpp
-Experiment make_scale(const ExperimentOptions& options);       // scale.cpp
-Experiment make_blur(const ExperimentOptions& options);        // blur.cpp
-Experiment make_kv_heads(const ExperimentOptions& options);    // kv_heads.cpp
-Experiment make_esp_paper(const ExperimentOptions& options);   // esp_paper.cpp (E-A)
+Experiment make_head_sweep(const ExperimentOptions& options);    // head_sweep.cpp
+Experiment make_scale(const ExperimentOptions& options);         // scale.cpp
+Experiment make_blur(const ExperimentOptions& options);          // blur.cpp
+Experiment make_kv_heads(const ExperimentOptions& options);      // kv_heads.cpp
+Experiment make_esp_paper(const ExperimentOptions& options);     // esp_paper.cpp (E-A, v1)
+Experiment make_esp_paper_v2(const ExperimentOptions& options);  // esp_paper.cpp (E-A, v2)
 
 }  // namespace headcount::experiments

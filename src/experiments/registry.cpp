@@ -27,6 +27,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-A: the published Endpoint Selection Problem, 1 head vs 2, against the "
                   "one-head ceiling 1 - MFAS/(2m) (stages: probe, pilot, test)",
        .make = make_esp_paper},
+      {.name = "esp-paper-v2",
+       .summary = "E-A v2: esp-paper with every bias frozen at zero in every cell (the "
+                  "theorem's model class; registered after v1's pilot)",
+       .make = make_esp_paper_v2},
   };
 }
 
