@@ -29,7 +29,7 @@ LEVELS = [
 # The folder each public header fronts.
 HOME = {
     "error.h": "core", "tensor.h": "core", "version.h": "core", "isa.h": "core",
-    "context.h": "runtime",
+    "context.h": "runtime", "work_counters.h": "runtime",
     "attention.h": "kernels", "attention_backward.h": "kernels", "decode.h": "kernels",
     "head_stats.h": "kernels",
     "kv_cache.h": "cache",

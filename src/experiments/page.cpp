@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "experiments/cost_measured.h"
 #include "experiments/result.h"
 #include "headcount/error.h"
 #include "report/html.h"
@@ -336,6 +337,23 @@ std::string tables_html(const json& tables) {
   return s;
 }
 
+// Which stage ran and under which pre-registration (rule R8): "not pre-registered" otherwise.
+std::string prereg_line(const json& r) {
+  std::string s = "<p class=\"rule\" data-prereg=\"";
+  const json prereg = r.value("prereg", json(nullptr));
+  const bool registered = prereg.is_object() && prereg.value("preregistered", false);
+  s += registered ? "yes" : "no";
+  s += "\">";
+  if (r.contains("settings") && r.at("settings").contains("stage"))
+    s += concat("Stage: ", escape(r.at("settings").at("stage").get<std::string>()), ". ");
+  if (r.contains("settings") && r.at("settings").value("quick", false))
+    s += "A --quick smoke run: not evidence. ";
+  s += registered ? concat("Pre-registered: ", escape(prereg.at("path").get<std::string>()),
+                           " (git blob ", escape(prereg.at("blob").get<std::string>()), ").")
+                  : "Not pre-registered.";
+  return s + "</p>";
+}
+
 std::string extra_section(const json& r) {
   const json& extra = r.at("extra");
   std::string s;
@@ -383,9 +401,49 @@ std::string experiment_page(const json& r) {
           : "",
       ". Task: ", escape(r.at("task").value("name", "?")), ". Metric: final ",
       escape(e.at("metric").get<std::string>()), " on every validation batch.</p>");
+  body += prereg_line(r);
   body += verdict_boxes(r) + metric_chart(r) + cell_table(r) + extra_section(r) + curves(r) +
           measures_table(r) + maps_section(r);
   return report::page("headcount experiment " + name, kCss, body);
+}
+
+std::string cost_measured_page(const json& r) {
+  HEADCOUNT_CHECK(r.is_object() && r.value("format", "") == kCostMeasuredFormat,
+                  "cost-measured page", concat("a ", kCostMeasuredFormat, " document"),
+                  r.is_object() ? r.value("format", "no format") : "not an object");
+  std::string body = concat("<h1>Experiment cost-measured</h1><p>",
+                            escape(r.at("experiment").at("claim").get<std::string>()), "</p>");
+  body += prereg_line(r);
+  const json& gate = r.at("gate");
+  body +=
+      concat("<p class=\"rule\" data-gate=\"", gate.at("passed").get<bool>() ? "passed" : "failed",
+             "\">Gate: ", escape(gate.at("name").get<std::string>()), ": measured ",
+             thousands(gate.at("measured").get<std::int64_t>()),
+             gate.at("judged").get<bool>() ? "" : " (not judged: --quick)", ".</p>");
+  body += verdict_boxes(r);
+  json tables = json::array();
+  for (const auto& [name, rows] : r.at("series").items()) {
+    json listed = json::array();
+    for (const json& row : rows)
+      listed.push_back({row.at("heads").get<std::int64_t>(),
+                        thousands(row.at("parameters").get<std::int64_t>()),
+                        thousands(row.at("gemm_macs").get<std::int64_t>()),
+                        thousands(row.at("attention_macs").get<std::int64_t>()),
+                        thousands(row.at("macs").get<std::int64_t>()),
+                        thousands(row.at("macs_minus_predicted").get<std::int64_t>()),
+                        thousands(row.at("exponentials").get<std::int64_t>()),
+                        fixed(1e3 * row.at("median_seconds").get<double>(), 2)});
+    tables.push_back({{"title", name},
+                      {"columns",
+                       {"h", "parameters", "GEMM multiply-adds", "attention multiply-adds",
+                        "multiply-adds", "counted - cost model", "exponentials", "median ms"}},
+                      {"rows", listed},
+                      {"note",
+                       "counted by the kernels under a WorkCounting scope; times on one "
+                       "thread"}});
+  }
+  body += tables_html(tables);
+  return report::page("headcount experiment cost-measured", kCss, body);
 }
 
 }  // namespace headcount::experiments

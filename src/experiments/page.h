@@ -18,5 +18,8 @@ namespace headcount::experiments {
 
 // Throws Error if `result` is not a headcount.experiment.v1 document.
 std::string experiment_page(const nlohmann::json& result);
+// The page of cost-measured's document (cost_measured.h): the gate, the verdicts, one table per
+// measured series. Throws Error on another document.
+std::string cost_measured_page(const nlohmann::json& document);
 
 }  // namespace headcount::experiments

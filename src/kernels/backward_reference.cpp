@@ -22,6 +22,7 @@
 
 #include "headcount/attention_backward.h"
 #include "kernels/backward_checks.h"
+#include "kernels/count_work.h"
 #include "kernels/masking.h"
 
 namespace headcount {
@@ -181,7 +182,7 @@ AttentionBackwardStats attention_backward_reference(Context& ctx, const Attentio
   for (std::int64_t entries : computed_entries)
     stats.macs += entries * (3 * s.head_dim + 2 * s.v_head_dim);
   stats.peak_score_entries = s.batch * s.heads * s.q_len * s.kv_len;
-  return stats;
+  return kernels::counted(stats, s);
 }
 
 AttentionBackwardStats attention_backward(Context& ctx, Kernel kernel,

@@ -45,6 +45,7 @@
 #include "headcount/attention_backward.h"
 #include "headcount/error.h"
 #include "kernels/backward_checks.h"
+#include "kernels/count_work.h"
 #include "kernels/masking.h"
 #include "kernels/task_rows.h"
 #include "simd/tiles.h"
@@ -416,7 +417,7 @@ AttentionBackwardStats attention_backward_streaming(Context& ctx, const Attentio
   AttentionBackwardStats stats;
   for (i64 e : entries) stats.macs += e * (3 * s.head_dim + 2 * s.v_head_dim);
   stats.peak_score_entries = workers * 2 * plan.key_tile * plan.rows;
-  return stats;
+  return kernels::counted(stats, s);
 }
 
 }  // namespace headcount

@@ -38,6 +38,7 @@
 #include <new>
 
 #include "headcount/error.h"
+#include "kernels/count_work.h"
 #include "kernels/lse_merge.h"
 #include "simd/decode.h"
 
@@ -315,7 +316,7 @@ AttentionStats attention_decode(Context& ctx, const DecodeParams& p) {
     }
   }
   stats.peak_score_entries = workers * simd::kDecodeKeyBlock;
-  return stats;
+  return kernels::counted(stats, s);
 }
 
 }  // namespace headcount

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "headcount/attention.h"
+#include "kernels/count_work.h"
 #include "kernels/masking.h"
 
 namespace headcount {
@@ -122,7 +123,7 @@ AttentionStats attention_reference(Context& ctx, const AttentionParams& p) {
     stats.weighted_sum_macs += entries * s.v_head_dim;
   }
   stats.peak_score_entries = s.batch * s.heads * s.q_len * s.kv_len;
-  return stats;
+  return kernels::counted(stats, s);
 }
 
 }  // namespace headcount

@@ -44,6 +44,7 @@
 
 #include "headcount/attention.h"
 #include "headcount/error.h"
+#include "kernels/count_work.h"
 #include "kernels/masking.h"
 #include "kernels/streaming_amx.h"
 #include "kernels/task_rows.h"
@@ -483,19 +484,21 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
   const AttentionShape s = kernels::validate_layout(p);
   kernels::check_finite_inputs(ctx, p);
   if (p.q.dtype == DType::bf16 && ctx.isa() == Isa::amx_bf16)
-    return kernels::streaming_amx(ctx, p, s);
+    return kernels::counted(kernels::streaming_amx(ctx, p, s), s);
   const Plan plan(p, s, ctx.isa());
   const i64 q_tiles = (s.q_len + plan.positions - 1) / plan.positions;
   const auto scratch_bytes = static_cast<std::size_t>(plan.words) * 4;
   const i64 tile_entries = plan.rows * plan.key_tile;
   if (!plan.packed_heads) {
-    return kernels::run_tasks(ctx, s, s.batch * s.kv_heads * q_tiles, scratch_bytes, tile_entries,
-                              [&](i64 task, void* scratch) {
-                                auto* words = static_cast<std::uint32_t*>(scratch);
-                                return p.q.dtype == DType::bf16
-                                           ? run_task<bf16>(plan, p, task, words, nullptr)
-                                           : run_task<float>(plan, p, task, words, nullptr);
-                              });
+    return kernels::counted(
+        kernels::run_tasks(ctx, s, s.batch * s.kv_heads * q_tiles, scratch_bytes, tile_entries,
+                           [&](i64 task, void* scratch) {
+                             auto* words = static_cast<std::uint32_t*>(scratch);
+                             return p.q.dtype == DType::bf16
+                                        ? run_task<bf16>(plan, p, task, words, nullptr)
+                                        : run_task<float>(plan, p, task, words, nullptr);
+                           }),
+        s);
   }
 
   // Packed heads: (batch, kv head) pairs in chunks whose packed K and V fit the budget; each
@@ -526,7 +529,7 @@ AttentionStats attention_streaming(Context& ctx, const AttentionParams& p) {
     total.weighted_sum_macs += stats.weighted_sum_macs;
     total.peak_score_entries = std::max(total.peak_score_entries, stats.peak_score_entries);
   }
-  return total;
+  return kernels::counted(total, s);
 }
 
 }  // namespace headcount

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "headcount/error.h"
+#include "headcount/work_counters.h"
 #include "layers/task_grid.h"
 #include "simd/gemm.h"
 #include "simd/tuning.h"
@@ -54,6 +55,7 @@ void pack_panel(const GemmArgs& g, std::int64_t p, float* panel) {
 }  // namespace
 
 void gemm(Context& ctx, const GemmArgs& g) {
+  work_counters::add_gemm(g.m, g.n, g.k);
   HEADCOUNT_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm sizes", "m, n, k >= 0",
                   concat("m ", g.m, ", n ", g.n, ", k ", g.k));
   HEADCOUNT_CHECK(g.lda >= std::max<std::int64_t>(1, g.trans_a ? g.m : g.k) &&

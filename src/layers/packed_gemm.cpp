@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "headcount/error.h"
+#include "headcount/work_counters.h"
 #include "layers/task_grid.h"
 #include "simd/tuning.h"
 
@@ -144,6 +145,7 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
                   concat("m >= 0, ldx >= k = ", k, ", ldy >= n = ", g.n),
                   concat("m ", g.m, ", ldx ", g.ldx, ", ldy ", g.ldy));
   if (g.m == 0) return;
+  work_counters::add_gemm(g.m, g.n, k);
   const simd::GemmKernels& kernels = simd::gemm_kernels(ctx.isa());
   const TaskGrid grid(g.m, panels, ctx.threads());
   const std::int64_t row_blocks = grid.row_blocks;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "experiments/cost_measured.h"
 #include "experiments/experiment.h"
 #include "experiments/page.h"
 #include "experiments/result.h"
@@ -44,6 +45,9 @@ std::string list_text() {
   std::string text = "experiments:";
   for (const ex::ExperimentSpec& s : ex::experiment_specs())
     text += "\n  " + s.name + ": " + s.summary;
+  text +=
+      "\n  cost-measured: E-H: weights, multiply-adds and exponentials counted by the kernels, "
+      "and time, across h (no training)";
   return text;
 }
 
@@ -77,6 +81,42 @@ void print_summary(const json& r) {
   std::printf("%.1f s\n", r["timing"]["seconds"].get<double>());
 }
 
+void print_cost_measured(const json& r, bool as_json) {
+  if (as_json) {
+    std::printf("%s\n", r.dump(1).c_str());
+    return;
+  }
+  std::printf("experiment cost-measured: gate %s (%lld multiply-adds)\n",
+              r["gate"]["passed"].get<bool>() ? "passed" : "FAILED",
+              static_cast<long long>(r["gate"]["measured"].get<std::int64_t>()));
+  for (const auto& [name, rows] : r["series"].items())
+    for (const json& row : rows)
+      std::printf("  %-18s h=%-3lld params %lld  macs %lld  exps %lld  %.2f ms\n", name.c_str(),
+                  static_cast<long long>(row["heads"].get<std::int64_t>()),
+                  static_cast<long long>(row["parameters"].get<std::int64_t>()),
+                  static_cast<long long>(row["macs"].get<std::int64_t>()),
+                  static_cast<long long>(row["exponentials"].get<std::int64_t>()),
+                  1e3 * row["median_seconds"].get<double>());
+  for (const json& v : r["verdicts"])
+    std::printf("%s: %s\n  %s\n", v["id"].get<std::string>().c_str(),
+                v["verdict"].get<std::string>().c_str(), v["reason"].get<std::string>().c_str());
+}
+
+// cost-measured trains nothing: its own document and page (cost_measured.h).
+void run_cost_measured_command(const ExperimentArgs& a) {
+  HEADCOUNT_CHECK(a.stage.empty() && a.envelope.empty() && !a.seeds_given && !a.steps_given,
+                  "cost-measured", "no --stage, --envelope, --seeds or --steps (it trains nothing)",
+                  "some given");
+  check_output("--out", a.out);
+  check_output("--json-out", a.json_out);
+  const json document = ex::run_cost_measured(
+      {.quick = a.quick, .threads = 1, .source_dir = HEADCOUNT_SOURCE_DIR}, !a.quiet);
+  const std::string page = a.out.empty() ? "" : ex::cost_measured_page(document);
+  if (!a.json_out.empty()) io::write_file_atomically(a.json_out, document.dump(1) + "\n");
+  if (!a.out.empty()) io::write_file_atomically(a.out, page);
+  print_cost_measured(document, a.json);
+}
+
 // --from FILE: a result saved by --json-out, drawn again (the page) or summarised; runs nothing.
 void render_saved(const ExperimentArgs& a) {
   HEADCOUNT_CHECK(a.name.empty() && a.json_out.empty() && !a.quick && !a.steps_given, "--from",
@@ -92,6 +132,11 @@ void render_saved(const ExperimentArgs& a) {
     document = json::parse(text.str());
   } catch (const json::parse_error& e) {
     fail("--from", concat("expected JSON in ", a.from, ", got a syntax error at byte ", e.byte));
+  }
+  if (document.is_object() && document.value("format", "") == ex::kCostMeasuredFormat) {
+    if (!a.out.empty()) io::write_file_atomically(a.out, ex::cost_measured_page(document));
+    print_cost_measured(document, a.json);
+    return;
   }
   try {
     const std::string page = ex::experiment_page(document);
@@ -157,6 +202,10 @@ void run_experiment_command(const ExperimentArgs& a) {
     return;
   }
   HEADCOUNT_CHECK(!a.name.empty(), "NAME", "an experiment name (see --list)", "none");
+  if (a.name == "cost-measured") {
+    run_cost_measured_command(a);
+    return;
+  }
   const std::vector<ex::ExperimentSpec> specs = ex::experiment_specs();
   const ex::ExperimentSpec& spec = ex::find_experiment(specs, a.name);
   HEADCOUNT_CHECK(a.seeds >= 1 && a.seeds <= 1000, "--seeds", "in [1, 1000]", a.seeds);
