@@ -166,6 +166,7 @@ struct DecoderHeadAnalysis {
   DecoderCorpusResult corpus;
   InductionResult induction;
   std::vector<DecoderHeadScores> per_head;  // [layer * heads + head]
+  double corpus_seconds = 0, induction_seconds = 0;
 };
 
 DecoderHeadAnalysis analyze_decoder_heads(Context& ctx, const LlamaDecoder& decoder,

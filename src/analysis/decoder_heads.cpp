@@ -3,6 +3,7 @@
 #include "headcount/decoder_heads.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -383,8 +384,13 @@ DecoderHeadAnalysis analyze_decoder_heads(Context& ctx, const LlamaDecoder& deco
   const model::Config& c = decoder.config();
   DecoderHeadAnalysis a{
       .layers = c.layer_count(), .heads = uniform_heads(c, "model"), .kv_heads = c.kv_heads_in(0)};
+  using clock = std::chrono::steady_clock;
+  auto start = clock::now();
   a.corpus = decoder_corpus_statistics(ctx, decoder, corpus_ids, corpus_options);
+  a.corpus_seconds = std::chrono::duration<double>(clock::now() - start).count();
+  start = clock::now();
   a.induction = decoder_induction_scores(ctx, decoder, circuit, induction_options);
+  a.induction_seconds = std::chrono::duration<double>(clock::now() - start).count();
   for (i64 l = 0; l < a.layers; ++l)
     for (i64 h = 0; h < a.heads; ++h) {
       const std::size_t k = static_cast<std::size_t>(l * a.heads + h);
