@@ -136,7 +136,8 @@ void run_decoder_heads(const HeadsArgs& a) {
   check(a.context >= 2, "--context", ">= 2 tokens per window", a.context);
   check(a.max_windows >= 0, "--max-windows", ">= 0 (0: all)", a.max_windows);
   check(a.sequences >= 1, "--sequences", ">= 1", a.sequences);
-  check(a.length >= 2, "--length", ">= 2 random tokens per copy", a.length);
+  // The page draws (2L + 1)^2 cells per heatmap: 128 keeps it a few MB.
+  check(a.length >= 2 && a.length <= 128, "--length", "2 to 128 random tokens per copy", a.length);
   std::unique_ptr<PendingOutput> output;
   if (!a.out.empty()) output = std::make_unique<PendingOutput>(a.out);
   report::DecoderHeadsReport report;
