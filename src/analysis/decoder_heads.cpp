@@ -124,60 +124,58 @@ OvCopyingCircuit::OvCopyingCircuit(Context& ctx, const model::Weights& weights) 
   // by one task in token order, then the chunks in order (the same bits on any thread count).
   constexpr i64 kChunks = 8;
   std::vector<double> chunk_gram(static_cast<std::size_t>(kChunks * d * d), 0.0);
-  {
-    ctx.parallel_for(kChunks, [&](i64 chunk, int) {
-      double* gram = chunk_gram.data() + chunk * d * d;
-      std::vector<double> u(static_cast<std::size_t>(d));
-      for (i64 t = chunk * vocab_ / kChunks; t < (chunk + 1) * vocab_ / kChunks; ++t) {
-        for (i64 i = 0; i < d; ++i) u[static_cast<std::size_t>(i)] = unembedding_[t * d + i];
-        for (i64 i = 0; i < d; ++i) {
-          const double ui = u[static_cast<std::size_t>(i)];
-          double* row = gram + i * d;
-          for (i64 j = i; j < d; ++j) row[j] += ui * u[static_cast<std::size_t>(j)];
-        }
+  ctx.parallel_for(kChunks, [&](i64 chunk, int) {
+    double* gram = chunk_gram.data() + chunk * d * d;
+    std::vector<double> u(static_cast<std::size_t>(d));
+    for (i64 t = chunk * vocab_ / kChunks; t < (chunk + 1) * vocab_ / kChunks; ++t) {
+      for (i64 i = 0; i < d; ++i) u[static_cast<std::size_t>(i)] = unembedding_[t * d + i];
+      for (i64 i = 0; i < d; ++i) {
+        const double ui = u[static_cast<std::size_t>(i)];
+        double* row = gram + i * d;
+        for (i64 j = i; j < d; ++j) row[j] += ui * u[static_cast<std::size_t>(j)];
+      }
+    }
+  });
+  std::vector<double> gram(static_cast<std::size_t>(d * d), 0.0),
+      mean_u(static_cast<std::size_t>(d), 0.0);
+  for (i64 chunk = 0; chunk < kChunks; ++chunk)
+    for (i64 i = 0; i < d; ++i)
+      for (i64 j = i; j < d; ++j) gram[i * d + j] += chunk_gram[(chunk * d + i) * d + j];
+  for (i64 i = 0; i < d; ++i)
+    for (i64 j = i; j < d; ++j) {
+      gram[i * d + j] /= static_cast<double>(vocab_);
+      gram[j * d + i] = gram[i * d + j];
+    }
+  for (i64 t = 0; t < vocab_; ++t)
+    for (i64 i = 0; i < d; ++i) mean_u[i] += unembedding_[t * d + i];
+  for (double& m : mean_u) m /= static_cast<double>(vocab_);
+
+  // Per layer: T = gram · W_O, then m_h = W_O,h^T mean_u and S_h = W_O,h^T T_h.
+  mean_.assign(static_cast<std::size_t>(layers_ * heads_ * head_dim_), 0.0);
+  second_.assign(static_cast<std::size_t>(layers_ * heads_ * head_dim_ * head_dim_), 0.0);
+  std::vector<double> w_o(static_cast<std::size_t>(d * width)), t_o(w_o.size());
+  for (i64 l = 0; l < layers_; ++l) {
+    const Tensor& o = weights.at(Role::o_weight, l);  // [d_model, heads * head_dim]
+    packed_o_.push_back(layers::pack_weights(o.data<const float>(), d, width, width));
+    std::copy_n(o.data<const float>(), d * width, w_o.begin());
+    ctx.parallel_for(d, [&](i64 i, int) {
+      double* out = t_o.data() + i * width;
+      std::fill_n(out, width, 0.0);
+      for (i64 k = 0; k < d; ++k) {
+        const double gik = gram[i * d + k];
+        const double* w = w_o.data() + k * width;
+        for (i64 j = 0; j < width; ++j) out[j] += gik * w[j];
       }
     });
-    std::vector<double> gram(static_cast<std::size_t>(d * d), 0.0),
-        mean_u(static_cast<std::size_t>(d), 0.0);
-    for (i64 chunk = 0; chunk < kChunks; ++chunk)
-      for (i64 i = 0; i < d; ++i)
-        for (i64 j = i; j < d; ++j) gram[i * d + j] += chunk_gram[(chunk * d + i) * d + j];
-    for (i64 i = 0; i < d; ++i)
-      for (i64 j = i; j < d; ++j) {
-        gram[i * d + j] /= static_cast<double>(vocab_);
-        gram[j * d + i] = gram[i * d + j];
-      }
-    for (i64 t = 0; t < vocab_; ++t)
-      for (i64 i = 0; i < d; ++i) mean_u[i] += unembedding_[t * d + i];
-    for (double& m : mean_u) m /= static_cast<double>(vocab_);
-
-    // Per layer: T = gram · W_O, then m_h = W_O,h^T mean_u and S_h = W_O,h^T T_h.
-    mean_.assign(static_cast<std::size_t>(layers_ * heads_ * head_dim_), 0.0);
-    second_.assign(static_cast<std::size_t>(layers_ * heads_ * head_dim_ * head_dim_), 0.0);
-    std::vector<double> w_o(static_cast<std::size_t>(d * width)), t_o(w_o.size());
-    for (i64 l = 0; l < layers_; ++l) {
-      const Tensor& o = weights.at(Role::o_weight, l);  // [d_model, heads * head_dim]
-      packed_o_.push_back(layers::pack_weights(o.data<const float>(), d, width, width));
-      std::copy_n(o.data<const float>(), d * width, w_o.begin());
-      ctx.parallel_for(d, [&](i64 i, int) {
-        double* out = t_o.data() + i * width;
-        std::fill_n(out, width, 0.0);
-        for (i64 k = 0; k < d; ++k) {
-          const double gik = gram[i * d + k];
-          const double* w = w_o.data() + k * width;
-          for (i64 j = 0; j < width; ++j) out[j] += gik * w[j];
-        }
-      });
-      for (i64 h = 0; h < heads_; ++h) {
-        double* m = mean_.data() + (l * heads_ + h) * head_dim_;
-        double* s = second_.data() + (l * heads_ + h) * head_dim_ * head_dim_;
-        for (i64 i = 0; i < d; ++i) {
-          const double* w = w_o.data() + i * width + h * head_dim_;
-          const double* t = t_o.data() + i * width + h * head_dim_;
-          for (i64 a = 0; a < head_dim_; ++a) {
-            m[a] += w[a] * mean_u[static_cast<std::size_t>(i)];
-            for (i64 b = 0; b < head_dim_; ++b) s[a * head_dim_ + b] += w[a] * t[b];
-          }
+    for (i64 h = 0; h < heads_; ++h) {
+      double* m = mean_.data() + (l * heads_ + h) * head_dim_;
+      double* s = second_.data() + (l * heads_ + h) * head_dim_ * head_dim_;
+      for (i64 i = 0; i < d; ++i) {
+        const double* w = w_o.data() + i * width + h * head_dim_;
+        const double* t = t_o.data() + i * width + h * head_dim_;
+        for (i64 a = 0; a < head_dim_; ++a) {
+          m[a] += w[a] * mean_u[static_cast<std::size_t>(i)];
+          for (i64 b = 0; b < head_dim_; ++b) s[a * head_dim_ + b] += w[a] * t[b];
         }
       }
     }

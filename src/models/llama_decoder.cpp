@@ -276,9 +276,10 @@ Tensor LlamaDecoder::forward(Context& ctx, std::span<const std::int32_t> ids, Kv
   const i64 start = cache.length(0, 0);
   check(start + n <= cache.capacity(), "kv cache capacity",
         concat("room for ", n, " more tokens after the ", start, " cached"), cache.capacity());
-  check(!options.observe_attention || start == 0, "observe_attention",
-        "an empty cache (the hook sees the prompt's prefill only)",
-        concat("a cache holding ", start, " tokens"));
+  // HEADCOUNT_CHECK: the message is built only on failure (forward runs once per decoded token).
+  HEADCOUNT_CHECK(!options.observe_attention || start == 0, "observe_attention",
+                  "an empty cache (the hook sees the prompt's prefill only)",
+                  concat("a cache holding ", start, " tokens"));
 
   auto buffer = [&](int slot, i64 floats) {
     return static_cast<float*>(
