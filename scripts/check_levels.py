@@ -41,7 +41,7 @@ HOME = {
     "encoder.h": "models", "sts.h": "models", "decoder.h": "models",
     "distributed.h": "distributed",
     "compress.h": "compress", "encoder_training.h": "compress",
-    "head_analysis.h": "analysis",
+    "head_analysis.h": "analysis", "decoder_heads.h": "analysis",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

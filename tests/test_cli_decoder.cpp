@@ -1,7 +1,8 @@
-// `headcount generate` and `headcount perplexity`: bad options and bad files are one line and exit
-// 2 (checked before the model loads, so no model is needed); with SmolLM2's file (skipped, naming
-// it, when scripts/setup.sh has not fetched it) the --json output carries transformers' greedy
-// tokens (tests/testdata/decoder, scripts/make_decoder_fixtures.sh) and the perplexity runs.
+// `headcount generate`, `headcount perplexity` and `headcount heads --model FILE.gguf`: bad
+// options and bad files are one line and exit 2 (checked before the model loads, so no model is
+// needed); with SmolLM2's file (skipped, naming it, when scripts/setup.sh has not fetched it) the
+// --json output carries transformers' greedy tokens (tests/testdata/decoder,
+// scripts/make_decoder_fixtures.sh), the perplexity runs and heads finds its induction head.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +72,21 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
   expect_one_line_error(run_cli("perplexity " + m + "'" + (dir / "none.txt").string() + "'"),
                         "TEXT_FILE");
   expect_one_line_error(run_cli("perplexity " + m + "'" + text + "'"), "general.architecture");
+  // heads --model FILE.gguf: its options before the model, the other kind's options refused.
+  for (const Case& c : {
+           Case{m + "--json --ablate", "--ablate: an encoder option"},
+           Case{m + "--json --text hi", "--text: an encoder option"},
+           Case{m, "--out"},
+           Case{m + "--json --context 1", "--context"},
+           Case{m + "--json --max-windows -1", "--max-windows"},
+           Case{m + "--json --sequences 0", "--sequences"},
+           Case{m + "--json --length 1", "--length"},
+           Case{m + "--json --length 129", "--length"},
+           Case{m + "--json --corpus '" + (dir / "none.txt").string() + "'", "--corpus"},
+           Case{m + "--json", "general.architecture"},
+           Case{"--json --seed 3", "--seed: a decoder option"},
+       })
+    expect_one_line_error(run_cli("heads " + c.args), c.expected);
   // The decoder benchmark suite reads the same file through the same loader.
   expect_one_line_error(run_cli("bench --suite decoder --quick --repeats 1 " + m),
                         "general.architecture");
@@ -113,6 +129,29 @@ TEST(CliDecoder, GenerateJsonHasTransformersGreedyTokensAndPerplexityRuns) {
   EXPECT_EQ(pj.at("scored").get<int>(), pj.at("windows").get<int>() * 15);
   const double ppl = pj.at("perplexity").get<double>();
   EXPECT_TRUE(std::isfinite(ppl) && ppl > 1 && ppl < 1000) << ppl;
+}
+
+// heads on SmolLM2 with one window and two sequences: every head once, roles that add up, the
+// second copy predicted far better than the first (docs/decoder-heads.md: a drop of ~11 nats),
+// and L18 H6, the strongest induction head of the full run, an induction head here too.
+TEST(CliDecoder, HeadsJsonHasEveryHeadAndFindsTheInductionHead) {
+  if (!fs::exists(kModel))
+    GTEST_SKIP() << kModel.lexically_normal().string()
+                 << " not present (scripts/setup.sh fetches it)";
+  const CliResult r = run_cli("heads --model '" + kModel.string() +
+                              "' --max-windows 1 --sequences 2 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out.at("heads").size(), 270u);
+  int roles = 0;
+  for (const auto& [role, count] : out.at("role_counts").items()) roles += count.get<int>();
+  EXPECT_EQ(roles, 270);
+  EXPECT_GT(out.at("induction").at("loss_drop").get<double>(), 5.0);
+  const nlohmann::json& h = out.at("heads").at(18 * 9 + 6);
+  EXPECT_EQ(h.at("layer"), 18);
+  EXPECT_EQ(h.at("head"), 6);
+  EXPECT_EQ(h.at("role"), "induction");
+  EXPECT_GT(h.at("prefix_matching").get<double>(), 0.5);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "layers/rms_norm.h"
 #include "layers/rotary.h"
 #include "sanitized.h"
+#include "small_llama.h"
 
 namespace headcount {
 namespace {
@@ -208,40 +209,8 @@ TEST(DecoderLayers, RotaryAttentionPrefillThenDecodeEqualsOneCausalForward) {
 
 // ---- A small seeded Llama: the decoder's paths --------------------------------------------
 
-model::Weights small_llama() {
-  model::Weights w{.config = {.family = model::Family::llama,
-                              .vocab = 40,
-                              .d_model = 32,
-                              .d_ff = 48,
-                              .head_dim = 8,
-                              .context = 64,
-                              .norm = model::NormKind::rms_norm,
-                              .placement = model::NormPlacement::pre,
-                              .activation = model::Activation::swiglu,
-                              .positions = model::Positions::rotary,
-                              .rope_base = 10000.0f,
-                              .attention_bias = false,
-                              .ffn_bias = false,
-                              .output = model::Output::tied,
-                              .output_bias = false}};
-  w.config.layers.assign(3, {.heads = 4, .kv_heads = 2});
-  std::uint64_t seed = 20;
-  for (const model::WeightSpec& spec : model::weight_table(w.config)) {
-    Tensor t(DType::f32, spec.shape);
-    const bool norm = spec.shape.size() == 1;
-    const std::vector<float> v = random_floats(t.numel(), seed++, norm ? 0.2f : 0.5f);
-    for (i64 i = 0; i < t.numel(); ++i) t.data<float>()[i] = v[i] + (norm ? 1.0f : 0.0f);
-    w.tensors.emplace(spec.name, std::move(t));
-  }
-  return w;
-}
-
-BpeTokenizer small_tokenizer(i64 vocab) {
-  BpeVocabulary v;
-  for (i64 i = 0; i < vocab; ++i) v.tokens.push_back(std::string(1, static_cast<char>('A' + i)));
-  v.eos_id = 1;
-  return BpeTokenizer(std::move(v));
-}
+using testing::small_llama;
+using testing::small_tokenizer;
 
 double max_abs_diff(const float* a, const float* b, i64 n) {
   double m = 0;

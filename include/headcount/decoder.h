@@ -91,6 +91,16 @@ struct DecoderOptions {
   DType weights = DType::f32;
 };
 
+// What forward() does besides the logits (analysis only; the defaults change nothing).
+struct DecoderForwardOptions {
+  // Called in each layer's prefill, right after the attention kernel, with (layer, the
+  // kernel's params): q and k rotated as the kernel used them, v, causal, out (the concat
+  // buffer the kernel wrote, [1, n, heads, head_dim]) and lse (the kernel's log-sum-exp, [1,
+  // heads, n]). The views are valid only during the call. Prefill only: Error with a cache
+  // that already holds tokens.
+  std::function<void(std::int64_t, const AttentionParams&)> observe_attention;
+};
+
 class LlamaDecoder {
  public:
   // Reads config, weights and tokenizer from a GGUF file (Error on any problem).
@@ -116,7 +126,7 @@ class LlamaDecoder {
   // ids through decode_step, up to 16 at a time (decode kernel). Error names a bad id, or a
   // cache of another shape or without room for the ids.
   Tensor forward(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
-                 Logits logits = Logits::last) const;
+                 Logits logits = Logits::last, const DecoderForwardOptions& options = {}) const;
 
   // Prompt, then up to max_tokens new tokens, each fed back through the cache.
   GenerateResult generate(Context& ctx, std::span<const std::int32_t> prompt,

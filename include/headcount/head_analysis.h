@@ -154,6 +154,13 @@ std::vector<std::size_t> iterative_removal_order(Context& ctx, const BertEncoder
                                                  const std::vector<std::int64_t>& counts,
                                                  const HeadAblationOptions& options = {});
 
+// The reference kernel's per-head probabilities (double softmax of the same q, k, masks and
+// scale) for the params an observe hook received, into `probs` [B, heads, q_len, kv_len]; the
+// reference output goes to `scratch_out`, so the layer's own out and lse stay as its kernel
+// wrote them.
+void reference_probabilities(Context& ctx, const AttentionParams& params, const TensorView& probs,
+                             std::vector<float>& scratch_out);
+
 struct AttentionMaps {
   std::vector<std::string> tokens;  // [CLS] ... [SEP]
   std::int64_t layers = 0, heads = 0, n = 0;

@@ -86,6 +86,12 @@ struct PrefillOptions {
   std::span<const std::int64_t>
       prompt_lengths;  // per sequence, <= n (the rest is padding); empty: n
   std::optional<float> scale;
+  // As AttentionOptions::lse and ::observe: the kernel's log-sum-exp of every row, f32 [B,
+  // heads, n], and a call after the kernel ran with its params (q, k rotated as the kernel saw
+  // them, v, the causal mask, out = the concat buffer). Analysis only: without them prefill
+  // runs exactly as before.
+  TensorView lse;
+  std::function<void(const AttentionParams&)> observe;
 };
 struct DecodeStepOptions {
   std::optional<float> scale;

@@ -31,9 +31,15 @@ std::vector<std::uint8_t> key_classes(const WordPieceTokenizer& tokenizer,
   return classes;
 }
 
-// The reference kernel's per-head probabilities for the params of an attention call, into
-// `probs` [B, heads, q_len, kv_len]; its output goes to `scratch_out`, so the layer's own out
-// and lse stay as its kernel wrote them.
+// Sums of the row fields (and ln(visible)) of one head, over valid query rows.
+struct HeadSums {
+  std::vector<double> fields;
+  double uniform_entropy = 0;
+  std::int64_t rows = 0;
+};
+
+}  // namespace
+
 void reference_probabilities(Context& ctx, const AttentionParams& params, const TensorView& probs,
                              std::vector<float>& scratch_out) {
   AttentionParams ref = params;
@@ -46,15 +52,6 @@ void reference_probabilities(Context& ctx, const AttentionParams& params, const 
   ref.probs = probs;
   attention_reference(ctx, ref);
 }
-
-// Sums of the row fields (and ln(visible)) of one head, over valid query rows.
-struct HeadSums {
-  std::vector<double> fields;
-  double uniform_entropy = 0;
-  std::int64_t rows = 0;
-};
-
-}  // namespace
 
 HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder,
                            const std::vector<std::string>& sentences,

@@ -124,7 +124,9 @@ LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCach
                                     {.kernel = options.kernel,
                                      .causal = true,
                                      .key_lengths = options.prompt_lengths,
-                                     .scale = options.scale});
+                                     .scale = options.scale,
+                                     .lse = options.lse,
+                                     .observe = options.observe});
   stats.q_macs = batch * len * c.d_model * q_width();
   stats.k_macs = batch * len * c.d_model * k_width();
   stats.v_macs = batch * len * c.d_model * v_width();

@@ -24,7 +24,7 @@ namespace {
 
 // Context workspace slots of the decoder (the attention layer uses the low ones, the encoder
 // 32..36).
-enum DecoderSlot : int { kSlotResidual = 40, kSlotNormed, kSlotSublayer, kSlotFfn };
+enum DecoderSlot : int { kSlotResidual = 40, kSlotNormed, kSlotSublayer, kSlotFfn, kSlotLse };
 
 // [out, in] (PyTorch) -> [in, out] (x · W).
 Tensor transposed(const Tensor& t) {
@@ -258,7 +258,7 @@ KvCache LlamaDecoder::make_cache(i64 capacity, CacheDType dtype) const {
 }
 
 Tensor LlamaDecoder::forward(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
-                             Logits which) const {
+                             Logits which, const DecoderForwardOptions& options) const {
   const model::Config& c = impl_->config;
   const i64 n = static_cast<i64>(ids.size()), d = c.d_model;
   check(n >= 1, "ids", "at least one token", "none");
@@ -276,6 +276,10 @@ Tensor LlamaDecoder::forward(Context& ctx, std::span<const std::int32_t> ids, Kv
   const i64 start = cache.length(0, 0);
   check(start + n <= cache.capacity(), "kv cache capacity",
         concat("room for ", n, " more tokens after the ", start, " cached"), cache.capacity());
+  // HEADCOUNT_CHECK: the message is built only on failure (forward runs once per decoded token).
+  HEADCOUNT_CHECK(!options.observe_attention || start == 0, "observe_attention",
+                  "an empty cache (the hook sees the prompt's prefill only)",
+                  concat("a cache holding ", start, " tokens"));
 
   auto buffer = [&](int slot, i64 floats) {
     return static_cast<float*>(
@@ -299,8 +303,17 @@ Tensor LlamaDecoder::forward(Context& ctx, std::span<const std::int32_t> ids, Kv
     layers::add_rms_norm(ctx, x, pending, n, d, layer.norm1.data<const float>(), eps, h);
     if (start == 0) {
       // The prompt: its K/V into the cache, causal streaming attention over it.
+      PrefillOptions prefill;
+      if (options.observe_attention) {
+        const i64 heads = c.heads_in(l);
+        prefill.lse =
+            TensorView::contiguous(buffer(kSlotLse, heads * n), DType::f32, {1, heads, n});
+        prefill.observe = [&options, l](const AttentionParams& params) {
+          options.observe_attention(l, params);
+        };
+      }
       layer.attention.prefill(ctx, TensorView::contiguous(h, DType::f32, {1, n, d}), cache, l,
-                              TensorView::contiguous(sub, DType::f32, {1, n, d}));
+                              TensorView::contiguous(sub, DType::f32, {1, n, d}), prefill);
     } else {
       // After a cached prefix: the decode kernel, up to kMaxDecodeTokens at a time.
       for (i64 i = 0; i < n; i += kMaxDecodeTokens) {

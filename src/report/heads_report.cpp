@@ -69,28 +69,15 @@ const char* role_short(HeadRole role) {
 
 std::string head_label(const HeadStatistics& s) { return concat("L", s.layer, " H", s.head); }
 
-constexpr int kCell = 56, kGridLeft = 34, kGridTop = 20;
+constexpr int kCell = kHeadsGridCell, kGridLeft = 34, kGridTop = 20;
 
-// The layers x heads grid frame: column and row labels, one <g> per cell from `cell`.
+// The encoder's grid: heads_grid_svg over the analysis' heads.
 template <typename CellFn>
 std::string grid_svg(const char* id, const HeadAnalysis& a, CellFn&& cell) {
-  const int width = kGridLeft + static_cast<int>(a.heads) * kCell + 2;
-  const int height = kGridTop + static_cast<int>(a.layers) * kCell + 2;
-  std::string s = concat("<svg id=\"", id, "\" class=\"grid\" width=\"", width, "\" height=\"",
-                         height, "\" viewBox=\"0 0 ", width, ' ', height, "\" role=\"img\">\n");
-  for (std::int64_t h = 0; h < a.heads; ++h)
-    s += concat("<text x=\"", kGridLeft + h * kCell + kCell / 2, "\" y=\"14\" class=\"axis\">H", h,
-                "</text>");
-  for (std::int64_t l = 0; l < a.layers; ++l)
-    s += concat("<text x=\"2\" y=\"", kGridTop + l * kCell + kCell / 2 + 4,
-                "\" class=\"axis-left\">L", l, "</text>");
-  s += '\n';
-  for (const HeadStatistics& st : a.per_head) {
-    const int x = kGridLeft + static_cast<int>(st.head) * kCell,
-              y = kGridTop + static_cast<int>(st.layer) * kCell;
-    s += cell(st, x, y);
-  }
-  return s + "</svg>\n";
+  return heads_grid_svg(
+      id, a.layers, a.heads, [&](std::int64_t layer, std::int64_t head, int x, int y) {
+        return cell(a.per_head[static_cast<std::size_t>(layer * a.heads + head)], x, y);
+      });
 }
 
 std::string role_grid(const HeadAnalysis& a) {
@@ -125,7 +112,31 @@ std::string importance_grid(const HeadAnalysis& a, const HeadAblation& ab) {
   });
 }
 
-std::string heatmap(const AttentionMaps& maps, const HeadStatistics& st) {
+}  // namespace
+
+std::string heads_grid_svg(
+    const char* id, std::int64_t layers, std::int64_t heads,
+    const std::function<std::string(std::int64_t, std::int64_t, int, int)>& cell) {
+  const int width = kGridLeft + static_cast<int>(heads) * kCell + 2;
+  const int height = kGridTop + static_cast<int>(layers) * kCell + 2;
+  std::string s = concat("<svg id=\"", id, "\" class=\"grid\" width=\"", width, "\" height=\"",
+                         height, "\" viewBox=\"0 0 ", width, ' ', height, "\" role=\"img\">\n");
+  for (std::int64_t h = 0; h < heads; ++h)
+    s += concat("<text x=\"", kGridLeft + h * kCell + kCell / 2, "\" y=\"14\" class=\"axis\">H", h,
+                "</text>");
+  for (std::int64_t l = 0; l < layers; ++l)
+    s += concat("<text x=\"2\" y=\"", kGridTop + l * kCell + kCell / 2 + 4,
+                "\" class=\"axis-left\">L", l, "</text>");
+  s += '\n';
+  for (std::int64_t l = 0; l < layers; ++l)
+    for (std::int64_t h = 0; h < heads; ++h)
+      s += cell(l, h, kGridLeft + static_cast<int>(h) * kCell,
+                kGridTop + static_cast<int>(l) * kCell);
+  return s + "</svg>\n";
+}
+
+std::string attention_heatmap_svg(const AttentionMaps& maps, std::int64_t layer,
+                                  std::int64_t head) {
   const std::int64_t n = maps.n;
   const int cell = static_cast<int>(std::clamp<std::int64_t>(240 / n, 4, 12));
   const int label = 70, size = cell * static_cast<int>(n);
@@ -137,8 +148,8 @@ std::string heatmap(const AttentionMaps& maps, const HeadStatistics& st) {
       if ((static_cast<unsigned char>(t[at]) & 0xC0) != 0x80 && ++chars > 10) break;
     return at < t.size() ? t.substr(0, at) + "\u2026" : t;
   };
-  std::string s = concat("<svg class=\"heatmap\" data-layer=\"", st.layer, "\" data-head=\"",
-                         st.head, "\" data-n=\"", n, "\" width=\"", width, "\" height=\"", height,
+  std::string s = concat("<svg class=\"heatmap\" data-layer=\"", layer, "\" data-head=\"", head,
+                         "\" data-n=\"", n, "\" width=\"", width, "\" height=\"", height,
                          "\" viewBox=\"0 0 ", width, ' ', height, "\">");
   const int font = std::min(cell, 10);
   for (std::int64_t i = 0; i < n; ++i) {
@@ -148,7 +159,7 @@ std::string heatmap(const AttentionMaps& maps, const HeadStatistics& st) {
     s += concat("<text class=\"tok-top\" font-size=\"", font, "\" transform=\"translate(",
                 label + i * cell + cell - 1, ",", label - 3, ") rotate(-90)\">", tok, "</text>");
   }
-  const float* p = maps.map(st.layer, st.head);
+  const float* p = maps.map(layer, head);
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
       const double v = p[i * n + j];
@@ -158,6 +169,8 @@ std::string heatmap(const AttentionMaps& maps, const HeadStatistics& st) {
     }
   return s + "</svg>";
 }
+
+namespace {
 
 const char* kStyle = R"(
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #222; max-width: 1400px; }
@@ -208,6 +221,13 @@ const char* kRenderCheck = R"(<script>
 })();
 </script>
 )";
+
+}  // namespace
+
+const char* heads_page_style() { return kStyle; }
+const char* heads_render_check_script() { return kRenderCheck; }
+
+namespace {
 
 std::string rank_table(const HeadsReport& r, const std::vector<std::size_t>& heads,
                        const char* title) {
@@ -361,8 +381,8 @@ std::string render_heads_html(const HeadsReport& r) {
     s += concat("<h3>Layer ", l, "</h3>\n<div class=\"layer\">\n");
     for (std::int64_t h = 0; h < a.heads; ++h) {
       const HeadStatistics& st = a.per_head[static_cast<std::size_t>(l * a.heads + h)];
-      s += concat("<figure>", heatmap(r.maps, st), "<figcaption>", head_label(st), " &middot; ",
-                  role_name(st.role), "</figcaption></figure>\n");
+      s += concat("<figure>", attention_heatmap_svg(r.maps, st.layer, st.head), "<figcaption>",
+                  head_label(st), " &middot; ", role_name(st.role), "</figcaption></figure>\n");
     }
     s += "</div>\n";
   }

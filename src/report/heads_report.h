@@ -2,6 +2,8 @@
 // inline script that only measure what rendered; nothing fetched) and the same numbers as JSON.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -29,6 +31,20 @@ struct HeadsReport {
 };
 
 std::string render_heads_html(const HeadsReport& report);
+
+// Pieces the decoder's page (decoder_heads_report.h) shares with this one.
+inline constexpr int kHeadsGridCell = 56;  // px per head in the grids
+// A layers x heads grid of kHeadsGridCell cells with H/L axis labels; cell(layer, head, x, y)
+// returns each cell's SVG at its top-left corner.
+std::string heads_grid_svg(
+    const char* id, std::int64_t layers, std::int64_t heads,
+    const std::function<std::string(std::int64_t, std::int64_t, int, int)>& cell);
+// One head's probabilities as an n x n heatmap (<svg class="heatmap">), tokens on both axes.
+std::string attention_heatmap_svg(const AttentionMaps& maps, std::int64_t layer, std::int64_t head);
+const char* heads_page_style();  // the page's CSS
+// The script that measures, after layout, the heatmaps and grid cells (id role-grid,
+// importance-grid) that rendered, into <output id="render-check"> (the page must have both).
+const char* heads_render_check_script();
 nlohmann::json heads_json(const HeadsReport& report);
 
 }  // namespace headcount::report

@@ -1,7 +1,9 @@
 // `headcount heads`: what each head of the encoder does. Statistics over a corpus (Clark et al.
 // 2019's measures, via the streaming second pass), a role per head, optionally the STS-B
 // ablation of every head, one sentence's attention maps; written as a self-contained HTML
-// report (--out) and/or JSON on stdout (--json).
+// report (--out) and/or JSON on stdout (--json). With --model FILE.gguf, the same for a
+// Llama-family decoder (decoder_heads.h): corpus statistics, the induction measures of Olsson
+// et al. 2022 on repeated random tokens, roles by the rule of docs/decoder-heads.md.
 #include <unistd.h>
 
 #include <chrono>
@@ -11,16 +13,22 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "encoder_cli.h"
 #include "headcount/cost.h"
+#include "headcount/decoder.h"
+#include "headcount/decoder_heads.h"
 #include "headcount/error.h"
+#include "headcount/gguf.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
 #include "io/atomic_file.h"
 #include "report/compress_report.h"
+#include "report/decoder_heads_report.h"
 #include "report/heads_report.h"
 
 namespace headcount::cli {
@@ -46,7 +54,28 @@ struct HeadsArgs {
   std::int64_t max_sentences = 0, max_pairs = 0, batch = 32;
   bool ablate = false, json = false;
   int threads = 0;
+  // A GGUF decoder (--model FILE.gguf): corpus windows and the induction sequences.
+  std::int64_t context = 256, max_windows = 32, sequences = 16, length = 64;
+  std::uint64_t seed = 0;
 };
+
+// Options of one model kind only: given with the other kind, an error (exit 2) that says so.
+const std::vector<std::string> kEncoderOnly = {
+    "--ablate", "--sts",   "--prune-sts",    "--max-pairs",   "--max-sentences", "--text",
+    "--batch",  "--dtype", "--stats-kernel", "--prune-curve", "--convert-sweep"};
+const std::vector<std::string> kDecoderOnly = {"--context", "--max-windows", "--sequences",
+                                               "--length", "--seed"};
+
+void check_options_for(const CLI::App& cmd, const std::string& model, bool decoder) {
+  for (const std::string& option : decoder ? kEncoderOnly : kDecoderOnly)
+    if (cmd.count(option) > 0)
+      fail(option, decoder ? concat("an encoder option; ", model,
+                                    " is a GGUF decoder (its options: --corpus, --context, "
+                                    "--max-windows, --sequences, --length, --seed)")
+                           : concat("a decoder option (--model FILE.gguf); ",
+                                    model.empty() ? std::string("the default model") : model,
+                                    " is an encoder"));
+}
 
 // The default corpus: the two plain-English files and the sentences of STS-B dev and test from
 // ../shared/data when it is there; on a clone without it, the repository's own public-domain text
@@ -97,6 +126,90 @@ class PendingOutput {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// `heads --model FILE.gguf`: the decoder's heads (decoder_heads.h), its page and JSON.
+void run_decoder_heads(const HeadsArgs& a) {
+  // 1. Options, the output file and the text, before the model.
+  check(!a.out.empty() || a.json, "--out", "a file for the HTML report (or --json for the numbers)",
+        "neither");
+  check(a.context >= 2, "--context", ">= 2 tokens per window", a.context);
+  check(a.max_windows >= 0, "--max-windows", ">= 0 (0: all)", a.max_windows);
+  check(a.sequences >= 1, "--sequences", ">= 1", a.sequences);
+  // The page draws (2L + 1)^2 cells per heatmap: 128 keeps it a few MB.
+  check(a.length >= 2 && a.length <= 128, "--length", "2 to 128 random tokens per copy", a.length);
+  std::unique_ptr<PendingOutput> output;
+  if (!a.out.empty()) output = std::make_unique<PendingOutput>(a.out);
+  report::DecoderHeadsReport report;
+  report.model = a.model;
+  report.corpus = a.corpus.empty() ? std::vector<std::string>{HEADCOUNT_SOURCE_DIR
+                                                              "/data/pride-and-prejudice.txt"}
+                                   : a.corpus;
+  std::string text;
+  for (const std::string& path : report.corpus) {
+    std::ifstream in(path, std::ios::binary);
+    check(static_cast<bool>(in), "--corpus", "a readable text file", path);
+    std::ostringstream content;
+    content << in.rdbuf();
+    text += content.str();
+  }
+
+  // 2. The model, its weights (the OV circuit reads W_O and W_U) and the text's tokens.
+  const auto start = std::chrono::steady_clock::now();
+  const GgufFile file = GgufFile::open(a.model);
+  const model::Weights weights = llama_definition(file);
+  const LlamaDecoder decoder(weights, BpeTokenizer::from_gguf(file));
+  const model::Config& c = decoder.config();
+  check(a.context <= c.context, "--context", concat("at most the model's context ", c.context),
+        a.context);
+  const std::int64_t bos = decoder.tokenizer().bos_id() >= 0 ? 1 : 0;
+  check(2 * a.length + bos <= c.context, "--length",
+        concat("at most ", (c.context - bos) / 2, " (2 copies", bos ? " and BOS" : "",
+               " within the model's context ", c.context, ")"),
+        a.length);
+  // The text as text: a special token's spelling in it is not that token.
+  const std::vector<std::int32_t> ids = decoder.tokenizer().encode(text, {.parse_special = false});
+  report.corpus_tokens = static_cast<std::int64_t>(ids.size());
+  check(report.corpus_tokens >= a.context, "--corpus",
+        concat("at least --context = ", a.context, " tokens (one window)"),
+        concat(ids.size(), " tokens"));
+  Context ctx({.threads = resolve_threads(a.threads)});
+  report.threads = ctx.threads();
+
+  // 3. The OV circuit, then the corpus statistics and the induction scores, then the maps.
+  auto t0 = std::chrono::steady_clock::now();
+  const OvCopyingCircuit circuit(ctx, weights);
+  report.circuit_seconds = seconds_since(t0);
+  const InductionOptions induction{.sequences = a.sequences,
+                                   .length = a.length,
+                                   .seed = a.seed,
+                                   .progress = progress_reporter("induction sequences")};
+  report.analysis = analyze_decoder_heads(ctx, decoder, circuit, ids,
+                                          {.context = a.context,
+                                           .max_windows = a.max_windows,
+                                           .progress = progress_reporter("windows")},
+                                          induction);
+  report.maps = decoder_attention_maps(
+      ctx, decoder, repeated_random_sequences(decoder.tokenizer(), induction).front());
+  report.heatmap_heads = report::decoder_heatmap_heads(report.analysis);
+  report.total_seconds = seconds_since(start);
+
+  const DecoderHeadAnalysis& an = report.analysis;
+  std::string found;
+  for (const DecoderHeadScores& h : an.per_head)
+    if (h.role == DecoderHeadRole::induction)
+      found += concat(found.empty() ? "" : ", ", "L", h.layer, " H", h.head);
+  std::fprintf(stderr,
+               "heads: %lld windows of %lld tokens, %lld sequences of 2 x %lld; loss %.3f -> %.3f "
+               "nats (drop %.3f); induction heads: %s; %.1f s\n",
+               static_cast<long long>(an.corpus.windows), static_cast<long long>(a.context),
+               static_cast<long long>(a.sequences), static_cast<long long>(a.length),
+               an.induction.loss_first_copy, an.induction.loss_second_copy,
+               an.induction.loss_drop(), found.empty() ? "none" : found.c_str(),
+               report.total_seconds);
+  if (output) output->commit(report::render_decoder_heads_html(report));
+  if (a.json) std::cout << report::decoder_heads_json(report).dump(2) << '\n';
+  if (!a.out.empty()) std::fprintf(stderr, "heads: wrote %s\n", a.out.c_str());
 }
 
 void run_heads(const HeadsArgs& a) {
@@ -202,12 +315,15 @@ void register_heads(CLI::App& app) {
   auto a = std::make_shared<HeadsArgs>();
   CLI::App* cmd =
       app.add_subcommand("heads", "What each head does: statistics, roles, ablation, HTML report");
-  cmd->add_option("--model", a->model, model_option_help());
+  cmd->add_option("--model", a->model,
+                  model_option_help() + "; or a Llama-family GGUF decoder (FILE.gguf): " +
+                      "corpus statistics, induction scores and roles of its heads");
   cmd->add_option(
       "--corpus", a->corpus,
       "Sentence file(s): one sentence per line, or an STS .tsv (both sides). Repeatable. Default: "
       "../shared/data/corpus/*.txt and STS-B dev + test, or data/pride-and-prejudice.txt "
-      "where ../shared is absent");
+      "where ../shared is absent. A GGUF decoder: text file(s), concatenated (default "
+      "data/pride-and-prejudice.txt)");
   cmd->add_option("--text", a->text, "The sentence whose attention maps are drawn (<= 64 tokens)")
       ->capture_default_str();
   cmd->add_flag("--ablate", a->ablate,
@@ -239,7 +355,29 @@ void register_heads(CLI::App& app) {
                   "Draw a saved `headcount prune-curve --json-out` result in the report");
   cmd->add_option("--convert-sweep", a->convert_sweep,
                   "Draw a saved `headcount convert-sweep --json-out` result in the report");
-  cmd->callback([a] { run_heads(*a); });
+  cmd->add_option("--context", a->context,
+                  "A GGUF decoder: tokens per corpus window (windows back to back, no BOS)")
+      ->capture_default_str();
+  cmd->add_option("--max-windows", a->max_windows,
+                  "A GGUF decoder: use the first N corpus windows (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--sequences", a->sequences,
+                  "A GGUF decoder: repeated random sequences for the induction scores")
+      ->capture_default_str();
+  cmd->add_option(
+         "--length", a->length,
+         "A GGUF decoder: random tokens per copy (each sequence: BOS, L tokens, the same L)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "A GGUF decoder: the random sequences' seed")
+      ->capture_default_str();
+  cmd->callback([a, cmd] {
+    const bool decoder = a->model.ends_with(".gguf");
+    check_options_for(*cmd, a->model, decoder);
+    if (decoder)
+      run_decoder_heads(*a);
+    else
+      run_heads(*a);
+  });
 }
 
 }  // namespace headcount::cli
