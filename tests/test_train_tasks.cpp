@@ -4,9 +4,11 @@
 // bad configs are Errors naming the field; score_logits on logits whose answer is known.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -359,6 +361,55 @@ TEST(TrainTasks, CharLmWindowsComeFromTheirSplit) {
   const Batch v = task->validation_batch(0, sequences);
   for (std::int64_t r = 0; r < sequences; ++r)
     EXPECT_EQ(window(v, r), validation_part.substr(16 * r, 17)) << r;
+}
+
+// The claims protocol's dev/test halves of the held-out tail, and the bigram baseline recounted
+// here from the text in the test's own loop.
+TEST(TrainTasks, CharLmDevAndTestSplitTheTailAndCarryTheBigramBaseline) {
+  const std::u32string text = decode(read_file(small_text_path()));
+  const auto all = make_task({{"name", "char-lm"}, {"path", small_text_path()}, {"seq_len", 16}});
+  const auto dev = make_task(
+      {{"name", "char-lm"}, {"path", small_text_path()}, {"seq_len", 16}, {"split", "dev"}});
+  const auto test = make_task(
+      {{"name", "char-lm"}, {"path", small_text_path()}, {"seq_len", 16}, {"split", "test"}});
+  const std::int64_t windows = all->describe().at("validation_sequences");
+  const std::int64_t n_dev = dev->describe().at("validation_sequences"),
+                     n_test = test->describe().at("validation_sequences");
+  EXPECT_EQ(n_dev, windows / 2);
+  EXPECT_EQ(n_dev + n_test, windows);
+  const Batch every = all->validation_batch(0, windows);
+  const Batch d = dev->validation_batch(0, n_dev), t = test->validation_batch(0, n_test);
+  EXPECT_TRUE(std::equal(d.tokens.begin(), d.tokens.end(), every.tokens.begin()));
+  EXPECT_TRUE(std::equal(t.tokens.begin(), t.tokens.end(), every.tokens.begin() + 16 * n_dev));
+  // Bigram: add-0.1 counts over the training part's pairs, scored on the test windows.
+  const json desc = test->describe();
+  const std::string characters = desc.at("characters");
+  const std::u32string vocab = decode(characters);
+  const std::size_t train_length = desc.at("train_characters").get<std::size_t>();
+  std::map<std::pair<char32_t, char32_t>, double> pairs;
+  std::map<char32_t, double> firsts;
+  for (std::size_t i = 0; i + 1 < train_length; ++i) {
+    pairs[{text[i], text[i + 1]}] += 1;
+    firsts[text[i]] += 1;
+  }
+  double sum = 0;
+  for (std::size_t i = 0; i < t.tokens.size(); ++i) {
+    const char32_t a = vocab[static_cast<std::size_t>(t.tokens[i])],
+                   b = vocab[static_cast<std::size_t>(t.targets[i])];
+    sum -= std::log((pairs[{a, b}] + 0.1) / (firsts[a] + 0.1 * static_cast<double>(vocab.size())));
+  }
+  EXPECT_NEAR(desc.at("bigram_loss").get<double>(), sum / static_cast<double>(t.tokens.size()),
+              1e-12);
+  expect_error(
+      [] {
+        make_task({{"name", "char-lm"}, {"split", "holdout"}});
+      },
+      {"task.split", "holdout"});
+  expect_error(
+      [] {
+        make_task({{"name", "char-lm"}, {"split", "dev"}, {"validation_sequences", 4}});
+      },
+      {"task.validation_sequences"});
 }
 
 TEST(TrainTasks, CharLmDefaultTextIsTheCommittedNovel) {

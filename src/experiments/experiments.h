@@ -6,11 +6,12 @@
 
 namespace headcount::experiments {
 
-Experiment make_head_sweep(const ExperimentOptions& options);    // head_sweep.cpp
-Experiment make_scale(const ExperimentOptions& options);         // scale.cpp
-Experiment make_blur(const ExperimentOptions& options);          // blur.cpp
-Experiment make_kv_heads(const ExperimentOptions& options);      // kv_heads.cpp
-Experiment make_esp_paper(const ExperimentOptions& options);     // esp_paper.cpp (E-A, v1)
-Experiment make_esp_paper_v2(const ExperimentOptions& options);  // esp_paper.cpp (E-A, v2)
+Experiment make_head_sweep(const ExperimentOptions& options);        // head_sweep.cpp
+Experiment make_scale(const ExperimentOptions& options);             // scale.cpp
+Experiment make_blur(const ExperimentOptions& options);              // blur.cpp
+Experiment make_kv_heads(const ExperimentOptions& options);          // kv_heads.cpp
+Experiment make_esp_paper(const ExperimentOptions& options);         // esp_paper.cpp (E-A, v1)
+Experiment make_esp_paper_v2(const ExperimentOptions& options);      // esp_paper.cpp (E-A, v2)
+Experiment make_head_sweep_tuned(const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C)
 
 }  // namespace headcount::experiments
