@@ -25,7 +25,7 @@ constexpr std::int64_t kMainHeads[] = {1, 2, 4, 8, 16, 32};
 constexpr std::int64_t kDModel = 64, kControlHeads = 32, kControlHeadDim = 16;
 // Steps of every run, from the probe (bench/results/2026-12-05-head-sweep-tuned-probe.json,
 // recorded in bench/prereg/head-sweep-tuned-v1.md before the pilot).
-constexpr std::int64_t kSteps = 1000;
+constexpr std::int64_t kSteps = 2400;
 constexpr std::int64_t kQuickSteps = 60;
 constexpr int kEvaluationSeeds = 5;
 constexpr double kGateMargin = 0.25;  // nats/char below the bigram baseline
