@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 
 #include "cli_runner.h"
@@ -273,6 +274,52 @@ TEST(ExperimentStages, QuickEspPaperIsWholeAndNamesItsPrereg) {
                          m.at("sequences").get<double>()));
   }
   fs::remove_all(dir);
+}
+
+// head-sweep-tuned's judge on hand-made per-seed losses: the gate and every branch of (a)-(c).
+TEST(HeadSweepTuned, JudgeEveryBranchOnHandMadeLosses) {
+  const ex::Experiment e = ex::make_head_sweep_tuned({});
+  ASSERT_EQ(e.cells.size(), 7u);
+  auto result = [&](std::map<std::string, std::vector<double>> losses) {
+    ex::ExperimentResult r{.experiment = &e};
+    r.task = {{"bigram_loss", 2.35}};
+    for (const ex::Cell& c : e.cells) {
+      const std::vector<double> v =
+          losses.count(c.id) ? losses.at(c.id) : std::vector<double>{2.0, 2.0, 2.0, 2.0, 2.0};
+      r.cells.push_back(ex::cell_stats(c.id, v));
+    }
+    return e.judge(r);
+  };
+  const std::vector<double> good = {1.80, 1.81, 1.79, 1.80, 1.82};
+  const auto shifted = [&](double by) {
+    std::vector<double> v = good;
+    for (double& x : v) x += by;
+    return v;
+  };
+  // Gate: h = 4 above 2.35 - 0.25.
+  for (const ex::ClaimVerdict& v : result({{"h=4", shifted(0.35)}}))
+    EXPECT_EQ(v.verdict, ex::Verdict::not_learned) << v.id;
+  // The U-shape, narrowness the cause.
+  auto all = result({{"h=4", good},
+                     {"h=1", shifted(0.05)},
+                     {"h=32", shifted(0.20)},
+                     {"h=32 hd=16", {1.805, 1.812, 1.79, 1.80, 1.818}}});
+  EXPECT_EQ(all[0].verdict, ex::Verdict::confirmed);
+  EXPECT_EQ(all[1].verdict, ex::Verdict::confirmed);
+  EXPECT_EQ(all[2].verdict, ex::Verdict::confirmed);
+  // One head better, h = 32 equivalent to h = 4, the control worse than h = 4 and no better than
+  // main h = 32: refuted, "more heads hurt, not narrow heads".
+  all = result({{"h=4", good},
+                {"h=1", shifted(-0.05)},
+                {"h=32", {1.801, 1.809, 1.791, 1.802, 1.819}},
+                {"h=32 hd=16", shifted(0.10)}});
+  EXPECT_EQ(all[0].verdict, ex::Verdict::refuted);
+  EXPECT_EQ(all[1].verdict, ex::Verdict::refuted);
+  EXPECT_EQ(all[2].verdict, ex::Verdict::refuted);
+  EXPECT_NE(all[2].reason.find("more heads hurt, not narrow heads"), std::string::npos);
+  // Noise: nothing shown.
+  all = result({{"h=4", good}, {"h=1", {1.70, 1.95, 1.75, 1.90, 1.78}}});
+  EXPECT_EQ(all[0].verdict, ex::Verdict::not_shown);
 }
 
 }  // namespace
