@@ -21,10 +21,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <vector>
 
 #include "experiments/prereg.h"
+#include "experiments/stages.h"
 #include "headcount/cost.h"
 #include "headcount/error.h"
 #include "headcount/train/model.h"
@@ -40,13 +40,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr double kFlatBand = 0.15;
 constexpr std::int64_t kSeedsTableMacs = 4'169'728'000;  // seed 000's layer, as headcount cost
-
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double load = -1;
-  if (!(in >> load)) return -1;
-  return load;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

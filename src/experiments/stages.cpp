@@ -23,14 +23,6 @@ constexpr int kProbeWarmup = 3, kProbeTimed = 20;
 constexpr double kBudgetShare = 0.85;  // R10: 15 % kept for validation, hooks and noise
 constexpr int kLanes = 2;              // the 2-core host the budgets are written for
 
-// The 1-minute load average, or -1 where /proc/loadavg cannot be read (recorded, not used).
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double load = -1;
-  if (!(in >> load)) return -1;
-  return load;
-}
-
 void require_grid(const Experiment& e, Stage stage) {
   HEADCOUNT_CHECK(!e.lr_grid.empty(), "--stage",
                   concat("run (experiment ", e.name, " has no learning-rate grid, so no stages)"),
@@ -76,6 +68,13 @@ const Point& pick(const std::vector<Point>& points, MetricKind kind) {
 }
 
 }  // namespace
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  if (!(in >> load)) return -1;
+  return load;
+}
 
 void set_learning_rate(const Experiment& e, train::TrainConfig& config, double lr) {
   if (e.set_lr) {

@@ -36,6 +36,10 @@ Experiment with_envelope(const Experiment& experiment, const nlohmann::json& pil
 ExperimentResult run_test(Context& ctx, const Experiment& experiment,
                           const ExperimentOptions& options, bool progress, Experiment& grid);
 
+// The host's 1-minute load average, or -1 where /proc/loadavg cannot be read: recorded beside
+// every timing the protocol asks for on an idle host (R10), never used in a decision.
+double load_average();
+
 // The default lr setter: optim.lr = lr, optim.min_lr = lr / 10 (cosine to lr / 10, R4).
 void set_learning_rate(const Experiment& experiment, train::TrainConfig& config, double lr);
 
