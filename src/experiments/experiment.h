@@ -41,6 +41,8 @@ struct ExperimentOptions {
   Stage stage = Stage::run;
   // Stage::test: the pilot's result document (its "envelope" gives each cell's learning rate).
   nlohmann::json pilot = nullptr;
+  // A result of the same design at another budget, for a judge across budgets (--compare-with).
+  nlohmann::json compare_with = nullptr;
   // Where the pre-registration files are found (the source tree; the CLI passes its own).
   std::string source_dir;
 };

@@ -13,5 +13,7 @@ Experiment make_kv_heads(const ExperimentOptions& options);          // kv_heads
 Experiment make_esp_paper(const ExperimentOptions& options);         // esp_paper.cpp (E-A, v1)
 Experiment make_esp_paper_v2(const ExperimentOptions& options);      // esp_paper.cpp (E-A, v2)
 Experiment make_head_sweep_tuned(const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C)
+Experiment make_head_sweep_budget(
+    const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C d)
 
 }  // namespace headcount::experiments

@@ -10,6 +10,7 @@
 // The budget dependence (d) needs the N/4 budget with its own pilot; not in this file yet.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "experiments/experiments.h"
 #include "experiments/runner.h"
@@ -136,7 +137,78 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
   return {a, b, c};
 }
 
+// (d): the gap's slope against log2 of the budget, per seed, from this run (N/4) and the
+// head-sweep-tuned test at N on the same seeds (options.compare_with).
+std::vector<ClaimVerdict> judge_budget(const ExperimentResult& r) {
+  ClaimVerdict d = verdict_from(
+      "head-sweep-budget.advantage-grows",
+      "the split's advantage grows with training (Delta_B = loss(h=4) - loss(h=1) falls with B)",
+      "per seed, slope = (Delta_N - Delta_N/4) / log2(4); confirmed iff the slopes' 95 % "
+      "t-interval lies below 0; refuted iff it lies above 0; else not shown");
+  const json& other = r.options.compare_with;
+  if (!other.is_object()) {
+    d.verdict = Verdict::not_shown;
+    d.reason = "no --compare-with result at the full budget: the slope was not computed";
+    return {d};
+  }
+  // The other budget's per-seed losses of h=1 and h=4, keyed by seed.
+  std::map<std::uint64_t, std::map<std::string, double>> at_n;
+  for (const json& run : other.at("runs"))
+    at_n[run.at("seed").get<std::uint64_t>()][run.at("cell").get<std::string>()] =
+        run.at("final").at("validation_loss").get<double>();
+  const std::int64_t n_steps = other.at("runs").at(0).at("config").at("train").at("steps");
+  std::vector<double> gap_short, gap_full;
+  json per_seed = json::array();
+  for (const RunRecord* run : r.runs_of(r.cell_index(main_id(4)))) {
+    const RunRecord* one = nullptr;
+    for (const RunRecord* o : r.runs_of(r.cell_index(main_id(1))))
+      if (o->seed == run->seed) one = o;
+    HEADCOUNT_CHECK(one != nullptr && at_n.count(run->seed) == 1 &&
+                        at_n.at(run->seed).count(main_id(1)) == 1 &&
+                        at_n.at(run->seed).count(main_id(4)) == 1,
+                    "--compare-with", concat("runs of h=1 and h=4 at seed ", run->seed),
+                    "none (the two budgets must run the same seeds)");
+    gap_short.push_back(run->final.loss - one->final.loss);
+    gap_full.push_back(at_n.at(run->seed).at(main_id(4)) - at_n.at(run->seed).at(main_id(1)));
+    per_seed.push_back(
+        {{"seed", run->seed}, {"delta_short", gap_short.back()}, {"delta_full", gap_full.back()}});
+  }
+  HEADCOUNT_CHECK(gap_short.size() >= 2, "--compare-with", "at least 2 common seeds",
+                  gap_short.size());
+  // slope_s = (Delta_N - Delta_N/4) / 2: the paired mean and interval of the differences / 2.
+  const PairedComparison p = paired_compare(
+      cell_stats("delta at N", gap_full), cell_stats("delta at N/4", gap_short), MetricKind::loss);
+  const double slope = p.mean / 2, low = p.low / 2, high = p.high / 2;
+  d.numbers = {{"per_seed", per_seed},
+               {"budgets", {r.runs.front().config.at("train").at("steps"), n_steps}},
+               {"slope", slope},
+               {"interval", {low, high}},
+               {"delta_short_mean", cell_stats("s", gap_short).mean},
+               {"delta_full_mean", cell_stats("f", gap_full).mean}};
+  d.verdict = high < 0 ? Verdict::confirmed : low > 0 ? Verdict::refuted : Verdict::not_shown;
+  d.reason = concat("Delta at ", r.runs.front().config.at("train").at("steps").get<std::int64_t>(),
+                    " steps ", cell_stats("s", gap_short).mean, ", at ", n_steps, " steps ",
+                    cell_stats("f", gap_full).mean, "; slope per doubling ", slope, " [", low, ", ",
+                    high, "], n ", p.n);
+  return {d};
+}
+
 }  // namespace
+
+Experiment make_head_sweep_budget(const ExperimentOptions& o) {
+  ExperimentOptions quarter = o;
+  if (quarter.steps == 0 && !o.quick) quarter.steps = kSteps / 4;
+  Experiment e = make_head_sweep_tuned(quarter);
+  e.name = "head-sweep-budget";
+  e.summary =
+      "E-C (d): head-sweep-tuned's main series at a quarter of its steps, with its own pilot; "
+      "judged against the full budget's test on the same seeds (--compare-with)";
+  e.claim = "the split's advantage over one head depends on the training budget";
+  e.prereg = "bench/prereg/head-sweep-budget-v1.md";
+  std::erase_if(e.cells, [](const Cell& c) { return c.id == kControlId; });
+  e.judge = judge_budget;
+  return e;
+}
 
 Experiment make_head_sweep_tuned(const ExperimentOptions& o) {
   const std::int64_t steps = o.steps > 0 ? o.steps : o.quick ? kQuickSteps : kSteps;

@@ -35,6 +35,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-C: char LM, h = 1..32 heads of 64/h at fixed d_model, lr per cell from a "
                   "pilot on dev, 5 paired seeds on test, plus head_dim 16 at h = 32",
        .make = make_head_sweep_tuned},
+      {.name = "head-sweep-budget",
+       .summary = "E-C (d): head-sweep-tuned's main series at N/4 steps with its own pilot; the "
+                  "gap h=4 - h=1 against the budget (--compare-with the N test)",
+       .make = make_head_sweep_budget},
   };
 }
 

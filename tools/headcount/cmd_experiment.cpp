@@ -32,7 +32,7 @@ using nlohmann::json;
 namespace ex = headcount::experiments;
 
 struct ExperimentArgs {
-  std::string name, out, json_out, from, stage, envelope;
+  std::string name, out, json_out, from, stage, envelope, compare_with;
   int seeds = 3, first_seed = 1;
   bool seeds_given = false;
   std::int64_t steps = 0;  // 0: the experiment's default
@@ -250,7 +250,11 @@ void run_experiment_command(const ExperimentArgs& a) {
                     a.seeds);
     options.seeds = experiment.evaluation_seeds;
     options.pilot = read_json_file("--envelope", a.envelope);
+    if (!a.compare_with.empty())
+      options.compare_with = read_json_file("--compare-with", a.compare_with);
   }
+  HEADCOUNT_CHECK(a.compare_with.empty() || options.stage == ex::Stage::test, "--compare-with",
+                  "only with --stage test", concat("\"", a.compare_with, "\""));
   Context ctx({.threads = a.threads});
   ex::Experiment grid;
   const ex::ExperimentResult result =
@@ -287,6 +291,9 @@ void register_experiment(CLI::App& app) {
   cmd->add_option("--stage", args->stage,
                   "probe | pilot | test: the claims protocol's stages (experiments with an lr "
                   "grid, e.g. esp-paper)");
+  cmd->add_option("--compare-with", args->compare_with,
+                  "--stage test: a result of the same design at another budget (head-sweep-budget "
+                  "judges the gap's slope against it)");
   cmd->add_option("--envelope", args->envelope,
                   "--stage test: the pilot's result JSON (each cell's learning rate)");
   cmd->add_option_function<std::int64_t>(
