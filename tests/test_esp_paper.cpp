@@ -322,5 +322,50 @@ TEST(HeadSweepTuned, JudgeEveryBranchOnHandMadeLosses) {
   EXPECT_EQ(all[0].verdict, ex::Verdict::not_shown);
 }
 
+// head-sweep-budget's judge: per-seed slopes of the h=4 - h=1 gap between its own runs (N/4) and
+// a hand-made result at N on the same seeds.
+TEST(HeadSweepTuned, BudgetJudgeSlopeAcrossBudgets) {
+  const ex::Experiment e = ex::make_head_sweep_budget({});
+  ASSERT_EQ(e.cells.size(), 6u);
+  EXPECT_EQ(e.cells.front().config.steps, 600);
+  auto result = [&](const std::vector<double>& gap_short, const std::vector<double>& gap_full,
+                    bool with_other) {
+    ex::ExperimentResult r{.experiment = &e};
+    r.options.compare_with = nullptr;
+    json other{{"runs", json::array()}};
+    for (std::size_t s = 0; s < gap_short.size(); ++s) {
+      const std::uint64_t seed = 201 + s;
+      for (const char* cell : {"h=1", "h=4"}) {
+        ex::RunRecord run{.cell = std::string(cell) == "h=1" ? 0u : 2u,  // h=1, h=4
+                          .seed = seed,
+                          .config = {{"train", {{"steps", 600}}}}};
+        run.final.loss = std::string(cell) == "h=1" ? 1.5 : 1.5 + gap_short[s];
+        r.runs.push_back(run);
+        other["runs"].push_back(
+            {{"cell", cell},
+             {"seed", seed},
+             {"config", {{"train", {{"steps", 2400}}}}},
+             {"final",
+              {{"validation_loss", std::string(cell) == "h=1" ? 1.4 : 1.4 + gap_full[s]}}}});
+      }
+    }
+    if (with_other) r.options.compare_with = other;
+    return e.judge(r).at(0);
+  };
+  // The gap turns in the split's favour with training: slope below 0.
+  ex::ClaimVerdict v =
+      result({0.02, 0.03, 0.01, 0.025, 0.015}, {-0.03, -0.04, -0.035, -0.02, -0.05}, true);
+  EXPECT_EQ(v.verdict, ex::Verdict::confirmed) << v.reason;
+  const double expected =
+      ((-0.03 - 0.02) + (-0.04 - 0.03) + (-0.035 - 0.01) + (-0.02 - 0.025) + (-0.05 - 0.015)) / 5 /
+      2;
+  EXPECT_NEAR(v.numbers.at("slope").get<double>(), expected, 1e-12);
+  v = result({-0.03, -0.04, -0.035, -0.02, -0.05}, {0.02, 0.03, 0.01, 0.025, 0.015}, true);
+  EXPECT_EQ(v.verdict, ex::Verdict::refuted);
+  v = result({0.01, -0.02, 0.03, -0.01, 0.0}, {-0.01, 0.02, 0.0, 0.01, -0.02}, true);
+  EXPECT_EQ(v.verdict, ex::Verdict::not_shown);
+  EXPECT_EQ(result({0.01, 0.02}, {0.0, 0.0}, false).verdict, ex::Verdict::not_shown);
+}
+
 }  // namespace
 }  // namespace headcount::testing
