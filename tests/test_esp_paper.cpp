@@ -249,6 +249,23 @@ TEST(ExperimentStages, CliStageErrors) {
   const CliResult old = run_cli("experiment scale --stage pilot");
   EXPECT_EQ(old.exit_code, 2);
   EXPECT_NE(old.err.find("no learning-rate grid"), std::string::npos) << old.err;
+  const fs::path bad_json =
+      fs::temp_directory_path() / ("headcount_bad_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(bad_json) << R"({"format": "headcount.experiment.v1"})";
+  for (const std::string option : {"--envelope", "--compare-with"}) {
+    const std::string args = option == "--envelope"
+                                 ? "--envelope '" + bad_json.string() + "'"
+                                 : "--envelope x --compare-with '" + bad_json.string() + "'";
+    const CliResult lacking = run_cli(
+        "experiment " + std::string(option == "--envelope" ? "esp-paper-v2" : "head-sweep-budget") +
+        " --stage test " + args);
+    EXPECT_EQ(lacking.exit_code, 2) << lacking.err;
+    EXPECT_NE(lacking.err.find(option), std::string::npos) << lacking.err;
+  }
+  fs::remove(bad_json);
+  const CliResult pilot_seed = run_cli("experiment esp-paper --stage pilot --first-seed 5");
+  EXPECT_EQ(pilot_seed.exit_code, 2);
+  EXPECT_NE(pilot_seed.err.find("--first-seed"), std::string::npos) << pilot_seed.err;
   const CliResult seeds = run_cli("experiment esp-paper --stage test --seeds 3 --envelope x");
   EXPECT_EQ(seeds.exit_code, 2);
   EXPECT_NE(seeds.err.find("--seeds"), std::string::npos) << seeds.err;
@@ -332,7 +349,7 @@ TEST(HeadSweepTuned, BudgetJudgeSlopeAcrossBudgets) {
                     bool with_other) {
     ex::ExperimentResult r{.experiment = &e};
     r.options.compare_with = nullptr;
-    json other{{"runs", json::array()}};
+    json other{{"format", ex::kResultFormat}, {"runs", json::array()}};
     for (std::size_t s = 0; s < gap_short.size(); ++s) {
       const std::uint64_t seed = 201 + s;
       for (const char* cell : {"h=1", "h=4"}) {

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "experiments/experiments.h"
+#include "experiments/result.h"
 #include "experiments/runner.h"
 #include "headcount/error.h"
 
@@ -137,6 +138,30 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
   return {a, b, c};
 }
 
+// The other budget's per-seed test losses, keyed by seed and cell, and its step count; Error
+// naming --compare-with for a document that is not a result with runs.
+struct OtherBudget {
+  std::map<std::uint64_t, std::map<std::string, double>> losses;
+  std::int64_t steps = 0;
+};
+OtherBudget other_budget(const json& other) {
+  try {
+    OtherBudget out;
+    HEADCOUNT_CHECK(other.value("format", "") == kResultFormat && !other.at("runs").empty(),
+                    "--compare-with", "a head-sweep-tuned result JSON with runs",
+                    "another document");
+    for (const json& run : other.at("runs"))
+      out.losses[run.at("seed").get<std::uint64_t>()][run.at("cell").get<std::string>()] =
+          run.at("final").at("validation_loss").get<double>();
+    out.steps = other.at("runs").at(0).at("config").at("train").at("steps").get<std::int64_t>();
+    return out;
+  } catch (const json::exception& x) {
+    fail("--compare-with", concat("expected a result JSON, got a document that does not parse as "
+                                  "one (",
+                                  x.what(), ")"));
+  }
+}
+
 // (d): the gap's slope against log2 of the budget, per seed, from this run (N/4) and the
 // head-sweep-tuned test at N on the same seeds (options.compare_with).
 std::vector<ClaimVerdict> judge_budget(const ExperimentResult& r) {
@@ -151,12 +176,7 @@ std::vector<ClaimVerdict> judge_budget(const ExperimentResult& r) {
     d.reason = "no --compare-with result at the full budget: the slope was not computed";
     return {d};
   }
-  // The other budget's per-seed losses of h=1 and h=4, keyed by seed.
-  std::map<std::uint64_t, std::map<std::string, double>> at_n;
-  for (const json& run : other.at("runs"))
-    at_n[run.at("seed").get<std::uint64_t>()][run.at("cell").get<std::string>()] =
-        run.at("final").at("validation_loss").get<double>();
-  const std::int64_t n_steps = other.at("runs").at(0).at("config").at("train").at("steps");
+  const auto [at_n, n_steps] = other_budget(other);
   std::vector<double> gap_short, gap_full;
   json per_seed = json::array();
   for (const RunRecord* run : r.runs_of(r.cell_index(main_id(4)))) {
@@ -206,6 +226,7 @@ Experiment make_head_sweep_budget(const ExperimentOptions& o) {
   e.claim = "the split's advantage over one head depends on the training budget";
   e.prereg = "bench/prereg/head-sweep-budget-v1.md";
   std::erase_if(e.cells, [](const Cell& c) { return c.id == kControlId; });
+  if (o.compare_with.is_object()) other_budget(o.compare_with);  // a bad file fails before training
   e.judge = judge_budget;
   return e;
 }

@@ -215,8 +215,9 @@ ExperimentResult run_pilot(Context& ctx, const Experiment& e, const ExperimentOp
   return result;
 }
 
-Experiment with_envelope(const Experiment& e, const json& pilot) {
-  require_grid(e, Stage::test);
+namespace {
+
+Experiment apply_envelope(const Experiment& e, const json& pilot) {
   const auto bad = [](const std::string& expected, const std::string& got) {
     fail("--envelope", concat("expected ", expected, ", got ", got));
   };
@@ -247,6 +248,21 @@ Experiment with_envelope(const Experiment& e, const json& pilot) {
     cell.labels["lr"] = lr;
   }
   return out;
+}
+
+}  // namespace
+
+// A document that is JSON but lacks a field the pilot result has gives one error naming the
+// option, not nlohmann's exception.
+Experiment with_envelope(const Experiment& e, const json& pilot) {
+  require_grid(e, Stage::test);
+  try {
+    return apply_envelope(e, pilot);
+  } catch (const json::exception& x) {
+    fail("--envelope", concat("expected a pilot result JSON, got a document that does not parse "
+                              "as one (",
+                              x.what(), ")"));
+  }
 }
 
 ExperimentResult run_test(Context& ctx, const Experiment& e, const ExperimentOptions& options,

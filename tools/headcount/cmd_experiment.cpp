@@ -224,6 +224,13 @@ void run_experiment_command(const ExperimentArgs& a) {
                                 .source_dir = HEADCOUNT_SOURCE_DIR};
   HEADCOUNT_CHECK(a.envelope.empty() || options.stage == ex::Stage::test, "--envelope",
                   "only with --stage test", concat("\"", a.envelope, "\""));
+  HEADCOUNT_CHECK(a.compare_with.empty() || options.stage == ex::Stage::test, "--compare-with",
+                  "only with --stage test", concat("\"", a.compare_with, "\""));
+  HEADCOUNT_CHECK(options.stage != ex::Stage::pilot || a.first_seed == 1, "--first-seed",
+                  "none with --stage pilot (the pilot seed is fixed, 101)", a.first_seed);
+  // Read before the experiment is made, so that its factory can check it before any training.
+  if (!a.compare_with.empty())
+    options.compare_with = read_json_file("--compare-with", a.compare_with);
   const ex::Experiment experiment = spec.make(options);
   const bool staged = !experiment.lr_grid.empty();
   HEADCOUNT_CHECK(!staged || options.stage != ex::Stage::run || a.quick, "--stage",
@@ -250,11 +257,7 @@ void run_experiment_command(const ExperimentArgs& a) {
                     a.seeds);
     options.seeds = experiment.evaluation_seeds;
     options.pilot = read_json_file("--envelope", a.envelope);
-    if (!a.compare_with.empty())
-      options.compare_with = read_json_file("--compare-with", a.compare_with);
   }
-  HEADCOUNT_CHECK(a.compare_with.empty() || options.stage == ex::Stage::test, "--compare-with",
-                  "only with --stage test", concat("\"", a.compare_with, "\""));
   Context ctx({.threads = a.threads});
   ex::Experiment grid;
   const ex::ExperimentResult result =
