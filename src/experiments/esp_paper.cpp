@@ -20,6 +20,7 @@
 #include "experiments/experiments.h"
 #include "experiments/runner.h"
 #include "headcount/error.h"
+#include "train/tasks/esp_graphs.h"
 
 namespace headcount::experiments {
 namespace {
@@ -69,10 +70,7 @@ train::TrainConfig cell_config(const Graph& g, std::int64_t d, std::int64_t head
              .weight_decay = 0};
   c.steps = steps;
   // The whole enumeration: 2m sequences (m = 28, 56, 8 arcs on 8 vertices).
-  const std::int64_t arcs = std::string(g.name) == "transitive" ? kVertices * (kVertices - 1) / 2
-                            : std::string(g.name) == "complete" ? kVertices * (kVertices - 1)
-                                                                : kVertices;
-  c.batch = 2 * arcs;
+  c.batch = 2 * static_cast<std::int64_t>(train::tasks::esp_graph_arcs(g.name, kVertices).size());
   return c;
 }
 
