@@ -420,6 +420,7 @@ TEST(TrainTasks, CharLmDefaultTextIsTheCommittedNovel) {
   EXPECT_EQ(d.at("text_characters"), 676639);
   EXPECT_EQ(d.at("train_characters"), 608976);
   EXPECT_EQ(d.at("validation_sequences"), (67663 - 1) / 64);
+  EXPECT_EQ(d.at("path"), "data/pride-and-prejudice.txt");  // no directory of this machine
 }
 
 TEST(TrainTasks, BadConfigsAreErrorsNamingTheField) {

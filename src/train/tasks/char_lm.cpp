@@ -185,7 +185,7 @@ class CharLmTask final : public Task {
         {"vocab", vocab_size()},
         {"seq_len", seq_len_},
         {"causal", true},
-        {"path", path_},
+        {"path", reported_path()},
         {"characters", characters},
         {"text_characters", static_cast<std::int64_t>(ids_.size())},
         {"train_characters", train_length_},
@@ -206,6 +206,13 @@ class CharLmTask final : public Task {
     const auto* source = ids_.data() + start;
     std::copy(source, source + seq_len_, out.tokens.begin() + row * seq_len_);
     std::copy(source + 1, source + 1 + seq_len_, out.targets.begin() + row * seq_len_);
+  }
+
+  // The text's path as reports show it: the default text as "data/<file>", so that a committed
+  // result names no directory of the machine that ran it; any other path as given.
+  std::string reported_path() const {
+    const std::string data_dir = std::string(HEADCOUNT_DATA_DIR) + "/";
+    return path_.starts_with(data_dir) ? "data/" + path_.substr(data_dir.size()) : path_;
   }
 
   // A baseline that uses no attention: add-0.1 bigram probabilities counted on the training
