@@ -90,6 +90,8 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
   // The decoder benchmark suite reads the same file through the same loader.
   expect_one_line_error(run_cli("bench --suite decoder --quick --repeats 1 " + m),
                         "general.architecture");
+  expect_one_line_error(run_cli("bench --suite decoder-kv --quick --repeats 1 " + m),
+                        "general.architecture");
   fs::remove_all(dir);
 }
 
@@ -152,6 +154,34 @@ TEST(CliDecoder, HeadsJsonHasEveryHeadAndFindsTheInductionHead) {
   EXPECT_EQ(h.at("head"), 6);
   EXPECT_EQ(h.at("role"), "induction");
   EXPECT_GT(h.at("prefix_matching").get<double>(), 0.5);
+}
+
+// The decoder-kv benchmark suite at its quick contexts (64, 128): three variants per context (9
+// repeated, 3 as loaded, 1 mean-pooled K/V heads), each cache's own byte count equal to the cost
+// model's (3x the loaded model's for the MHA export, 1/3 for MQA), and decoding that ran.
+TEST(CliDecoder, DecoderKvSuiteCacheBytesAreTheCostModels) {
+  if (!fs::exists(kModel))
+    GTEST_SKIP() << kModel.lexically_normal().string()
+                 << " not present (scripts/setup.sh fetches it)";
+  const CliResult r = run_cli("bench --suite decoder-kv --quick --repeats 1 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json rows = nlohmann::json::parse(r.out).at("rows");
+  ASSERT_EQ(rows.size(), 6u);
+  for (const nlohmann::json& row : rows) {
+    const std::int64_t kv = row.at("kv_heads").get<std::int64_t>();
+    // 30 layers x (K + V) x kv heads x 64 x 4 bytes.
+    EXPECT_EQ(row.at("cost_model_cache_bytes_per_token").get<std::int64_t>(), 30 * 2 * kv * 64 * 4);
+    EXPECT_EQ(row.at("cache_bytes_per_token"), row.at("cost_model_cache_bytes_per_token"));
+    EXPECT_EQ(row.at("cache_bytes").get<std::int64_t>(),
+              row.at("context").get<std::int64_t>() * 30 * 2 * kv * 64 * 4);
+    EXPECT_GT(row.at("decode_tokens_per_second").get<double>(), 0);
+    EXPECT_EQ(row.at("prefill_tokens").get<std::int64_t>() + row.at("decoded_tokens").get<std::int64_t>(),
+              row.at("context").get<std::int64_t>());
+  }
+  EXPECT_EQ(rows[0].at("kv_heads"), 9);
+  EXPECT_EQ(rows[1].at("kv_heads"), 3);
+  EXPECT_EQ(rows[2].at("kv_heads"), 1);
+  EXPECT_EQ(rows[1].at("decode_vs_as_loaded").get<double>(), 1.0);
 }
 
 }  // namespace

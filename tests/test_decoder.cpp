@@ -312,6 +312,119 @@ TEST(LlamaDecoderSmall, KvSweepRepeatsExactlyAndPricesMeanPooling) {
       {"text", "16 tokens", "10 tokens"});
 }
 
+// A decoder pruned by whole K/V groups, unevenly (layer 1 loses group 0, layer 2 group 1): its
+// logits are the unpruned model's with those query heads' W_O columns zeroed (a removed head
+// adds nothing to the output; only the W_O GEMM's length, and so its summation order, differs:
+// the 1e-4 bound of PrefillThenDecodeEqualsOnePrefill); its cache lays out each layer with its
+// own K/V head count, and prefill then decode through it equals one prefill.
+TEST(LlamaDecoderSmall, PrunedByWholeGroupsEqualsZeroedHeadsAndDecodesThroughItsCache) {
+  const model::Weights weights = small_llama();
+  const model::Weights pruned = model::remove_heads(weights, {{}, {0, 1}, {2, 3}});
+  EXPECT_EQ(pruned.config.layers[1], (model::LayerShape{.heads = 2, .kv_heads = 1}));
+  model::Weights zeroed = weights.clone();
+  for (const auto& [layer, heads] : {std::pair<i64, std::vector<i64>>{1, {0, 1}}, {2, {2, 3}}}) {
+    Tensor& o = zeroed.at(model::Role::o_weight, layer);  // [d_model, heads * head_dim]
+    for (i64 row = 0; row < o.size(0); ++row)
+      for (i64 h : heads)
+        for (i64 e = 0; e < 8; ++e) o.data<float>()[row * o.size(1) + h * 8 + e] = 0.0f;
+  }
+  const LlamaDecoder small(pruned, small_tokenizer(40)), reference(zeroed, small_tokenizer(40));
+  const std::vector<std::int32_t> ids = {3, 17, 5, 39, 0, 22, 8, 8, 30, 12, 1, 7};
+  Context ctx({.threads = 2});
+  KvCache whole = small.make_cache(16);
+  EXPECT_EQ(whole.bytes(), 16 * (2 + 1 + 1) * 2 * 8 * 4);
+  const Tensor all = small.forward(ctx, ids, whole, Logits::all);
+  KvCache ref_cache = reference.make_cache(16);
+  const Tensor want = reference.forward(ctx, ids, ref_cache, Logits::all);
+  EXPECT_LE(max_abs_diff(all.data<const float>(), want.data<const float>(), 12 * 40), 1e-4);
+  KvCache cache = small.make_cache(16);
+  const std::span<const std::int32_t> span(ids);
+  (void)small.forward(ctx, span.subspan(0, 5), cache);
+  for (i64 i = 5; i < 12; ++i) {
+    const Tensor step = small.forward(ctx, span.subspan(i, 1), cache);
+    EXPECT_LE(max_abs_diff(step.data<const float>(), all.data<const float>() + i * 40, 40), 1e-4)
+        << "position " << i;
+  }
+  // A cache of the unpruned shape is refused by name.
+  KvCache other = LlamaDecoder(weights, small_tokenizer(40)).make_cache(16);
+  headcount::testing::expect_error([&] { (void)small.forward(ctx, ids, other); },
+                                   {"kv cache", "2 kv heads in layer 0"});
+}
+
+// The decoder's pruning curve (compress::decoder_prune_curve) on the small Llama (3 layers x 2
+// K/V groups): the ranking's NLL rises are those of the models pruned by hand and measured on
+// dev, in ascending order; the unpruned point is the test baseline for every order; the first
+// point removes the least important group and scores that model on test; the cache bytes follow
+// the groups removed; the speed rows time the pruned models; bad options are errors first.
+TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
+  const model::Weights weights = small_llama();
+  const BpeTokenizer tokenizer = small_tokenizer(40);
+  std::vector<std::int32_t> ids(96);
+  for (i64 i = 0; i < 96; ++i)
+    ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7 + i / 5) % 40);
+  const std::span<const std::int32_t> dev = std::span(ids).first(32), test = std::span(ids).subspan(32);
+  Context ctx({.threads = 2});
+  const compress::DecoderPruneCurveOptions options{.context = 16,
+                                                   .random_orders = 2,
+                                                   .speed_fractions = {0, 0.5},
+                                                   .speed_prompt = 8,
+                                                   .speed_decoded = 4,
+                                                   .speed_rounds = 1};
+  const nlohmann::json r = compress::decoder_prune_curve(ctx, weights, tokenizer, dev, test, options);
+  auto nll = [&](const model::Weights& w, std::span<const std::int32_t> text) {
+    return LlamaDecoder(w, small_tokenizer(40)).perplexity(ctx, text, 16).nll;
+  };
+  const double dev_base = nll(weights, dev), test_base = nll(weights, test);
+  EXPECT_EQ(r["dev_baseline"]["nll"].get<double>(), dev_base);
+  ASSERT_EQ(r["ablation"].size(), 6u);
+  for (const nlohmann::json& a : r["ablation"]) {
+    const i64 l = a["layer"].get<i64>(), g = a["group"].get<i64>();
+    std::vector<std::vector<i64>> remove(3);
+    remove[static_cast<std::size_t>(l)] = {2 * g, 2 * g + 1};
+    EXPECT_EQ(a["nll_rise"].get<double>(), nll(model::remove_heads(weights, remove), dev) - dev_base);
+  }
+  double previous = -1e300;
+  for (const nlohmann::json& u : r["ablation_order"]) {
+    const double rise = r["ablation"][u["layer"].get<std::size_t>() * 2 + u["group"].get<std::size_t>()]
+                         ["nll_rise"]
+                             .get<double>();
+    EXPECT_GE(rise, previous);
+    previous = rise;
+  }
+  const nlohmann::json& points = r["points"];
+  ASSERT_FALSE(points.empty());
+  EXPECT_EQ(points[0]["ablation"]["nll"].get<double>(), test_base);
+  for (const nlohmann::json& q : points[0]["random"]) EXPECT_EQ(q["nll"].get<double>(), test_base);
+  EXPECT_EQ(points[0]["kv_cache_bytes_per_token"], 6 * 2 * 8 * 4);
+  const nlohmann::json& least = r["ablation_order"][0];
+  std::vector<std::vector<i64>> remove(3);
+  remove[least["layer"].get<std::size_t>()] = {2 * least["group"].get<i64>(),
+                                               2 * least["group"].get<i64>() + 1};
+  ASSERT_EQ(points[1]["groups_removed"], 1);
+  EXPECT_EQ(points[1]["ablation"]["nll"].get<double>(), nll(model::remove_heads(weights, remove), test));
+  EXPECT_EQ(points.back()["groups_removed"], 3);  // one group stays in each of the 3 layers
+  EXPECT_EQ(points.back()["kv_cache_bytes_per_token"], 3 * 2 * 8 * 4);
+  ASSERT_EQ(r["speed"].size(), 2u);
+  EXPECT_EQ(r["speed"][1]["groups_removed"], 3);
+  EXPECT_GT(r["speed"][1]["prefill_mac_ratio"].get<double>(), 1.0);
+  EXPECT_GT(r["speed"][1]["decode_tokens_per_second"].get<double>(), 0.0);
+
+  compress::DecoderPruneCurveOptions bad = options;
+  bad.speed_fractions = {0, 0.9};
+  headcount::testing::expect_error(
+      [&] { (void)compress::decoder_prune_curve(ctx, weights, tokenizer, dev, test, bad); },
+      {"speed fractions", "0.9"});
+  const model::Weights mqa = model::convert_kv_heads(weights, 1, KvConvertMethod::mean);
+  headcount::testing::expect_error(
+      [&] { (void)compress::decoder_prune_curve(ctx, mqa, tokenizer, dev, test, options); },
+      {"model", "at least 2 K/V groups per layer"});
+  headcount::testing::expect_error(
+      [&] {
+        (void)compress::decoder_prune_curve(ctx, weights, tokenizer, dev.first(8), test, options);
+      },
+      {"dev and test texts", "at least one window of 16 tokens", "8 and 64 tokens"});
+}
+
 TEST(LlamaDecoderSmall, BadInputsAreErrorsNamingTheParameter) {
   const LlamaDecoder decoder(small_llama(), small_tokenizer(40));
   Context ctx;

@@ -176,5 +176,67 @@ TEST(KvCache, BytesEqualTheCostModel) {
   EXPECT_FALSE(mha.kv_cache_layouts[1].configured);
 }
 
+// A cache whose layers hold different numbers of K/V heads (a decoder pruned by whole K/V groups):
+// each layer reads back what it was given, in every dtype and across reserve(); bytes() is the sum
+// of the layers' own per-token bytes; a layer given another layer's count is an error naming both.
+TEST(KvCache, LayersWithTheirOwnKvHeadCounts) {
+  for (CacheDType dtype : {CacheDType::f32, CacheDType::bf16, CacheDType::int8}) {
+    SCOPED_TRACE(cache_dtype_name(dtype));
+    const std::vector<std::int64_t> per_layer = {3, 1, 2};
+    KvCache cache({.layers = 3,
+                   .batch = 2,
+                   .kv_heads = 3,
+                   .head_dim = 5,
+                   .v_head_dim = 4,
+                   .capacity = 6,
+                   .dtype = dtype,
+                   .layer_kv_heads = per_layer});
+    std::int64_t per_position = 0;
+    for (std::int64_t g : per_layer) per_position += cache_token_bytes(dtype, g, 5, 4);
+    EXPECT_EQ(cache.bytes(), 2 * 6 * per_position);
+    std::vector<Tensor> ks, vs;
+    for (std::int64_t l = 0; l < 3; ++l) {
+      const std::int64_t g = per_layer[static_cast<std::size_t>(l)];
+      ks.push_back(random_tensor({2, 3, g, 5}, 10 + static_cast<std::uint64_t>(l)));
+      vs.push_back(random_tensor({2, 3, g, 4}, 20 + static_cast<std::uint64_t>(l)));
+      cache.append(l, ks.back().view(), vs.back().view());
+      EXPECT_EQ(cache.view(l).kv_heads, g);
+    }
+    cache.reserve(9);  // the copy must follow each layer's own layout
+    for (std::int64_t l = 0; l < 3; ++l) {
+      const std::int64_t g = per_layer[static_cast<std::size_t>(l)];
+      for (std::int64_t b = 0; b < 2; ++b)
+        for (std::int64_t j = 0; j < 3; ++j)
+          for (std::int64_t h = 0; h < g; ++h)
+            for (std::int64_t d = 0; d < 4; ++d) {
+              const float k = at(ks[static_cast<std::size_t>(l)], b, j, h, d);
+              const float v = at(vs[static_cast<std::size_t>(l)], b, j, h, d);
+              // f32 exact; the other dtypes within their rounding (AppendReadsBackInEveryDtype),
+              // bounded here loosely by 2% of the row's scale: a wrong layout reads another
+              // head's value, off by O(1).
+              const float tol = dtype == CacheDType::f32 ? 0.0f : 0.02f * 4.0f;
+              EXPECT_NEAR(cache.k_at(l, b, h, j, d), k, tol) << l << ' ' << b << ' ' << j;
+              EXPECT_NEAR(cache.v_at(l, b, h, j, d), v, tol) << l << ' ' << b << ' ' << j;
+            }
+    }
+    if (dtype != CacheDType::int8)
+      EXPECT_EQ(cache.k_tensor(1).shape_string(), "[2, 9, 1, 5]");
+    const Tensor wrong = random_tensor({2, 1, 3, 5}, 30), wrong_v = random_tensor({2, 1, 3, 4}, 31);
+    expect_error([&] { cache.append(1, wrong.view(), wrong_v.view()); },
+                 {"kv cache append k", "[2, n >= 1, 1, 5]"});
+  }
+  expect_error(
+      [] {
+        KvCache({.layers = 3, .kv_heads = 2, .head_dim = 4, .capacity = 2, .layer_kv_heads = {2, 1}});
+      },
+      {"kv cache layer_kv_heads", "one count per layer (3)", "2"});
+  expect_error(
+      [] {
+        KvCache(
+            {.layers = 2, .kv_heads = 2, .head_dim = 4, .capacity = 2, .layer_kv_heads = {2, 0}});
+      },
+      {"kv cache layer_kv_heads[1]", ">= 1", "0"});
+}
+
 }  // namespace
 }  // namespace headcount::testing

@@ -30,11 +30,18 @@ namespace headcount {
 struct KvCacheConfig {
   std::int64_t layers = 1;
   std::int64_t batch = 1;
-  std::int64_t kv_heads = 1;
+  std::int64_t kv_heads = 1;  // every layer's, unless layer_kv_heads says otherwise
   std::int64_t head_dim = 0;
   std::int64_t v_head_dim = 0;  // 0: = head_dim
   std::int64_t capacity = 0;    // positions per sequence; >= 1
   CacheDType dtype = CacheDType::f32;
+  // Empty, or one count per layer (a model pruned by whole K/V groups keeps different numbers
+  // of K/V heads in different layers); each layer is laid out with its own count.
+  std::vector<std::int64_t> layer_kv_heads;
+
+  std::int64_t kv_heads_in(std::int64_t layer) const {
+    return layer_kv_heads.empty() ? kv_heads : layer_kv_heads[static_cast<std::size_t>(layer)];
+  }
 };
 
 class KvCache {
@@ -68,8 +75,9 @@ class KvCache {
   // call that reallocates. A capacity below a current length is an Error.
   void reserve(std::int64_t capacity);
 
-  // Bytes of storage: layers * batch * capacity * cache_token_bytes(...), which is exactly
-  // what `headcount cost --context capacity --layers L --batch B` reports for this dtype.
+  // Bytes of storage: batch * capacity * the sum over layers of cache_token_bytes(...) with the
+  // layer's K/V heads, which is exactly what `headcount cost --context capacity --layers L
+  // --batch B` reports for this dtype when every layer has the same count.
   std::int64_t bytes() const;
 
   // What the decode kernel reads.
@@ -95,13 +103,15 @@ class KvCache {
   void unmap_storage();
   LayerData layer_data(std::int64_t layer) const;
   // A [batch, capacity, kv_heads, dim] view of one layer's K or V storage (f32 / bf16 only).
-  TensorView cache_view(void* data, std::int64_t dim, const char* what) const;
+  TensorView cache_view(void* data, std::int64_t kv_heads, std::int64_t dim,
+                        const char* what) const;
   void check_layer(std::int64_t layer, const char* what) const;
 
   KvCacheConfig config_;
   std::byte* storage_ = nullptr;
   std::size_t storage_bytes_ = 0;
-  std::vector<std::int64_t> lengths_;  // [layers, batch]
+  std::vector<std::int64_t> lengths_;       // [layers, batch]
+  std::vector<std::int64_t> layer_offset_;  // [layers + 1]: byte offset of each layer's part
 };
 
 }  // namespace headcount

@@ -29,9 +29,9 @@ struct Layout {
   i64 k_bytes = 0, v_bytes = 0, scale_bytes = 0, layer_bytes = 0;
 };
 
-Layout layout_of(const KvCacheConfig& c) {
+Layout layout_of(const KvCacheConfig& c, i64 layer) {
   Layout l;
-  const i64 rows = c.batch * c.kv_heads * c.capacity;
+  const i64 rows = c.batch * c.kv_heads_in(layer) * c.capacity;
   const i64 element = cache_element_bytes(c.dtype);
   l.k_bytes = round_up(rows * c.head_dim * element, 64);
   l.v_bytes = round_up(rows * c.v_head_dim * element, 64);
@@ -121,6 +121,12 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config) {
   HEADCOUNT_CHECK(c.layers >= 1, "kv cache layers", ">= 1", c.layers);
   HEADCOUNT_CHECK(c.batch >= 1, "kv cache batch", ">= 1", c.batch);
   HEADCOUNT_CHECK(c.kv_heads >= 1, "kv cache kv_heads", ">= 1", c.kv_heads);
+  HEADCOUNT_CHECK(c.layer_kv_heads.empty() || static_cast<i64>(c.layer_kv_heads.size()) == c.layers,
+                  "kv cache layer_kv_heads", concat("empty or one count per layer (", c.layers, ")"),
+                  c.layer_kv_heads.size());
+  for (std::size_t l = 0; l < c.layer_kv_heads.size(); ++l)
+    HEADCOUNT_CHECK(c.layer_kv_heads[l] >= 1, concat("kv cache layer_kv_heads[", l, "]"), ">= 1",
+                    c.layer_kv_heads[l]);
   HEADCOUNT_CHECK(c.head_dim >= 1, "kv cache head_dim", ">= 1", c.head_dim);
   if (c.v_head_dim == 0) c.v_head_dim = c.head_dim;
   HEADCOUNT_CHECK(c.v_head_dim >= 1, "kv cache v_head_dim", ">= 1 (or 0 for head_dim)",
@@ -139,7 +145,8 @@ KvCache::KvCache(KvCache&& other) noexcept
     : config_(other.config_),
       storage_(std::exchange(other.storage_, nullptr)),
       storage_bytes_(std::exchange(other.storage_bytes_, 0)),
-      lengths_(std::move(other.lengths_)) {}
+      lengths_(std::move(other.lengths_)),
+      layer_offset_(std::move(other.layer_offset_)) {}
 
 KvCache& KvCache::operator=(KvCache&& other) noexcept {
   if (this != &other) {
@@ -148,13 +155,16 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
     storage_ = std::exchange(other.storage_, nullptr);
     storage_bytes_ = std::exchange(other.storage_bytes_, 0);
     lengths_ = std::move(other.lengths_);
+    layer_offset_ = std::move(other.layer_offset_);
   }
   return *this;
 }
 
 void KvCache::map_storage() {
-  const Layout l = layout_of(config_);
-  storage_bytes_ = static_cast<std::size_t>(l.layer_bytes * config_.layers);
+  layer_offset_.assign(1, 0);
+  for (i64 layer = 0; layer < config_.layers; ++layer)
+    layer_offset_.push_back(layer_offset_.back() + layout_of(config_, layer).layer_bytes);
+  storage_bytes_ = static_cast<std::size_t>(layer_offset_.back());
   void* p =
       mmap(nullptr, storage_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -174,8 +184,8 @@ void KvCache::unmap_storage() {
 }
 
 KvCache::LayerData KvCache::layer_data(i64 layer) const {
-  const Layout l = layout_of(config_);
-  std::byte* base = storage_ + layer * l.layer_bytes;
+  const Layout l = layout_of(config_, layer);
+  std::byte* base = storage_ + layer_offset_[static_cast<std::size_t>(layer)];
   LayerData d;
   d.k = base;
   d.v = base + l.k_bytes;
@@ -208,8 +218,9 @@ void KvCache::append(i64 layer, const TensorView& k, const TensorView& v,
                      std::span<const i64> counts) {
   const KvCacheConfig& c = config_;
   check_layer(layer, "kv cache append");
-  check_source(k, "kv cache append k", c.batch, c.kv_heads, c.head_dim);
-  check_source(v, "kv cache append v", c.batch, c.kv_heads, c.v_head_dim);
+  const i64 kv_heads = c.kv_heads_in(layer);
+  check_source(k, "kv cache append k", c.batch, kv_heads, c.head_dim);
+  check_source(v, "kv cache append v", c.batch, kv_heads, c.v_head_dim);
   const i64 n = k.shape[1];
   HEADCOUNT_CHECK(v.shape[1] == n, "kv cache append v shape",
                   concat("n = ", n, " positions (as k)"), v.shape_string());
@@ -233,7 +244,7 @@ void KvCache::append(i64 layer, const TensorView& k, const TensorView& v,
     for (i64 b = 0; b < c.batch; ++b) {
       const i64 count = counts.empty() ? n : counts[static_cast<std::size_t>(b)];
       for (i64 j = 0; j < count; ++j)
-        for (i64 h = 0; h < c.kv_heads; ++h)
+        for (i64 h = 0; h < kv_heads; ++h)
           for (i64 d = 0; d < t->shape[3]; ++d) {
             const float x = data[t->offset({b, j, h, d})];
             if (!std::isfinite(x))
@@ -248,8 +259,8 @@ void KvCache::append(i64 layer, const TensorView& k, const TensorView& v,
   const i64 element = cache_element_bytes(c.dtype);
   for (i64 b = 0; b < c.batch; ++b) {
     const i64 count = counts.empty() ? n : counts[static_cast<std::size_t>(b)];
-    for (i64 h = 0; h < c.kv_heads; ++h) {
-      const i64 row0 = (b * c.kv_heads + h) * c.capacity + len[b];
+    for (i64 h = 0; h < kv_heads; ++h) {
+      const i64 row0 = (b * kv_heads + h) * c.capacity + len[b];
       for (i64 j = 0; j < count; ++j) {
         const i64 row = row0 + j;
         store_row(c.dtype, k.ptr<const float>() + k.offset({b, j, h, 0}), k.strides[3], c.head_dim,
@@ -283,21 +294,18 @@ void KvCache::reserve(i64 capacity) {
   HEADCOUNT_CHECK(capacity >= 1 && capacity >= longest, "kv cache reserve capacity",
                   concat(">= the longest cached sequence (", longest, ") and >= 1"), capacity);
   if (capacity == config_.capacity) return;
-  KvCache grown(KvCacheConfig{.layers = config_.layers,
-                              .batch = config_.batch,
-                              .kv_heads = config_.kv_heads,
-                              .head_dim = config_.head_dim,
-                              .v_head_dim = config_.v_head_dim,
-                              .capacity = capacity,
-                              .dtype = config_.dtype});
+  KvCacheConfig grown_config = config_;
+  grown_config.capacity = capacity;
+  KvCache grown(grown_config);
   const i64 element = cache_element_bytes(config_.dtype);
   for (i64 layer = 0; layer < config_.layers; ++layer) {
     const LayerData from = layer_data(layer), to = grown.layer_data(layer);
     for (i64 b = 0; b < config_.batch; ++b) {
       const i64 len = lengths_[static_cast<std::size_t>(layer * config_.batch + b)];
-      for (i64 h = 0; h < config_.kv_heads; ++h) {
-        const i64 src = (b * config_.kv_heads + h) * config_.capacity;
-        const i64 dst = (b * config_.kv_heads + h) * capacity;
+      const i64 kv_heads = config_.kv_heads_in(layer);
+      for (i64 h = 0; h < kv_heads; ++h) {
+        const i64 src = (b * kv_heads + h) * config_.capacity;
+        const i64 dst = (b * kv_heads + h) * capacity;
         std::memcpy(to.k + dst * config_.head_dim * element,
                     from.k + src * config_.head_dim * element,
                     static_cast<std::size_t>(len * config_.head_dim * element));
@@ -316,8 +324,11 @@ void KvCache::reserve(i64 capacity) {
 }
 
 i64 KvCache::bytes() const {
-  return config_.layers * config_.batch * config_.capacity *
-         cache_token_bytes(config_.dtype, config_.kv_heads, config_.head_dim, config_.v_head_dim);
+  i64 per_position = 0;
+  for (i64 layer = 0; layer < config_.layers; ++layer)
+    per_position += cache_token_bytes(config_.dtype, config_.kv_heads_in(layer), config_.head_dim,
+                                      config_.v_head_dim);
+  return config_.batch * config_.capacity * per_position;
 }
 
 KvView KvCache::view(i64 layer) const {
@@ -325,7 +336,7 @@ KvView KvCache::view(i64 layer) const {
   const LayerData d = layer_data(layer);
   return KvView{.dtype = config_.dtype,
                 .batch = config_.batch,
-                .kv_heads = config_.kv_heads,
+                .kv_heads = config_.kv_heads_in(layer),
                 .capacity = config_.capacity,
                 .head_dim = config_.head_dim,
                 .v_head_dim = config_.v_head_dim,
@@ -336,23 +347,25 @@ KvView KvCache::view(i64 layer) const {
                 .lengths = lengths(layer)};
 }
 
-TensorView KvCache::cache_view(void* data, i64 dim, const char* what) const {
+TensorView KvCache::cache_view(void* data, i64 kv_heads, i64 dim, const char* what) const {
   HEADCOUNT_CHECK(config_.dtype != CacheDType::int8, concat(what, " dtype"),
                   "f32 or bf16 (int8 has no TensorView)", cache_dtype_name(config_.dtype));
   const KvCacheConfig& c = config_;
   return TensorView::strided(data, c.dtype == CacheDType::f32 ? DType::f32 : DType::bf16,
-                             {c.batch, c.capacity, c.kv_heads, dim},
-                             {c.kv_heads * c.capacity * dim, dim, c.capacity * dim, 1});
+                             {c.batch, c.capacity, kv_heads, dim},
+                             {kv_heads * c.capacity * dim, dim, c.capacity * dim, 1});
 }
 
 TensorView KvCache::k_tensor(i64 layer) const {
   check_layer(layer, "kv cache k_tensor");
-  return cache_view(layer_data(layer).k, config_.head_dim, "kv cache k_tensor");
+  return cache_view(layer_data(layer).k, config_.kv_heads_in(layer), config_.head_dim,
+                    "kv cache k_tensor");
 }
 
 TensorView KvCache::v_tensor(i64 layer) const {
   check_layer(layer, "kv cache v_tensor");
-  return cache_view(layer_data(layer).v, config_.v_head_dim, "kv cache v_tensor");
+  return cache_view(layer_data(layer).v, config_.kv_heads_in(layer), config_.v_head_dim,
+                    "kv cache v_tensor");
 }
 
 namespace {
@@ -375,14 +388,16 @@ float KvCache::k_at(i64 layer, i64 b, i64 h, i64 j, i64 d) const {
   check_layer(layer, "kv cache k_at");
   const LayerData data = layer_data(layer);
   return element_at(config_.dtype, data.k, data.k_scale,
-                    (b * config_.kv_heads + h) * config_.capacity + j, config_.head_dim, d);
+                    (b * config_.kv_heads_in(layer) + h) * config_.capacity + j, config_.head_dim,
+                    d);
 }
 
 float KvCache::v_at(i64 layer, i64 b, i64 h, i64 j, i64 e) const {
   check_layer(layer, "kv cache v_at");
   const LayerData data = layer_data(layer);
   return element_at(config_.dtype, data.v, data.v_scale,
-                    (b * config_.kv_heads + h) * config_.capacity + j, config_.v_head_dim, e);
+                    (b * config_.kv_heads_in(layer) + h) * config_.capacity + j,
+                    config_.v_head_dim, e);
 }
 
 }  // namespace headcount

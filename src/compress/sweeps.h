@@ -11,6 +11,9 @@
 //   convert_sweep   per K/V head count and method: STS-B test Spearman and KV-cache bytes
 //   decoder_kv_sweep  the same question for a Llama-family decoder: perplexity, logits against
 //                   the original, KV-cache bytes per token
+//   decoder_prune_curve  a grouped decoder's K/V groups removed physically: test perplexity
+//                   against the share removed (ablation order on dev, seeded random orders),
+//                   and prefill/decode speed of the pruned models beside their multiply-adds
 #pragma once
 
 #include <cmath>
@@ -125,5 +128,34 @@ struct DecoderKvSweepOptions {
 nlohmann::json decoder_kv_sweep(Context& ctx, const model::Weights& weights,
                                 const BpeTokenizer& tokenizer, std::span<const std::int32_t> ids,
                                 const DecoderKvSweepOptions& options);
+
+struct DecoderPruneCurveOptions {
+  std::int64_t context = 512;  // perplexity windows (LlamaDecoder::perplexity)
+  std::int64_t random_orders = 5, seed = 0;
+  DType weights = DType::f32;
+  // Speed: the ablation order's models at these shares of the removable groups (the first is
+  // the ratios' base), each timed on a prefill of `speed_prompt` tokens of the test text and
+  // `speed_decoded` greedy tokens after it, in `speed_rounds` interleaved rounds (medians).
+  // Empty: no speed.
+  std::vector<double> speed_fractions = {0, 0.3, 0.6};
+  std::int64_t speed_prompt = 512, speed_decoded = 32;
+  int speed_rounds = 3;
+  std::function<void(const std::string&)> log;  // one line per stage (may be empty)
+};
+
+// Fewer heads in a grouped-query decoder (issue 36). The unit removed is a whole K/V group: its
+// query heads and its K/V head (model::remove_heads; a K/V head cannot go without its query
+// heads, and a query head alone would leave groups of unequal size, which the kernels' fixed
+// heads/kv_heads ratio cannot hold). Ranking on `dev` only: each group removed alone, its
+// importance the rise of dev NLL. Every point of the curve is a physically pruned model scored
+// on `test`: 0, 10, ... 90% of the groups (as many as leave one group per layer), taken in the
+// ablation order and in `random_orders` seeded orders (a group that would empty its layer is
+// skipped for the next). Multiply-adds per token come from the shapes (projections, FFN, LM
+// head; the attention's at the speed prompt's length).
+nlohmann::json decoder_prune_curve(Context& ctx, const model::Weights& weights,
+                                   const BpeTokenizer& tokenizer,
+                                   std::span<const std::int32_t> dev,
+                                   std::span<const std::int32_t> test,
+                                   const DecoderPruneCurveOptions& options);
 
 }  // namespace headcount::compress

@@ -22,24 +22,36 @@ namespace {
 
 constexpr int kArrivalTag = 0x4864;
 
-// Polls until every request is done (true) or this rank has polled for `seconds` since `start`
-// (false). Spins a while first (a collective of a balanced step ends soon), then sleeps between
-// tests (50 µs, after 10^4 tests 1 ms) so that a long wait leaves the core to the ranks still
-// working. Time this rank did not run (a gap of over a second between two tests: it was itself
-// stopped, or starved) does not count: the deadline is for the others, and a rank continued
-// after a stop (mpirun sends SIGCONT before it ends a job) must not blame them.
-bool poll_until(std::span<MPI_Request> requests, Clock::time_point& start, double seconds) {
-  auto last = Clock::now();
+// The time this rank has waited, not counting the time it did not run: a gap of over a second
+// between two readings (it was itself stopped, or starved) moves the start on. The deadline is
+// for the others, and a rank continued after a stop (mpirun sends SIGCONT before it ends a job)
+// must not blame them. One reading per poll serves both the gap and the deadline: with two, a
+// stop landing between them counted as waiting (CI saw the continued rank name rank 0).
+class WaitClock {
+ public:
+  explicit WaitClock(Clock::time_point start) : start_(start), last_(start) {}
+  double waited() {
+    const auto now = Clock::now();
+    if (now - last_ > std::chrono::seconds(1)) start_ += now - last_;
+    last_ = now;
+    return std::chrono::duration<double>(now - start_).count();
+  }
+
+ private:
+  Clock::time_point start_, last_;
+};
+
+// Polls until every request is done (true) or this rank has waited `seconds` (false). Spins a
+// while first (a collective of a balanced step ends soon), then sleeps between tests (50 µs,
+// after 10^4 tests 1 ms) so that a long wait leaves the core to the ranks still working.
+bool poll_until(std::span<MPI_Request> requests, WaitClock& clock, double seconds) {
   for (long spins = 0;; ++spins) {
     int done = 0;
     check_mpi(
         MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
         "Testall");
     if (done) return true;
-    const auto now = Clock::now();
-    if (now - last > std::chrono::seconds(1)) start += now - last;
-    last = now;
-    if (seconds_since(start) > seconds) return false;
+    if (clock.waited() > seconds) return false;
     if (spins > 1000)
       std::this_thread::sleep_for(std::chrono::microseconds(spins > 10000 ? 1000 : 50));
   }
@@ -78,12 +90,12 @@ std::vector<int> missing_ranks(std::span<const MPI_Request> requests, std::span<
 void wait_watched(MPI_Comm comm, std::span<MPI_Request> requests, std::span<const int> peers,
                   const Watchdog& watchdog, const std::string& what, CommStats* stats) {
   const auto begin = Clock::now();
-  auto start = begin;  // moved on by the time this rank did not run
+  WaitClock clock(begin);
   const double timeout = watchdog.timeout_seconds;
   if (timeout <= 0) {
     check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
               "Waitall");
-  } else if (!poll_until(requests, start, timeout)) {
+  } else if (!poll_until(requests, clock, timeout)) {
     // The lowest rank that arrived reports; the others give it a grace period to end the job
     // (and go on if the wait ends meanwhile: a slow rank, not a stopped one).
     std::vector<int> missing = missing_ranks(requests, peers);
@@ -91,7 +103,7 @@ void wait_watched(MPI_Comm comm, std::span<MPI_Request> requests, std::span<cons
     while (std::find(missing.begin(), missing.end(), reporter) != missing.end()) ++reporter;
     if (reporter != comm_rank(comm)) {
       const double grace = std::max(2.0, 0.2 * timeout);
-      if (!poll_until(requests, start, timeout + grace))
+      if (!poll_until(requests, clock, timeout + grace))
         end_job(comm, missing_ranks(requests, peers), timeout, what);
     } else {
       end_job(comm, missing, timeout, what);

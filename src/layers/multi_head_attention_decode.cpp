@@ -58,14 +58,14 @@ void MultiHeadAttention::check_cache(const KvCache& cache, i64 layer) const {
   const KvCacheConfig& k = cache.config();
   HEADCOUNT_CHECK(c.kv_dim == c.d_model, "kv_dim",
                   concat("d_model = ", c.d_model, " (a KV cache is for self-attention)"), c.kv_dim);
-  HEADCOUNT_CHECK(k.kv_heads == c.kv_heads, "kv cache kv_heads",
-                  concat(c.kv_heads, " (the layer's kv_heads)"), k.kv_heads);
+  HEADCOUNT_CHECK(layer >= 0 && layer < k.layers, "kv cache layer", concat("0 to ", k.layers - 1),
+                  layer);
+  HEADCOUNT_CHECK(k.kv_heads_in(layer) == c.kv_heads, "kv cache kv_heads",
+                  concat(c.kv_heads, " (the layer's kv_heads)"), k.kv_heads_in(layer));
   HEADCOUNT_CHECK(k.head_dim == c.head_dim, "kv cache head_dim",
                   concat(c.head_dim, " (the layer's head_dim)"), k.head_dim);
   HEADCOUNT_CHECK(k.v_head_dim == c.v_head_dim, "kv cache v_head_dim",
                   concat(c.v_head_dim, " (the layer's v_head_dim)"), k.v_head_dim);
-  HEADCOUNT_CHECK(layer >= 0 && layer < k.layers, "kv cache layer", concat("0 to ", k.layers - 1),
-                  layer);
 }
 
 float* MultiHeadAttention::project_qkv(Context& ctx, const TensorView& x) const {

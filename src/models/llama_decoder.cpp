@@ -189,10 +189,6 @@ LlamaDecoder::LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer
   model::check_weights(weights, "decoder weights");
   check(tokenizer.vocab_size() == c.vocab, "decoder tokenizer",
         concat(c.vocab, " tokens (the config's vocab)"), tokenizer.vocab_size());
-  for (i64 l = 1; l < c.layer_count(); ++l)
-    check(c.kv_heads_in(l) == c.kv_heads_in(0), concat("decoder layer ", l, " kv_heads"),
-          concat(c.kv_heads_in(0), ", as layer 0 (one KvCache holds every layer)"),
-          c.kv_heads_in(l));
   impl_ = std::make_unique<Impl>(c, std::move(tokenizer));
   impl_->dtype = dtype;
   using model::Role;
@@ -249,12 +245,19 @@ KvCache LlamaDecoder::make_cache(i64 capacity, CacheDType dtype) const {
   const model::Config& c = impl_->config;
   check(capacity >= 1 && capacity <= c.context, "kv cache capacity",
         concat("1 to the model's context ", c.context), capacity);
-  return KvCache({.layers = c.layer_count(),
-                  .batch = 1,
-                  .kv_heads = c.kv_heads_in(0),
-                  .head_dim = c.head_dim,
-                  .capacity = capacity,
-                  .dtype = dtype});
+  KvCacheConfig config{.layers = c.layer_count(),
+                       .batch = 1,
+                       .kv_heads = c.kv_heads_in(0),
+                       .head_dim = c.head_dim,
+                       .capacity = capacity,
+                       .dtype = dtype};
+  // A model pruned by whole K/V groups: each layer's part of the cache has its own count.
+  for (i64 l = 0; l < c.layer_count(); ++l)
+    if (c.kv_heads_in(l) != c.kv_heads_in(0)) {
+      for (i64 m = 0; m < c.layer_count(); ++m) config.layer_kv_heads.push_back(c.kv_heads_in(m));
+      break;
+    }
+  return KvCache(config);
 }
 
 Tensor LlamaDecoder::forward(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
@@ -266,11 +269,14 @@ Tensor LlamaDecoder::forward(Context& ctx, std::span<const std::int32_t> ids, Kv
     check(ids[i] >= 0 && ids[i] < c.vocab, concat("ids[", i, "]"), concat("in [0, ", c.vocab, ")"),
           ids[i]);
   const KvCacheConfig& k = cache.config();
+  bool same_kv_heads = k.layers == c.layer_count();
+  for (i64 l = 0; same_kv_heads && l < c.layer_count(); ++l)
+    same_kv_heads = k.kv_heads_in(l) == c.kv_heads_in(l);
   check(
-      k.layers == c.layer_count() && k.batch == 1 && k.kv_heads == c.kv_heads_in(0) &&
-          k.head_dim == c.head_dim,
+      k.layers == c.layer_count() && k.batch == 1 && same_kv_heads && k.head_dim == c.head_dim,
       "kv cache",
-      concat(c.layer_count(), " layers, batch 1, ", c.kv_heads_in(0), " kv heads of ", c.head_dim,
+      concat(c.layer_count(), " layers, batch 1, ", c.kv_heads_in(0), " kv heads",
+             c.uniform() ? "" : " in layer 0 (the model's count in each layer)", " of ", c.head_dim,
              " (LlamaDecoder::make_cache)"),
       concat(k.layers, " layers, batch ", k.batch, ", ", k.kv_heads, " kv heads of ", k.head_dim));
   const i64 start = cache.length(0, 0);

@@ -82,6 +82,69 @@ std::string prune_curve_section(const json& r) {
   return s + "</table></div>\n";
 }
 
+std::string decoder_prune_curve_section(const json& r) {
+  check(r.is_object() && r.contains("points") && r["points"].is_array() && !r["points"].empty() &&
+            r.contains("query_heads_per_group"),
+        "decoder prune curve", "a `headcount prune-curve --model FILE.gguf` result",
+        "something else");
+  const json& pts = r["points"];
+  const bool rnd = pts[0].contains("random_mean_nll");
+  report::LineChart chart{.id = "decoder-prune-curve",
+                          .title = "test NLL vs K/V groups removed",
+                          .x_label = "fraction of K/V groups removed",
+                          .y_label = "nats per token"};
+  report::Series ablation{.name = "ablation order"}, random{.name = "random (mean +- std)"};
+  for (const json& p : pts) {
+    ablation.x.push_back(p.at("fraction").get<double>());
+    ablation.y.push_back(p.at("ablation").at("nll").get<double>());
+    if (rnd) {
+      random.x.push_back(p.at("fraction").get<double>());
+      random.y.push_back(p.at("random_mean_nll").get<double>());
+      random.error.push_back(p.at("random_std_nll").get<double>());
+    }
+  }
+  chart.series.push_back(ablation);
+  if (rnd) chart.series.push_back(random);
+  std::string s = concat(
+      "<h3>Removing K/V groups physically</h3>\n<p>The unit is a whole K/V group (",
+      r.at("query_heads_per_group").get<std::int64_t>(),
+      " query heads and their K/V head). Ranking by ablation on the first ",
+      r.at("dev_tokens").get<std::int64_t>(), " tokens of the text; every point a physically "
+      "pruned model scored on the next ", r.at("test_tokens").get<std::int64_t>(),
+      " tokens (windows of ", r.at("context").get<std::int64_t>(),
+      "). One group always stays per layer.</p>\n<div class=\"flex\">",
+      report::line_chart_svg(chart),
+      "<table><tr><th>removed</th><th>groups</th><th>ablation: perplexity</th><th>NLL</th>");
+  if (rnd) s += "<th>random NLL (mean &plusmn; std)</th>";
+  s += "<th>KV B/token</th></tr>\n";
+  for (const json& p : pts) {
+    s += concat("<tr><td>", fixed(100 * p.at("fraction").get<double>(), 0), "%</td><td>",
+                p.at("groups_removed").get<std::int64_t>(), "</td><td>",
+                fixed(p.at("ablation").at("perplexity").get<double>(), 2), "</td><td>",
+                fixed(p.at("ablation").at("nll").get<double>(), 3), "</td>");
+    if (rnd)
+      s += concat("<td>", fixed(p.at("random_mean_nll").get<double>(), 3), " &plusmn; ",
+                  fixed(p.at("random_std_nll").get<double>(), 3), "</td>");
+    s += concat("<td>", p.at("kv_cache_bytes_per_token").get<std::int64_t>(), "</td></tr>\n");
+  }
+  s += "</table></div>\n";
+  if (r.contains("speed")) {
+    s += "<h3>Speed of the pruned models</h3>\n<table><tr><th>groups removed</th><th>prefill "
+         "tok/s</th><th>speed-up</th><th>MAC ratio</th><th>decode tok/s</th><th>speed-up</th>"
+         "<th>MAC ratio</th></tr>\n";
+    for (const json& m : r["speed"])
+      s += concat("<tr><td>", m.at("groups_removed").get<std::int64_t>(), "</td><td>",
+                  fixed(m.at("prefill_tokens_per_second").get<double>(), 1), "</td><td>",
+                  fixed(m.at("prefill_speedup").get<double>(), 2), "&times;</td><td>",
+                  fixed(m.at("prefill_mac_ratio").get<double>(), 2), "&times;</td><td>",
+                  fixed(m.at("decode_tokens_per_second").get<double>(), 1), "</td><td>",
+                  fixed(m.at("decode_speedup").get<double>(), 2), "&times;</td><td>",
+                  fixed(m.at("decode_mac_ratio").get<double>(), 2), "&times;</td></tr>\n");
+    s += "</table>\n";
+  }
+  return s;
+}
+
 std::string convert_sweep_section(const json& r) {
   check(r.is_object() && r.contains("rows") && r["rows"].is_array() && !r["rows"].empty(),
         "convert sweep", "a `headcount convert-sweep` result with rows", "something else");

@@ -12,6 +12,9 @@ namespace headcount::report {
 
 // A `headcount prune-curve` result (its --json-out). Error if its fields are missing.
 std::string prune_curve_section(const nlohmann::json& curve);
+// A `headcount prune-curve --model FILE.gguf` result: test NLL against the share of K/V groups
+// removed (ablation order, random orders mean +- std) and the speed table of the pruned models.
+std::string decoder_prune_curve_section(const nlohmann::json& curve);
 // A `headcount convert-sweep` result (its --json-out).
 std::string convert_sweep_section(const nlohmann::json& sweep);
 // A JSON file, or Error naming it.

@@ -22,6 +22,7 @@
 #include "headcount/error.h"
 #include "suites/bench_decode.h"
 #include "suites/bench_decoder.h"
+#include "suites/bench_decoder_kv.h"
 #include "suites/bench_encoder.h"
 #include "suites/bench_measure.h"
 #include "suites/bench_rows.h"
@@ -324,9 +325,11 @@ void run_sgemm_only(const BenchArgs& a) {
 
 void run_bench(const BenchArgs& a) {
   static const std::vector<std::string> suites = {
-      "heads", "seq", "gqa", "layer", "all", "decode", "encoder", "backward", "train", "decoder"};
+      "heads",  "seq",      "gqa",   "layer",   "all",       "decode",
+      "encoder", "backward", "train", "decoder", "decoder-kv"};
   check(std::find(suites.begin(), suites.end(), a.suite) != suites.end(), "--suite",
-        "heads, seq, gqa, layer, all, decode, encoder, backward, train or decoder", a.suite);
+        "heads, seq, gqa, layer, all, decode, encoder, backward, train, decoder or decoder-kv",
+        a.suite);
   check(a.threads >= 1 && a.threads <= 1024, "--threads", "1 to 1024", a.threads);
   check(a.repeats >= 1, "--repeats", ">= 1", a.repeats);
   check(a.row_seconds > 0, "--row-seconds", "> 0", a.row_seconds);
@@ -352,6 +355,16 @@ void run_bench(const BenchArgs& a) {
                                                   "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
                                                                   : a.model_dir,
                                      .text = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt"});
+  if (a.suite == "decoder-kv")
+    return bench::run_decoder_kv_suite(
+        {.threads = a.threads,
+         .repeats = std::min(a.repeats, 3),
+         .json = a.json,
+         .quick = a.quick,
+         .model = a.model_dir.empty()
+                      ? HEADCOUNT_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+                      : a.model_dir,
+         .text = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt"});
   if (a.suite == "encoder")
     return bench::run_encoder_suite({.threads = a.threads,
                                      .repeats = std::min(a.repeats, 3),
@@ -471,10 +484,11 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--suite", a->suite,
                   "heads, seq, gqa, layer, all (those four), decode (KV-cache decoding), encoder "
                   "(all-MiniLM-L6-v2 sentences/s), backward (the attention backward), train (one "
-                  "training step) or decoder (SmolLM2 prefill and decode tokens/s)")
+                  "training step), decoder (SmolLM2 prefill and decode tokens/s) or decoder-kv "
+                  "(SmolLM2 with 9, 3 and 1 K/V heads at contexts 512, 2048, 8192)")
       ->capture_default_str();
   cmd->add_option("--model", a->model_dir,
-                  "encoder suite: model directory (default: the set-up's); decoder suite: the "
+                  "encoder suite: model directory (default: the set-up's); decoder suites: the "
                   "GGUF file (default: models/SmolLM2-135M-Instruct.Q4_1.gguf)");
   cmd->add_option("--sentences", a->sentences,
                   "encoder suite: an STS-B file whose sentences are embedded")

@@ -9,11 +9,15 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "commands.h"
 #include "compress/sweeps.h"
 #include "encoder_cli.h"
+#include "headcount/bpe.h"
 #include "headcount/compress.h"
+#include "headcount/decoder.h"
+#include "headcount/gguf.h"
 #include "headcount/error.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
@@ -36,6 +40,10 @@ struct CurveArgs {
   bool iterative = true, physical = true, gradient = true;
   std::int64_t gradient_pairs = 0;
   int threads = 0;
+  // A GGUF decoder: K/V groups removed; dev and test are consecutive token ranges of --text.
+  std::string text = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt", weights = "fp32";
+  std::int64_t dev_tokens = 2048, test_tokens = 4096, context = 512, speed_prompt = 512;
+  bool speed = true;
 };
 
 std::vector<StsPair> read_pairs(const std::string& path, std::int64_t max_pairs) {
@@ -100,11 +108,58 @@ std::vector<std::size_t> read_iterative_order(const std::string& path, std::size
   return order;
 }
 
+// The decoder's curve (compress::decoder_prune_curve): the first --dev-tokens tokens of --text
+// rank the K/V groups, the --test-tokens after them score the pruned models.
+void run_decoder_curve(const CurveArgs& a) {
+  check(a.context >= 4, "--context", ">= 4", a.context);
+  check(a.dev_tokens >= a.context, "--dev-tokens", concat(">= --context = ", a.context),
+        a.dev_tokens);
+  check(a.test_tokens >= a.context, "--test-tokens", concat(">= --context = ", a.context),
+        a.test_tokens);
+  const DType weights_dtype = parse_dtype_option(a.weights, "--weights");
+  std::ifstream in(a.text, std::ios::binary);
+  check(static_cast<bool>(in), "--text", "a readable file", a.text);
+  const GgufFile file = GgufFile::open(a.model);
+  const model::Weights weights = llama_definition(file);
+  const BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::vector<std::int32_t> ids = tokenizer.encode(text.str(), {.parse_special = false});
+  check(static_cast<std::int64_t>(ids.size()) >= a.dev_tokens + a.test_tokens, "--text",
+        concat("at least --dev-tokens + --test-tokens = ", a.dev_tokens + a.test_tokens, " tokens"),
+        concat(ids.size(), " tokens in ", a.text));
+  const std::span<const std::int32_t> all(ids);
+  Context ctx({.threads = resolve_threads(a.threads)});
+  compress::DecoderPruneCurveOptions options{
+      .context = a.context,
+      .random_orders = a.random_orders,
+      .seed = a.seed,
+      .weights = weights_dtype,
+      .log = [](const std::string& line) {
+        std::fprintf(stderr, "prune-curve: %s\n", line.c_str());
+      }};
+  options.speed_prompt = a.speed_prompt;
+  if (!a.speed) options.speed_fractions.clear();
+  json r = compress::decoder_prune_curve(
+      ctx, weights, tokenizer, all.first(static_cast<std::size_t>(a.dev_tokens)),
+      all.subspan(static_cast<std::size_t>(a.dev_tokens), static_cast<std::size_t>(a.test_tokens)),
+      options);
+  r["model"] = a.model;
+  r["text"] = a.text;
+  if (!a.json_out.empty()) io::write_file_atomically(a.json_out, r.dump(2) + "\n");
+  if (!a.out.empty())
+    io::write_file_atomically(
+        a.out, report::page("headcount prune-curve", "",
+                            concat("<h1>Pruning the K/V groups of ", report::escape(a.model),
+                                   "</h1>\n", report::decoder_prune_curve_section(r))));
+}
+
 void run_curve(const CurveArgs& a) {
   check(!a.json_out.empty() || !a.out.empty(), "--json-out / --out", "at least one output file",
         "neither");
   check(a.random_orders >= 0 && a.random_orders <= 100, "--random-orders", "in [0, 100]",
         a.random_orders);
+  if (a.model.ends_with(".gguf")) return run_decoder_curve(a);
   const std::vector<StsPair> dev = read_pairs(a.dev, a.max_pairs),
                              test = read_pairs(a.test, a.max_pairs);
   const std::string model_dir = resolve_model_dir(a.model);
@@ -189,6 +244,22 @@ void register_prune_curve(CLI::App& app) {
                   "Sentences per forward pass (the gradient ranking: pairs per batch)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
+  // A GGUF decoder (--model FILE.gguf): whole K/V groups removed, scored by perplexity.
+  cmd->add_option("--text", a->text,
+                  "decoder: the text whose first --dev-tokens rank and next --test-tokens score")
+      ->capture_default_str();
+  cmd->add_option("--dev-tokens", a->dev_tokens, "decoder: tokens the ranking sees")
+      ->capture_default_str();
+  cmd->add_option("--test-tokens", a->test_tokens, "decoder: held-out tokens that score")
+      ->capture_default_str();
+  cmd->add_option("--context", a->context, "decoder: perplexity windows (the second half scored)")
+      ->capture_default_str();
+  cmd->add_option("--weights", a->weights, "decoder: fp32 | bf16 | int8")->capture_default_str();
+  cmd->add_option("--speed-prompt", a->speed_prompt,
+                  "decoder: prompt tokens (of the test text) prefilled before 32 decoded ones")
+      ->capture_default_str();
+  cmd->add_flag("!--no-speed", a->speed,
+                "decoder: skip timing the pruned models (prefill and decode tokens/s)");
   cmd->callback([a] { run_curve(*a); });
 }
 
