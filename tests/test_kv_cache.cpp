@@ -219,15 +219,15 @@ TEST(KvCache, LayersWithTheirOwnKvHeadCounts) {
               EXPECT_NEAR(cache.v_at(l, b, h, j, d), v, tol) << l << ' ' << b << ' ' << j;
             }
     }
-    if (dtype != CacheDType::int8)
-      EXPECT_EQ(cache.k_tensor(1).shape_string(), "[2, 9, 1, 5]");
+    if (dtype != CacheDType::int8) EXPECT_EQ(cache.k_tensor(1).shape_string(), "[2, 9, 1, 5]");
     const Tensor wrong = random_tensor({2, 1, 3, 5}, 30), wrong_v = random_tensor({2, 1, 3, 4}, 31);
     expect_error([&] { cache.append(1, wrong.view(), wrong_v.view()); },
                  {"kv cache append k", "[2, n >= 1, 1, 5]"});
   }
   expect_error(
       [] {
-        KvCache({.layers = 3, .kv_heads = 2, .head_dim = 4, .capacity = 2, .layer_kv_heads = {2, 1}});
+        KvCache(
+            {.layers = 3, .kv_heads = 2, .head_dim = 4, .capacity = 2, .layer_kv_heads = {2, 1}});
       },
       {"kv cache layer_kv_heads", "one count per layer (3)", "2"});
   expect_error(

@@ -122,8 +122,8 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config) {
   HEADCOUNT_CHECK(c.batch >= 1, "kv cache batch", ">= 1", c.batch);
   HEADCOUNT_CHECK(c.kv_heads >= 1, "kv cache kv_heads", ">= 1", c.kv_heads);
   HEADCOUNT_CHECK(c.layer_kv_heads.empty() || static_cast<i64>(c.layer_kv_heads.size()) == c.layers,
-                  "kv cache layer_kv_heads", concat("empty or one count per layer (", c.layers, ")"),
-                  c.layer_kv_heads.size());
+                  "kv cache layer_kv_heads",
+                  concat("empty or one count per layer (", c.layers, ")"), c.layer_kv_heads.size());
   for (std::size_t l = 0; l < c.layer_kv_heads.size(); ++l)
     HEADCOUNT_CHECK(c.layer_kv_heads[l] >= 1, concat("kv cache layer_kv_heads[", l, "]"), ">= 1",
                     c.layer_kv_heads[l]);
@@ -396,8 +396,8 @@ float KvCache::v_at(i64 layer, i64 b, i64 h, i64 j, i64 e) const {
   check_layer(layer, "kv cache v_at");
   const LayerData data = layer_data(layer);
   return element_at(config_.dtype, data.v, data.v_scale,
-                    (b * config_.kv_heads_in(layer) + h) * config_.capacity + j,
-                    config_.v_head_dim, e);
+                    (b * config_.kv_heads_in(layer) + h) * config_.capacity + j, config_.v_head_dim,
+                    e);
 }
 
 }  // namespace headcount
