@@ -175,8 +175,9 @@ TEST(CliDecoder, DecoderKvSuiteCacheBytesAreTheCostModels) {
     EXPECT_EQ(row.at("cache_bytes").get<std::int64_t>(),
               row.at("context").get<std::int64_t>() * 30 * 2 * kv * 64 * 4);
     EXPECT_GT(row.at("decode_tokens_per_second").get<double>(), 0);
-    EXPECT_EQ(row.at("prefill_tokens").get<std::int64_t>() + row.at("decoded_tokens").get<std::int64_t>(),
-              row.at("context").get<std::int64_t>());
+    EXPECT_EQ(
+        row.at("prefill_tokens").get<std::int64_t>() + row.at("decoded_tokens").get<std::int64_t>(),
+        row.at("context").get<std::int64_t>());
   }
   EXPECT_EQ(rows[0].at("kv_heads"), 9);
   EXPECT_EQ(rows[1].at("kv_heads"), 3);

@@ -362,7 +362,8 @@ TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
   std::vector<std::int32_t> ids(96);
   for (i64 i = 0; i < 96; ++i)
     ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7 + i / 5) % 40);
-  const std::span<const std::int32_t> dev = std::span(ids).first(32), test = std::span(ids).subspan(32);
+  const std::span<const std::int32_t> dev = std::span(ids).first(32),
+                                      test = std::span(ids).subspan(32);
   Context ctx({.threads = 2});
   const compress::DecoderPruneCurveOptions options{.context = 16,
                                                    .random_orders = 2,
@@ -370,7 +371,8 @@ TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
                                                    .speed_prompt = 8,
                                                    .speed_decoded = 4,
                                                    .speed_rounds = 1};
-  const nlohmann::json r = compress::decoder_prune_curve(ctx, weights, tokenizer, dev, test, options);
+  const nlohmann::json r =
+      compress::decoder_prune_curve(ctx, weights, tokenizer, dev, test, options);
   auto nll = [&](const model::Weights& w, std::span<const std::int32_t> text) {
     return LlamaDecoder(w, small_tokenizer(40)).perplexity(ctx, text, 16).nll;
   };
@@ -381,13 +383,14 @@ TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
     const i64 l = a["layer"].get<i64>(), g = a["group"].get<i64>();
     std::vector<std::vector<i64>> remove(3);
     remove[static_cast<std::size_t>(l)] = {2 * g, 2 * g + 1};
-    EXPECT_EQ(a["nll_rise"].get<double>(), nll(model::remove_heads(weights, remove), dev) - dev_base);
+    EXPECT_EQ(a["nll_rise"].get<double>(),
+              nll(model::remove_heads(weights, remove), dev) - dev_base);
   }
   double previous = -1e300;
   for (const nlohmann::json& u : r["ablation_order"]) {
-    const double rise = r["ablation"][u["layer"].get<std::size_t>() * 2 + u["group"].get<std::size_t>()]
-                         ["nll_rise"]
-                             .get<double>();
+    const double rise =
+        r["ablation"][u["layer"].get<std::size_t>() * 2 + u["group"].get<std::size_t>()]["nll_rise"]
+            .get<double>();
     EXPECT_GE(rise, previous);
     previous = rise;
   }
@@ -401,7 +404,8 @@ TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
   remove[least["layer"].get<std::size_t>()] = {2 * least["group"].get<i64>(),
                                                2 * least["group"].get<i64>() + 1};
   ASSERT_EQ(points[1]["groups_removed"], 1);
-  EXPECT_EQ(points[1]["ablation"]["nll"].get<double>(), nll(model::remove_heads(weights, remove), test));
+  EXPECT_EQ(points[1]["ablation"]["nll"].get<double>(),
+            nll(model::remove_heads(weights, remove), test));
   EXPECT_EQ(points.back()["groups_removed"], 3);  // one group stays in each of the 3 layers
   EXPECT_EQ(points.back()["kv_cache_bytes_per_token"], 3 * 2 * 8 * 4);
   ASSERT_EQ(r["speed"].size(), 2u);

@@ -91,8 +91,8 @@ void run_decoder_kv_suite(const DecoderKvSuiteOptions& o) {
   const std::vector<std::int32_t> ids = tokenizer.encode(text, {.parse_special = false});
   const std::int64_t decoded = o.quick ? 8 : 32;
   std::vector<std::int64_t> contexts;
-  for (std::int64_t n : o.quick ? std::vector<std::int64_t>{64, 128}
-                                : std::vector<std::int64_t>{512, 2048, 8192})
+  for (std::int64_t n :
+       o.quick ? std::vector<std::int64_t>{64, 128} : std::vector<std::int64_t>{512, 2048, 8192})
     if (n <= c.context) contexts.push_back(n);
   check(!contexts.empty() && static_cast<std::int64_t>(ids.size()) >= contexts.back(),
         "decoder-kv suite text", concat("at least ", contexts.back(), " tokens"),
@@ -101,11 +101,14 @@ void run_decoder_kv_suite(const DecoderKvSuiteOptions& o) {
   std::vector<Variant> variants;
   for (std::int64_t g : {heads, own, std::int64_t{1}}) {
     std::fprintf(stderr, "bench: building the %lld-K/V-head variant\n", static_cast<long long>(g));
-    const model::Weights w = g == own     ? loaded.clone()
-                             : g == heads ? model::repeat_kv_heads(loaded)
-                                          : model::convert_kv_heads(loaded, g,
-                                                                    KvConvertMethod::mean);
-    variants.push_back({g, g == own ? "as loaded" : g == heads ? "repeated (MHA)" : "mean (MQA)",
+    const model::Weights w = g == own ? loaded.clone()
+                             : g == heads
+                                 ? model::repeat_kv_heads(loaded)
+                                 : model::convert_kv_heads(loaded, g, KvConvertMethod::mean);
+    variants.push_back({g,
+                        g == own     ? "as loaded"
+                        : g == heads ? "repeated (MHA)"
+                                     : "mean (MQA)",
                         w.config, LlamaDecoder(w, BpeTokenizer(tokenizer.vocabulary()))});
   }
   const std::int64_t weight_bytes = weight_bytes_per_token(loaded);  // the same in all three
@@ -156,27 +159,27 @@ void run_decoder_kv_suite(const DecoderKvSuiteOptions& o) {
       // Decoding position p reads p + 1 cached positions; the D steps average prefix + (D+1)/2.
       const double mean_length = static_cast<double>(prefix) + (decoded + 1) / 2.0;
       const double bytes_per_step = static_cast<double>(weight_bytes) + per_token * mean_length;
-      rows.push_back({{"suite", "decoder-kv"},
-                      {"context", n},
-                      {"kv_heads", v.kv_heads},
-                      {"method", v.method},
-                      {"threads", o.threads},
-                      {"cache_bytes", caches[i].bytes()},
-                      {"cache_bytes_per_token", caches[i].bytes() / n},
-                      {"cost_model_cache_bytes_per_token", per_token},
-                      {"weight_bytes_per_token", weight_bytes},
-                      {"prefill_tokens", prefix},
-                      {"prefill_tokens_per_second", static_cast<double>(prefix) / prefill_seconds[i]},
-                      {"decoded_tokens", decoded},
-                      {"decode_tokens_per_second", rate},
-                      {"decode_runs", decode_rates[i]},
-                      {"decode_vs_as_loaded", rate / base_rate},
-                      {"bytes_read_per_decoded_token", bytes_per_step},
-                      {"decode_gb_per_second", bytes_per_step * rate / 1e9}});
+      rows.push_back(
+          {{"suite", "decoder-kv"},
+           {"context", n},
+           {"kv_heads", v.kv_heads},
+           {"method", v.method},
+           {"threads", o.threads},
+           {"cache_bytes", caches[i].bytes()},
+           {"cache_bytes_per_token", caches[i].bytes() / n},
+           {"cost_model_cache_bytes_per_token", per_token},
+           {"weight_bytes_per_token", weight_bytes},
+           {"prefill_tokens", prefix},
+           {"prefill_tokens_per_second", static_cast<double>(prefix) / prefill_seconds[i]},
+           {"decoded_tokens", decoded},
+           {"decode_tokens_per_second", rate},
+           {"decode_runs", decode_rates[i]},
+           {"decode_vs_as_loaded", rate / base_rate},
+           {"bytes_read_per_decoded_token", bytes_per_step},
+           {"decode_gb_per_second", bytes_per_step * rate / 1e9}});
       if (!o.json)
         std::printf("%8lld %16s %14.1f %12lld %14.1f %13.2f %13.3f %9.1f\n",
-                    static_cast<long long>(n),
-                    concat(v.kv_heads, " ", v.method).c_str(),
+                    static_cast<long long>(n), concat(v.kv_heads, " ", v.method).c_str(),
                     static_cast<double>(caches[i].bytes()) / (1 << 20),
                     static_cast<long long>(caches[i].bytes() / n),
                     static_cast<double>(prefix) / prefill_seconds[i], rate, rate / base_rate,

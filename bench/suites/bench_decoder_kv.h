@@ -12,7 +12,7 @@ namespace headcount::cli::bench {
 
 struct DecoderKvSuiteOptions {
   int threads = 2;
-  int repeats = 3;     // timed decode rounds per (context, variant) after one warm-up (medians)
+  int repeats = 3;  // timed decode rounds per (context, variant) after one warm-up (medians)
   bool json = false;
   bool quick = false;  // contexts 64 and 128, 8 decoded tokens
   std::string model;   // the GGUF file

@@ -56,8 +56,8 @@ std::vector<std::vector<std::int64_t>> head_positions(const Units& units,
   std::vector<std::vector<std::int64_t>> positions(static_cast<std::size_t>(units.layers));
   for (std::size_t u : removed)
     for (std::int64_t i = 0; i < units.group_size; ++i)
-      positions[static_cast<std::size_t>(units.layer(u))].push_back(units.group(u) *
-                                                                       units.group_size + i);
+      positions[static_cast<std::size_t>(units.layer(u))].push_back(
+          units.group(u) * units.group_size + i);
   return positions;
 }
 
@@ -99,9 +99,9 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-json decoder_prune_curve(Context& ctx, const model::Weights& weights,
-                         const BpeTokenizer& tokenizer, std::span<const std::int32_t> dev,
-                         std::span<const std::int32_t> test, const DecoderPruneCurveOptions& o) {
+json decoder_prune_curve(Context& ctx, const model::Weights& weights, const BpeTokenizer& tokenizer,
+                         std::span<const std::int32_t> dev, std::span<const std::int32_t> test,
+                         const DecoderPruneCurveOptions& o) {
   const model::Config& c = weights.config;
   HEADCOUNT_CHECK(c.family == model::Family::llama, "model", "a Llama-family decoder",
                   model::family_name(c.family));
@@ -113,7 +113,8 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights,
                   o.random_orders);
   HEADCOUNT_CHECK(static_cast<std::int64_t>(dev.size()) >= o.context &&
                       static_cast<std::int64_t>(test.size()) >= o.context,
-                  "dev and test texts", concat("at least one window of ", o.context, " tokens each"),
+                  "dev and test texts",
+                  concat("at least one window of ", o.context, " tokens each"),
                   concat(dev.size(), " and ", test.size(), " tokens"));
   if (!o.speed_fractions.empty())
     HEADCOUNT_CHECK(o.speed_prompt >= 1 && o.speed_decoded >= 1 && o.speed_rounds >= 1 &&
@@ -127,13 +128,13 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights,
                     .groups = c.kv_heads_in(0),
                     .group_size = c.heads_in(0) / c.kv_heads_in(0)};
   for (double f : o.speed_fractions)
-    HEADCOUNT_CHECK(f >= 0 && std::llround(f * static_cast<double>(units.total())) <=
-                                  units.removable(),
-                    "speed fractions",
-                    concat("in [0, ", static_cast<double>(units.removable()) /
-                                          static_cast<double>(units.total()),
-                           "] (one group stays in each layer)"),
-                    f);
+    HEADCOUNT_CHECK(
+        f >= 0 && std::llround(f * static_cast<double>(units.total())) <= units.removable(),
+        "speed fractions",
+        concat("in [0, ",
+               static_cast<double>(units.removable()) / static_cast<double>(units.total()),
+               "] (one group stays in each layer)"),
+        f);
   auto log = [&](const std::string& line) {
     if (o.log) o.log(line);
   };
@@ -163,7 +164,8 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights,
   // 1. The ranking on dev: each group removed alone.
   auto start = Clock::now();
   const PerplexityResult dev_base = decoder_of(weights).perplexity(ctx, dev, o.context);
-  r["dev_baseline"] = {{"nll", dev_base.nll}, {"perplexity", dev_base.perplexity},
+  r["dev_baseline"] = {{"nll", dev_base.nll},
+                       {"perplexity", dev_base.perplexity},
                        {"scored_tokens", dev_base.scored}};
   std::vector<double> rise(static_cast<std::size_t>(units.total()));
   json ablation = json::array();
@@ -206,21 +208,20 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights,
     const std::int64_t k = counts[i];
     const model::Weights by_ablation = pruned(take_removable(units, ablation_order, k));
     const PerplexityResult p = decoder_of(by_ablation).perplexity(ctx, test, o.context);
-    json point = {
-        {"fraction", static_cast<double>(i) / 10.0},
-        {"groups_removed", k},
-        {"query_heads_removed", k * units.group_size},
-        {"kv_heads_removed", k},
-        {"macs_per_token", layer_macs_per_token(by_ablation.config, attended) +
-                               head_macs(by_ablation.config)},
-        {"kv_cache_bytes_per_token", cache_bytes_per_token(by_ablation.config)},
-        {"ablation", {{"nll", p.nll}, {"perplexity", p.perplexity}}}};
+    json point = {{"fraction", static_cast<double>(i) / 10.0},
+                  {"groups_removed", k},
+                  {"query_heads_removed", k * units.group_size},
+                  {"kv_heads_removed", k},
+                  {"macs_per_token", layer_macs_per_token(by_ablation.config, attended) +
+                                         head_macs(by_ablation.config)},
+                  {"kv_cache_bytes_per_token", cache_bytes_per_token(by_ablation.config)},
+                  {"ablation", {{"nll", p.nll}, {"perplexity", p.perplexity}}}};
     std::vector<double> nll;
     json random = json::array();
     for (const auto& order : random_orders) {
-      const PerplexityResult q =
-          k == 0 ? p : decoder_of(pruned(take_removable(units, order, k))).perplexity(
-                           ctx, test, o.context);
+      const PerplexityResult q = k == 0 ? p
+                                        : decoder_of(pruned(take_removable(units, order, k)))
+                                              .perplexity(ctx, test, o.context);
       nll.push_back(q.nll);
       random.push_back({{"nll", q.nll}, {"perplexity", q.perplexity}});
     }
@@ -237,8 +238,9 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights,
     point["scored_tokens"] = p.scored;
     points.push_back(point);
     log(concat(k, " groups removed: test perplexity ", p.perplexity, " (ablation order)",
-               nll.empty() ? "" : concat(", random mean NLL ", point["random_mean_nll"].get<double>(),
-                                         " vs ", p.nll),
+               nll.empty() ? ""
+                           : concat(", random mean NLL ", point["random_mean_nll"].get<double>(),
+                                    " vs ", p.nll),
                " (", std::llround(seconds_since(start)), " s)"));
   }
   r["points"] = points;
@@ -259,13 +261,14 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights,
       const model::Weights w = pruned(take_removable(units, ablation_order, k));
       models.push_back({k, w.config, decoder_of(w), {}, {}});
     }
-    const std::span<const std::int32_t> prompt = test.first(static_cast<std::size_t>(o.speed_prompt));
+    const std::span<const std::int32_t> prompt =
+        test.first(static_cast<std::size_t>(o.speed_prompt));
     for (int round = 0; round <= o.speed_rounds; ++round) {  // round 0 warms up
       for (Timed& m : models) {
         KvCache cache = m.decoder.make_cache(o.speed_prompt + o.speed_decoded);
         auto greedy = [&](const Tensor& logits) {
-          return sample_token(
-              {logits.data<const float>(), static_cast<std::size_t>(c.vocab)}, 0, 1, 0);
+          return sample_token({logits.data<const float>(), static_cast<std::size_t>(c.vocab)}, 0, 1,
+                              0);
         };
         const auto t0 = Clock::now();
         std::int32_t token = greedy(m.decoder.forward(ctx, prompt, cache));

@@ -153,8 +153,7 @@ struct DecoderPruneCurveOptions {
 // skipped for the next). Multiply-adds per token come from the shapes (projections, FFN, LM
 // head; the attention's at the speed prompt's length).
 nlohmann::json decoder_prune_curve(Context& ctx, const model::Weights& weights,
-                                   const BpeTokenizer& tokenizer,
-                                   std::span<const std::int32_t> dev,
+                                   const BpeTokenizer& tokenizer, std::span<const std::int32_t> dev,
                                    std::span<const std::int32_t> test,
                                    const DecoderPruneCurveOptions& options);
 

@@ -105,16 +105,18 @@ std::string decoder_prune_curve_section(const json& r) {
   }
   chart.series.push_back(ablation);
   if (rnd) chart.series.push_back(random);
-  std::string s = concat(
-      "<h3>Removing K/V groups physically</h3>\n<p>The unit is a whole K/V group (",
-      r.at("query_heads_per_group").get<std::int64_t>(),
-      " query heads and their K/V head). Ranking by ablation on the first ",
-      r.at("dev_tokens").get<std::int64_t>(), " tokens of the text; every point a physically "
-      "pruned model scored on the next ", r.at("test_tokens").get<std::int64_t>(),
-      " tokens (windows of ", r.at("context").get<std::int64_t>(),
-      "). One group always stays per layer.</p>\n<div class=\"flex\">",
-      report::line_chart_svg(chart),
-      "<table><tr><th>removed</th><th>groups</th><th>ablation: perplexity</th><th>NLL</th>");
+  std::string s =
+      concat("<h3>Removing K/V groups physically</h3>\n<p>The unit is a whole K/V group (",
+             r.at("query_heads_per_group").get<std::int64_t>(),
+             " query heads and their K/V head). Ranking by ablation on the first ",
+             r.at("dev_tokens").get<std::int64_t>(),
+             " tokens of the text; every point a physically "
+             "pruned model scored on the next ",
+             r.at("test_tokens").get<std::int64_t>(), " tokens (windows of ",
+             r.at("context").get<std::int64_t>(),
+             "). One group always stays per layer.</p>\n<div class=\"flex\">",
+             report::line_chart_svg(chart),
+             "<table><tr><th>removed</th><th>groups</th><th>ablation: perplexity</th><th>NLL</th>");
   if (rnd) s += "<th>random NLL (mean &plusmn; std)</th>";
   s += "<th>KV B/token</th></tr>\n";
   for (const json& p : pts) {

@@ -324,9 +324,9 @@ void run_sgemm_only(const BenchArgs& a) {
 }
 
 void run_bench(const BenchArgs& a) {
-  static const std::vector<std::string> suites = {
-      "heads",  "seq",      "gqa",   "layer",   "all",       "decode",
-      "encoder", "backward", "train", "decoder", "decoder-kv"};
+  static const std::vector<std::string> suites = {"heads", "seq",     "gqa",       "layer",
+                                                  "all",   "decode",  "encoder",   "backward",
+                                                  "train", "decoder", "decoder-kv"};
   check(std::find(suites.begin(), suites.end(), a.suite) != suites.end(), "--suite",
         "heads, seq, gqa, layer, all, decode, encoder, backward, train, decoder or decoder-kv",
         a.suite);
@@ -361,9 +361,9 @@ void run_bench(const BenchArgs& a) {
          .repeats = std::min(a.repeats, 3),
          .json = a.json,
          .quick = a.quick,
-         .model = a.model_dir.empty()
-                      ? HEADCOUNT_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-                      : a.model_dir,
+         .model = a.model_dir.empty() ? HEADCOUNT_SOURCE_DIR
+                      "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+                                      : a.model_dir,
          .text = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt"});
   if (a.suite == "encoder")
     return bench::run_encoder_suite({.threads = a.threads,

@@ -17,8 +17,8 @@
 #include "headcount/bpe.h"
 #include "headcount/compress.h"
 #include "headcount/decoder.h"
-#include "headcount/gguf.h"
 #include "headcount/error.h"
+#include "headcount/gguf.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
 #include "io/atomic_file.h"
@@ -130,14 +130,14 @@ void run_decoder_curve(const CurveArgs& a) {
         concat(ids.size(), " tokens in ", a.text));
   const std::span<const std::int32_t> all(ids);
   Context ctx({.threads = resolve_threads(a.threads)});
-  compress::DecoderPruneCurveOptions options{
-      .context = a.context,
-      .random_orders = a.random_orders,
-      .seed = a.seed,
-      .weights = weights_dtype,
-      .log = [](const std::string& line) {
-        std::fprintf(stderr, "prune-curve: %s\n", line.c_str());
-      }};
+  compress::DecoderPruneCurveOptions options{.context = a.context,
+                                             .random_orders = a.random_orders,
+                                             .seed = a.seed,
+                                             .weights = weights_dtype,
+                                             .log = [](const std::string& line) {
+                                               std::fprintf(stderr, "prune-curve: %s\n",
+                                                            line.c_str());
+                                             }};
   options.speed_prompt = a.speed_prompt;
   if (!a.speed) options.speed_fractions.clear();
   json r = compress::decoder_prune_curve(
