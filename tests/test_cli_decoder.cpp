@@ -87,6 +87,20 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
            Case{"--json --seed 3", "--seed: a decoder option"},
        })
     expect_one_line_error(run_cli("heads " + c.args), c.expected);
+  // prune-curve --model FILE.gguf: its options checked before the model loads.
+  const std::string pc = "prune-curve " + m + "--json-out '" + (dir / "pc.json").string() + "' ";
+  for (const Case& c : {
+           Case{"prune-curve " + m, "--json-out / --out"},
+           Case{pc + "--context 2", "--context"},
+           Case{pc + "--dev-tokens 100", "--dev-tokens"},
+           Case{pc + "--test-tokens 511", "--test-tokens"},
+           Case{pc + "--weights q4", "--weights"},
+           Case{pc + "--random-orders 101", "--random-orders"},
+           Case{pc + "--text '" + (dir / "none.txt").string() + "'", "--text"},
+           Case{pc, "general.architecture"},
+       })
+    expect_one_line_error(run_cli(c.args), c.expected);
+  EXPECT_FALSE(fs::exists(dir / "pc.json"));
   // The decoder benchmark suite reads the same file through the same loader.
   expect_one_line_error(run_cli("bench --suite decoder --quick --repeats 1 " + m),
                         "general.architecture");

@@ -413,6 +413,18 @@ TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
   EXPECT_GT(r["speed"][1]["prefill_mac_ratio"].get<double>(), 1.0);
   EXPECT_GT(r["speed"][1]["decode_tokens_per_second"].get<double>(), 0.0);
 
+  // The ranking taken from this run's rises: the same order and the same test points.
+  compress::DecoderPruneCurveOptions again = options;
+  again.speed_fractions.clear();
+  again.ablation = std::vector<double>();
+  for (const nlohmann::json& a : r["ablation"])
+    again.ablation->push_back(a["nll_rise"].get<double>());
+  const nlohmann::json r2 =
+      compress::decoder_prune_curve(ctx, weights, tokenizer, dev, test, again);
+  EXPECT_EQ(r2["ablation_order"], r["ablation_order"]);
+  EXPECT_EQ(r2["points"], r["points"]);
+  EXPECT_FALSE(r2.contains("speed"));
+
   compress::DecoderPruneCurveOptions bad = options;
   bad.speed_fractions = {0, 0.9};
   headcount::testing::expect_error(

@@ -140,6 +140,10 @@ struct DecoderPruneCurveOptions {
   std::vector<double> speed_fractions = {0, 0.3, 0.6};
   std::int64_t speed_prompt = 512, speed_decoded = 32;
   int speed_rounds = 3;
+  // The dev NLL rises of an earlier run on the same model and dev text (one per group, layer by
+  // layer): the ranking is taken from them instead of measured; `ablation_from` names the file.
+  std::optional<std::vector<double>> ablation;
+  std::string ablation_from;
   std::function<void(const std::string&)> log;  // one line per stage (may be empty)
 };
 

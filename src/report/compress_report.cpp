@@ -93,7 +93,7 @@ std::string decoder_prune_curve_section(const json& r) {
                           .title = "test NLL vs K/V groups removed",
                           .x_label = "fraction of K/V groups removed",
                           .y_label = "nats per token"};
-  report::Series ablation{.name = "ablation order"}, random{.name = "random (mean +- std)"};
+  report::Series ablation{.name = "ablation order"}, random{.name = "random ± std"};
   for (const json& p : pts) {
     ablation.x.push_back(p.at("fraction").get<double>());
     ablation.y.push_back(p.at("ablation").at("nll").get<double>());

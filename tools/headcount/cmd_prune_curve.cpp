@@ -119,6 +119,11 @@ void run_decoder_curve(const CurveArgs& a) {
   const DType weights_dtype = parse_dtype_option(a.weights, "--weights");
   std::ifstream in(a.text, std::ios::binary);
   check(static_cast<bool>(in), "--text", "a readable file", a.text);
+  // As results record it: relative to the repository when inside it (no directory of the
+  // machine that ran it in a committed result).
+  const std::string source_dir = HEADCOUNT_SOURCE_DIR "/";
+  const std::string text_shown =
+      a.text.starts_with(source_dir) ? a.text.substr(source_dir.size()) : a.text;
   const GgufFile file = GgufFile::open(a.model);
   const model::Weights weights = llama_definition(file);
   const BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);
@@ -139,13 +144,38 @@ void run_decoder_curve(const CurveArgs& a) {
                                                             line.c_str());
                                              }};
   options.speed_prompt = a.speed_prompt;
+  if (!a.ablation_from.empty()) {
+    // The "ablation" rises of an earlier `prune-curve --model FILE.gguf --json-out` result.
+    const json earlier = report::read_json_file(a.ablation_from);
+    const std::int64_t groups = weights.config.layer_count() * weights.config.kv_heads_in(0);
+    check(earlier.contains("ablation") && earlier["ablation"].is_array() &&
+              static_cast<std::int64_t>(earlier["ablation"].size()) == groups &&
+              earlier.value("dev_tokens", std::int64_t{-1}) == a.dev_tokens &&
+              earlier.value("context", std::int64_t{-1}) == a.context &&
+              earlier.value("text", std::string()) == text_shown,
+          "--ablation-from",
+          concat("a decoder prune-curve result with ", groups, " groups ranked on the first ",
+                 a.dev_tokens, " tokens of ", text_shown, " in windows of ", a.context),
+          a.ablation_from);
+    std::vector<double> rises;
+    for (const json& g : earlier["ablation"]) {
+      check(g.contains("nll_rise") && g["nll_rise"].is_number() &&
+                g.value("layer", std::int64_t{-1}) * weights.config.kv_heads_in(0) +
+                        g.value("group", std::int64_t{-1}) ==
+                    static_cast<std::int64_t>(rises.size()),
+            "--ablation-from", "groups in order with layer, group, nll_rise", g.dump());
+      rises.push_back(g["nll_rise"].get<double>());
+    }
+    options.ablation = rises;
+    options.ablation_from = a.ablation_from;
+  }
   if (!a.speed) options.speed_fractions.clear();
   json r = compress::decoder_prune_curve(
       ctx, weights, tokenizer, all.first(static_cast<std::size_t>(a.dev_tokens)),
       all.subspan(static_cast<std::size_t>(a.dev_tokens), static_cast<std::size_t>(a.test_tokens)),
       options);
   r["model"] = a.model;
-  r["text"] = a.text;
+  r["text"] = text_shown;
   if (!a.json_out.empty()) io::write_file_atomically(a.json_out, r.dump(2) + "\n");
   if (!a.out.empty())
     io::write_file_atomically(
@@ -230,8 +260,8 @@ void register_prune_curve(CLI::App& app) {
   cmd->add_option("--max-pairs", a->max_pairs, "Use the first N pairs of each STS file (0: all)")
       ->capture_default_str();
   cmd->add_option("--ablation-from", a->ablation_from,
-                  "Take the ablation ranking from `headcount heads --ablate --json` output instead "
-                  "of measuring it");
+                  "Take the ablation ranking from `headcount heads --ablate --json` output (a "
+                  "decoder: an earlier prune-curve --json-out) instead of measuring it");
   cmd->add_option("--iterative-from", a->iterative_from,
                   "Take the iterative order from an earlier `headcount prune-curve --json-out` "
                   "result instead of measuring it");
