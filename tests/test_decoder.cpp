@@ -370,7 +370,8 @@ TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
                                                    .speed_fractions = {0, 0.5},
                                                    .speed_prompt = 8,
                                                    .speed_decoded = 4,
-                                                   .speed_rounds = 1};
+                                                   .speed_rounds = 1,
+                                                   .in_context = {.sequences = 2, .length = 8}};
   const nlohmann::json r =
       compress::decoder_prune_curve(ctx, weights, tokenizer, dev, test, options);
   auto nll = [&](const model::Weights& w, std::span<const std::int32_t> text) {
@@ -399,6 +400,12 @@ TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
   EXPECT_EQ(points[0]["ablation"]["nll"].get<double>(), test_base);
   for (const nlohmann::json& q : points[0]["random"]) EXPECT_EQ(q["nll"].get<double>(), test_base);
   EXPECT_EQ(points[0]["kv_cache_bytes_per_token"], 6 * 2 * 8 * 4);
+  // The in-context losses: the unpruned point's are decoder_in_context_loss's of the model.
+  const InContextLoss copy = decoder_in_context_loss(
+      ctx, LlamaDecoder(weights, small_tokenizer(40)), {.sequences = 2, .length = 8});
+  EXPECT_EQ(points[0]["ablation"]["in_context"]["first_copy"].get<double>(), copy.first_copy);
+  EXPECT_EQ(points[0]["ablation"]["in_context"]["drop"].get<double>(), copy.drop());
+  EXPECT_EQ(points[0]["random_std_in_context_drop"].get<double>(), 0.0);
   const nlohmann::json& least = r["ablation_order"][0];
   std::vector<std::vector<i64>> remove(3);
   remove[least["layer"].get<std::size_t>()] = {2 * least["group"].get<i64>(),

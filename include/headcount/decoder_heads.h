@@ -124,6 +124,16 @@ struct InductionResult {
   std::vector<InductionHeadScores> per_head;  // [layer * heads + head]
 };
 
+// The in-context loss alone (no per-head scores): the mean next-token loss on the first and the
+// second copy of repeated_random_sequences, one prefill each, as decoder_induction_scores
+// computes them. Any head layout (a pruned model too).
+struct InContextLoss {
+  double first_copy = 0, second_copy = 0;
+  double drop() const { return first_copy - second_copy; }
+};
+InContextLoss decoder_in_context_loss(Context& ctx, const LlamaDecoder& decoder,
+                                      const InductionOptions& options = {});
+
 // One prefill of each sequence of repeated_random_sequences, the probabilities of every head
 // from the reference kernel on the rotated q, k the streaming kernel used (observe hook).
 InductionResult decoder_induction_scores(Context& ctx, const LlamaDecoder& decoder,

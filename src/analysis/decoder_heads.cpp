@@ -256,6 +256,48 @@ std::vector<std::vector<std::int32_t>> repeated_random_sequences(const BpeTokeni
   return out;
 }
 
+namespace {
+
+// Position p's logits predict token p + 1. The first copy's tokens bos .. bos + L - 1 that have
+// a token before them; the second copy's bos + L .. bos + 2L - 1.
+void add_copy_losses(const Tensor& logits, const std::vector<std::int32_t>& seq, i64 bos, i64 L,
+                     i64 vocab, double& loss_first, i64& first_count, double& loss_second) {
+  for (i64 t = std::max<i64>(bos, 1); t < bos + 2 * L; ++t) {
+    const double nll = row_nll(logits.data<const float>() + (t - 1) * vocab, vocab,
+                               seq[static_cast<std::size_t>(t)]);
+    if (t < bos + L) {
+      loss_first += nll;
+      ++first_count;
+    } else {
+      loss_second += nll;
+    }
+  }
+}
+
+}  // namespace
+
+InContextLoss decoder_in_context_loss(Context& ctx, const LlamaDecoder& decoder,
+                                      const InductionOptions& options) {
+  const model::Config& c = decoder.config();
+  const i64 L = options.length;
+  const std::vector<std::vector<std::int32_t>> sequences =
+      repeated_random_sequences(decoder.tokenizer(), options);
+  const i64 n = static_cast<i64>(sequences[0].size()), bos = n - 2 * L;
+  check(n <= c.context, "sequence length",
+        concat("2 x length", bos ? " + BOS" : "", " <= the model's context ", c.context), n);
+  KvCache cache = decoder.make_cache(n);
+  double loss_first = 0, loss_second = 0;
+  i64 first_count = 0;
+  for (const std::vector<std::int32_t>& seq : sequences) {
+    cache.reset();
+    add_copy_losses(decoder.forward(ctx, seq, cache, Logits::all), seq, bos, L, c.vocab, loss_first,
+                    first_count, loss_second);
+  }
+  return {.first_copy = loss_first / static_cast<double>(first_count),
+          .second_copy =
+              loss_second / (static_cast<double>(options.sequences) * static_cast<double>(L))};
+}
+
 InductionResult decoder_induction_scores(Context& ctx, const LlamaDecoder& decoder,
                                          const OvCopyingCircuit& circuit,
                                          const InductionOptions& options) {
@@ -301,18 +343,7 @@ InductionResult decoder_induction_scores(Context& ctx, const LlamaDecoder& decod
     cache.reset();
     const Tensor logits =
         decoder.forward(ctx, seq, cache, Logits::all, {.observe_attention = observe});
-    // Position p's logits predict token p + 1. The first copy's tokens bos .. bos + L - 1 that
-    // have a token before them; the second copy's bos + L .. bos + 2L - 1.
-    for (i64 t = std::max<i64>(bos, 1); t < bos + 2 * L; ++t) {
-      const double nll = row_nll(logits.data<const float>() + (t - 1) * c.vocab, c.vocab,
-                                 seq[static_cast<std::size_t>(t)]);
-      if (t < bos + L) {
-        loss_first += nll;
-        ++first_count;
-      } else {
-        loss_second += nll;
-      }
-    }
+    add_copy_losses(logits, seq, bos, L, c.vocab, loss_first, first_count, loss_second);
     if (options.progress) options.progress(q + 1, options.sequences);
   }
   const double count = static_cast<double>(options.sequences);

@@ -210,11 +210,28 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights, const BpeT
   for (std::int64_t k : curve_counts(units.total()))
     if (k <= units.removable()) counts.push_back(k);
   const double attended = static_cast<double>(o.context) / 2;  // a window's mean causal length
+  const bool in_context = o.in_context.sequences > 0;
+  // One pruned model's test NLL (and perplexity) and, if asked, its in-context losses.
+  auto score = [&](const model::Weights& w) {
+    const LlamaDecoder decoder = decoder_of(w);
+    const PerplexityResult p = decoder.perplexity(ctx, test, o.context);
+    json out = {{"nll", p.nll}, {"perplexity", p.perplexity}, {"scored_tokens", p.scored}};
+    if (in_context) {
+      const InContextLoss l = decoder_in_context_loss(ctx, decoder, o.in_context);
+      out["in_context"] = {
+          {"first_copy", l.first_copy}, {"second_copy", l.second_copy}, {"drop", l.drop()}};
+    }
+    return out;
+  };
+  if (in_context)
+    r["in_context"] = {{"sequences", o.in_context.sequences},
+                       {"length", o.in_context.length},
+                       {"seed", o.in_context.seed}};
   json points = json::array();
   for (std::size_t i = 0; i < counts.size(); ++i) {
     const std::int64_t k = counts[i];
     const model::Weights by_ablation = pruned(take_removable(units, ablation_order, k));
-    const PerplexityResult p = decoder_of(by_ablation).perplexity(ctx, test, o.context);
+    const json a = score(by_ablation);
     json point = {{"fraction", static_cast<double>(i) / 10.0},
                   {"groups_removed", k},
                   {"query_heads_removed", k * units.group_size},
@@ -222,33 +239,42 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights, const BpeT
                   {"macs_per_token", layer_macs_per_token(by_ablation.config, attended) +
                                          head_macs(by_ablation.config)},
                   {"kv_cache_bytes_per_token", cache_bytes_per_token(by_ablation.config)},
-                  {"ablation", {{"nll", p.nll}, {"perplexity", p.perplexity}}}};
-    std::vector<double> nll;
+                  {"ablation", a}};
+    std::vector<double> nll, drop;
     json random = json::array();
     for (const auto& order : random_orders) {
-      const PerplexityResult q = k == 0 ? p
-                                        : decoder_of(pruned(take_removable(units, order, k)))
-                                              .perplexity(ctx, test, o.context);
-      nll.push_back(q.nll);
-      random.push_back({{"nll", q.nll}, {"perplexity", q.perplexity}});
+      const json q = k == 0 ? a : score(pruned(take_removable(units, order, k)));
+      nll.push_back(q["nll"].get<double>());
+      if (in_context) drop.push_back(q["in_context"]["drop"].get<double>());
+      random.push_back(q);
     }
-    if (!nll.empty()) {
+    auto mean_std = [](const std::vector<double>& v) {
       double mean = 0, var = 0;
-      for (double x : nll) mean += x / static_cast<double>(nll.size());
-      for (double x : nll)
-        var += (x - mean) * (x - mean) / static_cast<double>(nll.size() > 1 ? nll.size() - 1 : 1);
+      for (double x : v) mean += x / static_cast<double>(v.size());
+      for (double x : v)
+        var += (x - mean) * (x - mean) / static_cast<double>(v.size() > 1 ? v.size() - 1 : 1);
+      return std::pair{mean, std::sqrt(var)};  // sample std (n - 1)
+    };
+    if (!nll.empty()) {
+      const auto [mean, sd] = mean_std(nll);
       point["random"] = random;
       point["random_mean_nll"] = mean;
-      point["random_std_nll"] = std::sqrt(var);  // sample std (n - 1)
+      point["random_std_nll"] = sd;
       point["random_best_nll"] = *std::min_element(nll.begin(), nll.end());
+      if (in_context) {
+        const auto [drop_mean, drop_sd] = mean_std(drop);
+        point["random_mean_in_context_drop"] = drop_mean;
+        point["random_std_in_context_drop"] = drop_sd;
+      }
     }
-    point["scored_tokens"] = p.scored;
     points.push_back(point);
-    log(concat(k, " groups removed: test perplexity ", p.perplexity, " (ablation order)",
-               nll.empty() ? ""
-                           : concat(", random mean NLL ", point["random_mean_nll"].get<double>(),
-                                    " vs ", p.nll),
-               " (", std::llround(seconds_since(start)), " s)"));
+    log(concat(
+        k, " groups removed: test perplexity ", a["perplexity"].get<double>(), " (ablation order)",
+        nll.empty() ? ""
+                    : concat(", random mean NLL ", point["random_mean_nll"].get<double>(), " vs ",
+                             a["nll"].get<double>()),
+        in_context ? concat("; in-context loss drop ", a["in_context"]["drop"].get<double>()) : "",
+        " (", std::llround(seconds_since(start)), " s)"));
   }
   r["points"] = points;
   r["test_seconds"] = seconds_since(start);

@@ -27,6 +27,7 @@
 #include "headcount/compress.h"
 #include "headcount/context.h"
 #include "headcount/decoder.h"
+#include "headcount/decoder_heads.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
 #include "nlohmann/json.hpp"
@@ -144,6 +145,9 @@ struct DecoderPruneCurveOptions {
   // layer): the ranking is taken from them instead of measured; `ablation_from` names the file.
   std::optional<std::vector<double>> ablation;
   std::string ablation_from;
+  // Per point and order, the in-context loss on repeated random sequences (decoder_heads.h): what
+  // a ranking on prose does to copying from context. sequences = 0: not measured.
+  InductionOptions in_context = {.sequences = 16, .length = 64, .seed = 0};
   std::function<void(const std::string&)> log;  // one line per stage (may be empty)
 };
 

@@ -118,6 +118,9 @@ std::string decoder_prune_curve_section(const json& r) {
              report::line_chart_svg(chart),
              "<table><tr><th>removed</th><th>groups</th><th>ablation: perplexity</th><th>NLL</th>");
   if (rnd) s += "<th>random NLL (mean &plusmn; std)</th>";
+  const bool copy = pts[0].at("ablation").contains("in_context");
+  if (copy) s += "<th>in-context loss drop: ablation</th>";
+  if (copy && rnd) s += "<th>random (mean &plusmn; std)</th>";
   s += "<th>KV B/token</th></tr>\n";
   for (const json& p : pts) {
     s += concat("<tr><td>", fixed(100 * p.at("fraction").get<double>(), 0), "%</td><td>",
@@ -127,6 +130,12 @@ std::string decoder_prune_curve_section(const json& r) {
     if (rnd)
       s += concat("<td>", fixed(p.at("random_mean_nll").get<double>(), 3), " &plusmn; ",
                   fixed(p.at("random_std_nll").get<double>(), 3), "</td>");
+    if (copy)
+      s += concat("<td>", fixed(p.at("ablation").at("in_context").at("drop").get<double>(), 2),
+                  "</td>");
+    if (copy && rnd)
+      s += concat("<td>", fixed(p.at("random_mean_in_context_drop").get<double>(), 2), " &plusmn; ",
+                  fixed(p.at("random_std_in_context_drop").get<double>(), 2), "</td>");
     s += concat("<td>", p.at("kv_cache_bytes_per_token").get<std::int64_t>(), "</td></tr>\n");
   }
   s += "</table></div>\n";

@@ -43,6 +43,7 @@ struct CurveArgs {
   // A GGUF decoder: K/V groups removed; dev and test are consecutive token ranges of --text.
   std::string text = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt", weights = "fp32";
   std::int64_t dev_tokens = 2048, test_tokens = 4096, context = 512, speed_prompt = 512;
+  std::int64_t in_context_sequences = 16;
   bool speed = true;
 };
 
@@ -112,6 +113,8 @@ std::vector<std::size_t> read_iterative_order(const std::string& path, std::size
 // rank the K/V groups, the --test-tokens after them score the pruned models.
 void run_decoder_curve(const CurveArgs& a) {
   check(a.context >= 4, "--context", ">= 4", a.context);
+  check(a.in_context_sequences >= 0, "--in-context-sequences", ">= 0 (0: not measured)",
+        a.in_context_sequences);
   check(a.dev_tokens >= a.context, "--dev-tokens", concat(">= --context = ", a.context),
         a.dev_tokens);
   check(a.test_tokens >= a.context, "--test-tokens", concat(">= --context = ", a.context),
@@ -144,6 +147,7 @@ void run_decoder_curve(const CurveArgs& a) {
                                                             line.c_str());
                                              }};
   options.speed_prompt = a.speed_prompt;
+  options.in_context.sequences = a.in_context_sequences;
   if (!a.ablation_from.empty()) {
     // The "ablation" rises of an earlier `prune-curve --model FILE.gguf --json-out` result.
     const json earlier = report::read_json_file(a.ablation_from);
@@ -287,6 +291,10 @@ void register_prune_curve(CLI::App& app) {
   cmd->add_option("--weights", a->weights, "decoder: fp32 | bf16 | int8")->capture_default_str();
   cmd->add_option("--speed-prompt", a->speed_prompt,
                   "decoder: prompt tokens (of the test text) prefilled before 32 decoded ones")
+      ->capture_default_str();
+  cmd->add_option("--in-context-sequences", a->in_context_sequences,
+                  "decoder: repeated random sequences (64 tokens twice) on which every pruned "
+                  "model's in-context loss drop is measured (0: none)")
       ->capture_default_str();
   cmd->add_flag("!--no-speed", a->speed,
                 "decoder: skip timing the pruned models (prefill and decode tokens/s)");
