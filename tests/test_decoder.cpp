@@ -284,7 +284,9 @@ TEST(LlamaDecoderSmall, KvSweepRepeatsExactlyAndPricesMeanPooling) {
   Context ctx({.threads = 2});
   const nlohmann::json rows =
       compress::decoder_kv_sweep(ctx, weights, tokenizer, ids, {.context = 16, .logit_tokens = 8});
-  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(rows.size(), 4u);  // 1 K/V head twice: mean, aligned
+  EXPECT_EQ(rows[3]["kv_heads"], 1);
+  EXPECT_EQ(rows[3]["method"], "aligned");
   const i64 want_kv[] = {4, 2, 1};
   const char* want_method[] = {"repeated", "as loaded", "mean"};
   for (std::size_t r = 0; r < 3; ++r) {
@@ -310,6 +312,137 @@ TEST(LlamaDecoderSmall, KvSweepRepeatsExactlyAndPricesMeanPooling) {
                                    {.context = 16, .logit_tokens = 8});
       },
       {"text", "16 tokens", "10 tokens"});
+}
+
+// Aligned pooling on a rotary, grouped decoder. The small Llama's K/V head 1 is made a copy of
+// K/V head 0 in disguise: its keys are head 0's turned by a rotation R that commutes with the
+// rotary positions (one 2-D rotation per plane (i, i + 4), a different angle each), its values
+// head 0's turned by an orthogonal S that mixes every dimension; the query heads reading it (2
+// and 3) take R, their W_O columns S. The disguised model computes what the model with two equal
+// K/V heads computes (rounding of the turned weights, ~1e-7 relative: logits within the 1e-4 of
+// PrefillThenDecodeEqualsOnePrefill), which pools to one K/V head without loss. Aligned pooling
+// finds R and S again and gives those logits; mean pooling averages two different heads and
+// does not.
+namespace {
+
+// Rows [head*8, head*8+8) of a [*, cols] matrix <- M^T (rows), M 8 x 8 row-major in double.
+void turn_rows(Tensor& w, i64 head, const std::vector<double>& m) {
+  const i64 cols = w.size(1);
+  float* rows = w.data<float>() + head * 8 * cols;
+  std::vector<float> out(static_cast<std::size_t>(8 * cols));
+  for (i64 i = 0; i < 8; ++i)
+    for (i64 c = 0; c < cols; ++c) {
+      double s = 0;
+      for (i64 k = 0; k < 8; ++k) s += m[static_cast<std::size_t>(k * 8 + i)] * rows[k * cols + c];
+      out[static_cast<std::size_t>(i * cols + c)] = static_cast<float>(s);
+    }
+  std::copy(out.begin(), out.end(), rows);
+}
+
+// Columns [head*8, head*8+8) of w_o [d, *] <- (columns) M.
+void turn_columns(Tensor& w_o, i64 head, const std::vector<double>& m) {
+  const i64 cols = w_o.size(1);
+  for (i64 r = 0; r < w_o.size(0); ++r) {
+    float* p = w_o.data<float>() + r * cols + head * 8;
+    double out[8] = {};
+    for (i64 j = 0; j < 8; ++j)
+      for (i64 k = 0; k < 8; ++k) out[j] += p[k] * m[static_cast<std::size_t>(k * 8 + j)];
+    for (i64 j = 0; j < 8; ++j) p[j] = static_cast<float>(out[j]);
+  }
+}
+
+// A 2-D rotation by `angle` of dimensions (i, j) applied after m (m <- m G).
+void give_turn(std::vector<double>& m, i64 i, i64 j, double angle) {
+  const double c = std::cos(angle), s = std::sin(angle);
+  for (i64 r = 0; r < 8; ++r) {
+    const double a = m[static_cast<std::size_t>(r * 8 + i)],
+                 b = m[static_cast<std::size_t>(r * 8 + j)];
+    m[static_cast<std::size_t>(r * 8 + i)] = c * a + s * b;
+    m[static_cast<std::size_t>(r * 8 + j)] = -s * a + c * b;
+  }
+}
+
+}  // namespace
+
+TEST(LlamaDecoderSmall, AlignedPoolingFindsAKvHeadTurnedInsideItsRotaryPlanes) {
+  using model::Role;
+  model::Weights twins = small_llama();  // 4 query heads over 2 K/V heads of 8
+  for (i64 l = 0; l < 3; ++l)
+    for (Role role : {Role::k_weight, Role::v_weight}) {
+      Tensor& w = twins.at(role, l);
+      std::copy_n(w.data<const float>(), 8 * 32, w.data<float>() + 8 * 32);
+    }
+  model::Weights disguised = twins.clone();
+  std::vector<double> r(64, 0.0), s(64, 0.0);
+  for (i64 i = 0; i < 8; ++i)
+    r[static_cast<std::size_t>(i * 9)] = s[static_cast<std::size_t>(i * 9)] = 1;
+  for (i64 i = 0; i < 4; ++i) give_turn(r, i, i + 4, 0.4 + 0.7 * static_cast<double>(i));
+  for (i64 i = 0; i < 8; ++i)
+    for (i64 j = i + 1; j < 8; ++j) give_turn(s, i, j, 0.1 * static_cast<double>(i + 2 * j));
+  for (i64 l = 0; l < 3; ++l) {
+    turn_rows(disguised.at(Role::k_weight, l), 1, r);
+    turn_rows(disguised.at(Role::v_weight, l), 1, s);
+    for (i64 q : {2, 3}) {
+      turn_rows(disguised.at(Role::q_weight, l), q, r);
+      turn_columns(disguised.at(Role::o_weight, l), q, s);
+    }
+  }
+  const std::vector<std::int32_t> ids = {3, 17, 5, 39, 0, 22, 8, 8, 30, 12, 1, 7, 19, 33, 2, 26};
+  const i64 n = 16 * 40;
+  Context ctx({.threads = 2});
+  auto logits = [&](const model::Weights& w) {
+    const LlamaDecoder decoder(w, small_tokenizer(40));
+    KvCache cache = decoder.make_cache(16);
+    return decoder.forward(ctx, ids, cache, Logits::all);
+  };
+  const Tensor want = logits(twins);
+  // The disguise changes nothing the model computes (R commutes with the positions).
+  EXPECT_LE(max_abs_diff(logits(disguised).data<const float>(), want.data<const float>(), n), 1e-4);
+  EXPECT_LE(
+      max_abs_diff(
+          logits(model::convert_kv_heads(twins, 1, KvConvertMethod::mean)).data<const float>(),
+          want.data<const float>(), n),
+      1e-4);
+  const model::Weights aligned = model::convert_kv_heads(disguised, 1, KvConvertMethod::aligned);
+  EXPECT_EQ(aligned.config.kv_heads_in(2), 1);
+  EXPECT_LE(max_abs_diff(logits(aligned).data<const float>(), want.data<const float>(), n), 1e-4);
+  const double mean_diff = max_abs_diff(
+      logits(model::convert_kv_heads(disguised, 1, KvConvertMethod::mean)).data<const float>(),
+      want.data<const float>(), n);
+  EXPECT_GT(mean_diff, 1e-2);
+
+  // On a model whose K/V heads are not copies, the alignment alone (before the pooling) turns
+  // them but computes what the model did: with rotary positions only rotations inside each
+  // plane may be used (a general rotation fitted to the keys would change the scores). The MHA
+  // export (4 K/V heads, one group of 4) as well as the grouped model (2, one group of 2).
+  for (const model::Weights& m : {small_llama(), model::repeat_kv_heads(small_llama())}) {
+    const model::Weights turned = model::align_kv_heads(m, 1);
+    EXPECT_GT(
+        max_abs_diff(turned.at(Role::k_weight, 0).data<const float>(),
+                     m.at(Role::k_weight, 0).data<const float>(), m.at(Role::k_weight, 0).numel()),
+        1e-2);
+    EXPECT_LE(max_abs_diff(logits(turned).data<const float>(), logits(m).data<const float>(), n),
+              1e-4);
+  }
+
+  // The sweep offers both methods for each pooled count, and refuses clustered grouping.
+  const nlohmann::json rows =
+      compress::decoder_kv_sweep(ctx, disguised, small_tokenizer(40), ids,
+                                 {.kv_heads = {2, 1}, .context = 16, .logit_tokens = 8});
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1]["method"], "mean");
+  EXPECT_EQ(rows[2]["method"], "aligned");
+  EXPECT_LE(rows[2]["max_abs_logit_diff_vs_loaded"].get<double>(), 1e-4);
+  EXPECT_GT(rows[1]["max_abs_logit_diff_vs_loaded"].get<double>(), 1e-2);
+  headcount::testing::expect_error(
+      [&] {
+        compress::decoder_kv_sweep(ctx, disguised, small_tokenizer(40), ids,
+                                   {.kv_heads = {1},
+                                    .methods = {KvConvertMethod::clustered},
+                                    .context = 16,
+                                    .logit_tokens = 8});
+      },
+      {"methods", "mean or aligned", "clustered"});
 }
 
 // A decoder pruned by whole K/V groups, unevenly (layer 1 loses group 0, layer 2 group 1): its

@@ -171,8 +171,8 @@ TEST(ModelPasses, MeanPoolingAGroupedModelAveragesEachGroupsKvHeads) {
       [&] { (void)model::convert_kv_heads(w, 2, KvConvertMethod::mean); },
       {"--kv-heads", "a divisor of layer 0's 3 K/V heads", "2"});
   headcount::testing::expect_error(
-      [&] { (void)model::convert_kv_heads(w, 1, KvConvertMethod::aligned); },
-      {"multi-head model for the aligned method"});
+      [&] { (void)model::convert_kv_heads(w, 1, KvConvertMethod::clustered); },
+      {"multi-head model for the clustered method"});
 }
 
 TEST(ModelPasses, RepeatAndRemoveKeepTheNamesOfTheFamily) {

@@ -73,9 +73,12 @@ const char* kv_convert_method_name(KvConvertMethod method);
 // (Ainslie et al. 2023). aligned: before averaging, each head's key and value spaces are rotated
 // by the orthogonal Procrustes solution that best maps them onto the group's first head (over
 // the weights' rows); the inverse rotation goes into W_q (keys) and W_o (values), so q·k and the
-// output are unchanged before pooling (computation invariance). clustered: groups of equal size
-// chosen greedily by the cosine similarity of the heads' key weights instead of by index; the
-// query heads (and W_o's columns) are reordered so each group is contiguous, then mean-pooled.
+// output are unchanged before pooling (computation invariance). With rotary positions the key
+// rotation is one 2-D rotation per frequency plane, the rotations that commute with the positions;
+// in a grouped model it acts on every query head that reads the K/V head. clustered: groups of
+// equal size chosen greedily by the cosine similarity of the heads' key weights instead of by
+// index; the query heads (and W_o's columns) are reordered so each group is contiguous, then
+// mean-pooled.
 EncoderWeights convert_kv_heads(const EncoderWeights& weights, std::int64_t kv_heads,
                                 KvConvertMethod method);
 
@@ -87,12 +90,16 @@ EncoderWeights repeat_kv_heads(const EncoderWeights& weights);
 // here), by weight role; the EncoderWeights versions above translate BERT's original head indices
 // and keep its config.json fields in step. convert_kv_heads pools each layer's current K/V heads
 // into `kv_heads` (a divisor of every layer's K/V head count: a grouped model can be pooled
-// further with mean; aligned and clustered need a multi-head model). remove_heads takes, per
+// further with mean or aligned; clustered needs a multi-head model). remove_heads takes, per
 // layer, the current positions (0 .. heads-1) of the query heads to drop. Biases are pooled,
 // rotated and cut with their weights where the family has them.
 namespace model {
 Weights convert_kv_heads(const Weights& weights, std::int64_t kv_heads, KvConvertMethod method);
 Weights repeat_kv_heads(const Weights& weights);
+// The aligned method's first step alone: every K/V head turned onto its group's common frame (the
+// groups convert_kv_heads(weights, kv_heads, aligned) would pool), query heads turned with it.
+// The model computes what it did, up to rounding; only the pooling after it loses.
+Weights align_kv_heads(const Weights& weights, std::int64_t kv_heads);
 Weights remove_heads(const Weights& weights,
                      const std::vector<std::vector<std::int64_t>>& positions);
 }  // namespace model

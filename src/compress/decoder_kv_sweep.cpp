@@ -48,18 +48,33 @@ json decoder_kv_sweep(Context& ctx, const model::Weights& weights, const BpeToke
     HEADCOUNT_CHECK(g == heads || (g >= 1 && g <= own && own % g == 0), "kv heads",
                     concat(heads, " (one per query head) or a divisor of ", own), g);
 
+  HEADCOUNT_CHECK(!o.methods.empty(), "methods", "at least one of mean, aligned", "none");
+  for (KvConvertMethod m : o.methods)
+    HEADCOUNT_CHECK(m != KvConvertMethod::clustered, "methods",
+                    "mean or aligned for a grouped decoder (clustered regroups query heads)",
+                    kv_convert_method_name(m));
+  struct Variant {
+    std::int64_t kv_heads;
+    const char* method;
+  };
+  std::vector<Variant> variants;
+  for (std::int64_t g : counts)
+    if (g == own || g == heads)
+      variants.push_back({g, g == own ? "as loaded" : "repeated"});
+    else
+      for (KvConvertMethod m : o.methods) variants.push_back({g, kv_convert_method_name(m)});
+
   const std::span<const std::int32_t> head = ids.first(static_cast<std::size_t>(o.logit_tokens));
   const Tensor reference = first_logits(
       ctx, LlamaDecoder(weights, BpeTokenizer(tokenizer.vocabulary()), {.weights = o.weights}),
       head);
   json rows = json::array();
-  for (std::int64_t g : counts) {
+  for (const auto& [g, method] : variants) {
     const auto start = std::chrono::steady_clock::now();
-    const char* method = g == own ? "as loaded" : g == heads ? "repeated" : "mean";
-    const model::Weights variant = g == own ? weights.clone()
-                                   : g == heads
-                                       ? model::repeat_kv_heads(weights)
-                                       : model::convert_kv_heads(weights, g, KvConvertMethod::mean);
+    const model::Weights variant =
+        g == own     ? weights.clone()
+        : g == heads ? model::repeat_kv_heads(weights)
+                     : model::convert_kv_heads(weights, g, parse_kv_convert_method(method));
     const LlamaDecoder decoder(variant, BpeTokenizer(tokenizer.vocabulary()),
                                {.weights = o.weights});
     const Tensor logits = first_logits(ctx, decoder, head);

@@ -8,6 +8,15 @@
 // M (M^T M)^(-1/2) (= U V^T of M's SVD), with T the group's mean of already aligned heads
 // (generalised Procrustes: three rounds, starting from the group's first head). The rotation is
 // exact, so an aligned model before pooling equals the original; only the pooling loses.
+//
+// Rotary models (Llama): the key rotation is restricted to the rotations that commute with the
+// rotary positions applied after the projection: one 2-D rotation per frequency plane (rows i
+// and i + hd/2, Hugging Face's half-pair layout), the same at every position. Two rotations of
+// one plane commute, so rotating q and k by R before the positions gives the same scores after
+// them. The best such R per plane has a closed form: with M = A_i T_i^T (2 x 2, the plane's rows
+// of the head map and of the target), R = [[c, -s], [s, c]] at angle atan2(M10 - M01, M00 + M11)
+// maximises tr(R^T M). Values carry no positions: their rotation is the full Procrustes one.
+// In a grouped model each K/V head's rotations also act on every query head that reads it.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -141,9 +150,35 @@ Matrix rotate(const Matrix& r, const Matrix& a, std::int64_t hd, std::int64_t co
   return out;
 }
 
-// One rotation per head of `members` aligning its map (from weight/bias) to the group.
+// The rotation that commutes with rotary positions (one 2-D rotation per plane (i, i + hd/2))
+// minimising ||R^T A - T||_F, as an hd x hd matrix.
+Matrix procrustes_rotary(const Matrix& a, const Matrix& t, std::int64_t hd, std::int64_t cols) {
+  const std::int64_t half = hd / 2;
+  Matrix r(static_cast<std::size_t>(hd * hd), 0.0);
+  auto dot = [&](std::int64_t i, std::int64_t j) {  // row i of a . row j of t
+    double s = 0;
+    for (std::int64_t k = 0; k < cols; ++k)
+      s += a[static_cast<std::size_t>(i * cols + k)] * t[static_cast<std::size_t>(j * cols + k)];
+    return s;
+  };
+  for (std::int64_t i = 0; i < half; ++i) {
+    const std::int64_t j = i + half;
+    const double m00 = dot(i, i), m01 = dot(i, j), m10 = dot(j, i), m11 = dot(j, j);
+    const double angle = std::atan2(m10 - m01, m00 + m11);
+    const double c = std::cos(angle), s = std::sin(angle);
+    r[static_cast<std::size_t>(i * hd + i)] = c;
+    r[static_cast<std::size_t>(i * hd + j)] = -s;
+    r[static_cast<std::size_t>(j * hd + i)] = s;
+    r[static_cast<std::size_t>(j * hd + j)] = c;
+  }
+  return r;
+}
+
+// One rotation per head of `members` aligning its map (from weight/bias) to the group; `rotary`:
+// only rotations that commute with rotary positions.
 std::vector<Matrix> align_group(const Tensor& weight, const Tensor& bias,
-                                const std::vector<std::int64_t>& members, std::int64_t hd) {
+                                const std::vector<std::int64_t>& members, std::int64_t hd,
+                                bool rotary = false) {
   const std::int64_t cols = weight.size(1) + 1;
   std::vector<Matrix> maps, rotations(members.size());
   for (std::int64_t head : members) maps.push_back(head_map(weight, bias, head, hd));
@@ -151,7 +186,8 @@ std::vector<Matrix> align_group(const Tensor& weight, const Tensor& bias,
   for (int round = 0; round < kProcrustesRounds; ++round) {
     Matrix mean(target.size(), 0.0);
     for (std::size_t j = 0; j < members.size(); ++j) {
-      rotations[j] = procrustes(maps[j], target, hd, cols);
+      rotations[j] = rotary ? procrustes_rotary(maps[j], target, hd, cols)
+                            : procrustes(maps[j], target, hd, cols);
       const Matrix aligned = rotate(rotations[j], maps[j], hd, cols);
       for (std::size_t k = 0; k < mean.size(); ++k)
         mean[k] += aligned[k] / static_cast<double>(members.size());
@@ -302,44 +338,87 @@ namespace {
 // A layer's attention weights by role; a family without biases gets zero biases here (the
 // rotations and the pooling then act on the weights alone) that are not written back.
 struct AttentionTensors {
-  Tensor *wq, *wk, *wv, *wo, *bq, *bk, *bv;
-  Tensor zero_q, zero_k, zero_v;
-};
+  AttentionTensors(Weights& w, std::int64_t l)
+      : wq(&w.at(Role::q_weight, l)),
+        wk(&w.at(Role::k_weight, l)),
+        wv(&w.at(Role::v_weight, l)),
+        wo(&w.at(Role::o_weight, l)),
+        bq(bias(w, l, Role::q_bias, zero_q, *wq)),
+        bk(bias(w, l, Role::k_bias, zero_k, *wk)),
+        bv(bias(w, l, Role::v_bias, zero_v, *wv)) {}
+  // The b* pointers may point at the zero_* members: no copies.
+  AttentionTensors(const AttentionTensors&) = delete;
+  AttentionTensors& operator=(const AttentionTensors&) = delete;
 
-AttentionTensors attention_tensors(Weights& w, std::int64_t l) {
-  AttentionTensors a{.wq = &w.at(Role::q_weight, l),
-                     .wk = &w.at(Role::k_weight, l),
-                     .wv = &w.at(Role::v_weight, l),
-                     .wo = &w.at(Role::o_weight, l)};
-  auto bias = [&](Role role, Tensor& zero, const Tensor& weight) {
+  Tensor zero_q, zero_k, zero_v;  // declared first: constructed before the pointers to them
+  Tensor *wq, *wk, *wv, *wo, *bq, *bk, *bv;
+
+ private:
+  static Tensor* bias(Weights& w, std::int64_t l, Role role, Tensor& zero, const Tensor& weight) {
     if (w.has(role, l)) return &w.at(role, l);
     zero = Tensor(DType::f32, {weight.size(0)});
     std::fill_n(zero.data<float>(), zero.numel(), 0.0f);
     return &zero;
-  };
-  a.bq = bias(Role::q_bias, a.zero_q, *a.wq);
-  a.bk = bias(Role::k_bias, a.zero_k, *a.wk);
-  a.bv = bias(Role::v_bias, a.zero_v, *a.wv);
-  return a;
+  }
+};
+
+// Turns each K/V head of every group of `per_group` consecutive ones onto the group's common
+// frame (keys: rotary-commuting rotations when `rotary`), and every query head reading it (its
+// Q rows, its W_O columns) with it: the layer computes what it did.
+void align_layer(AttentionTensors& a, bool rotary, std::int64_t heads, std::int64_t kv_heads,
+                 std::int64_t per_group, std::int64_t hd) {
+  const std::int64_t readers = heads / kv_heads;  // query heads per K/V head
+  for (std::int64_t first = 0; first < kv_heads; first += per_group) {
+    std::vector<std::int64_t> members(static_cast<std::size_t>(per_group));
+    std::iota(members.begin(), members.end(), first);
+    const std::vector<Matrix> key_rotations = align_group(*a.wk, *a.bk, members, hd, rotary);
+    const std::vector<Matrix> value_rotations = align_group(*a.wv, *a.bv, members, hd);
+    for (std::size_t j = 0; j < members.size(); ++j) {
+      rotate_rows(*a.wk, *a.bk, members[j], hd, key_rotations[j]);
+      rotate_rows(*a.wv, *a.bv, members[j], hd, value_rotations[j]);
+      for (std::int64_t q = members[j] * readers; q < (members[j] + 1) * readers; ++q) {
+        rotate_rows(*a.wq, *a.bq, q, hd, key_rotations[j]);
+        rotate_columns(*a.wo, q, hd, value_rotations[j]);
+      }
+    }
+  }
+}
+
+void check_kv_heads(const Config& c, std::int64_t kv_heads) {
+  for (std::int64_t l = 0; l < c.layer_count(); ++l)
+    check(kv_heads >= 1 && c.kv_heads_in(l) % kv_heads == 0, "--kv-heads",
+          concat("a divisor of layer ", l, "'s ", c.kv_heads_in(l), " K/V heads"), kv_heads);
 }
 
 }  // namespace
 
+Weights align_kv_heads(const Weights& w, std::int64_t kv_heads) {
+  const Config& c = w.config;
+  check_kv_heads(c, kv_heads);
+  Weights out = w.clone();
+  for (std::int64_t l = 0; l < c.layer_count(); ++l) {
+    const std::int64_t per_group = c.kv_heads_in(l) / kv_heads;
+    AttentionTensors a(out, l);
+    if (per_group > 1)
+      align_layer(a, c.positions == Positions::rotary, c.heads_in(l), c.kv_heads_in(l), per_group,
+                  c.head_dim);
+  }
+  return out;
+}
+
 Weights convert_kv_heads(const Weights& w, std::int64_t kv_heads, KvConvertMethod method) {
   const Config& c = w.config;
-  if (method != KvConvertMethod::mean)
+  if (method == KvConvertMethod::clustered)
     check(!c.grouped(), "model",
-          concat("a multi-head model for the ", kv_convert_method_name(method),
-                 " method (every layer with as many K/V heads as heads)"),
+          "a multi-head model for the clustered method (every layer with as many K/V heads as "
+          "heads)",
           "a grouped one");
-  for (std::int64_t l = 0; l < c.layer_count(); ++l)
-    check(kv_heads >= 1 && c.kv_heads_in(l) % kv_heads == 0, "--kv-heads",
-          concat("a divisor of layer ", l, "'s ", c.kv_heads_in(l), " K/V heads"), kv_heads);
+  check_kv_heads(c, kv_heads);
   Weights out = w.clone();
   const std::int64_t hd = c.head_dim;
   for (std::int64_t l = 0; l < c.layer_count(); ++l) {
     const std::int64_t h = c.heads_in(l), per_group = c.kv_heads_in(l) / kv_heads;
-    AttentionTensors a = attention_tensors(out, l);
+    AttentionTensors a(out, l);
     if (method == KvConvertMethod::clustered && per_group > 1) {
       // Reorder the heads so that each cluster is contiguous: every head's Q, K, V rows and W_o
       // columns move together, which changes nothing the layer computes.
@@ -348,18 +427,7 @@ Weights convert_kv_heads(const Weights& w, std::int64_t kv_heads, KvConvertMetho
       *a.wo = permute_column_blocks(*a.wo, order, hd);
     }
     if (method == KvConvertMethod::aligned && per_group > 1)
-      for (std::int64_t g = 0; g < kv_heads; ++g) {
-        std::vector<std::int64_t> members(static_cast<std::size_t>(per_group));
-        std::iota(members.begin(), members.end(), g * per_group);
-        const std::vector<Matrix> key_rotations = align_group(*a.wk, *a.bk, members, hd);
-        const std::vector<Matrix> value_rotations = align_group(*a.wv, *a.bv, members, hd);
-        for (std::size_t j = 0; j < members.size(); ++j) {
-          rotate_rows(*a.wk, *a.bk, members[j], hd, key_rotations[j]);
-          rotate_rows(*a.wq, *a.bq, members[j], hd, key_rotations[j]);
-          rotate_rows(*a.wv, *a.bv, members[j], hd, value_rotations[j]);
-          rotate_columns(*a.wo, members[j], hd, value_rotations[j]);
-        }
-      }
+      align_layer(a, c.positions == Positions::rotary, h, c.kv_heads_in(l), per_group, hd);
     for (Tensor* x : {a.wk, a.bk, a.wv, a.bv}) *x = pool_row_blocks(*x, kv_heads, per_group, hd);
     out.config.layers[static_cast<std::size_t>(l)].kv_heads = kv_heads;
   }

@@ -115,6 +115,9 @@ struct DecoderKvSweepOptions {
   // model::convert_kv_heads) or one per query head (model::repeat_kv_heads, the MHA export).
   // Empty: every divisor of the query heads, most first.
   std::vector<std::int64_t> kv_heads;
+  // How fewer K/V heads are made, one row per method for each such count: mean and/or aligned
+  // (rotary-commuting rotations before the mean; model::convert_kv_heads).
+  std::vector<KvConvertMethod> methods = {KvConvertMethod::mean, KvConvertMethod::aligned};
   std::int64_t context = 512;      // perplexity windows (LlamaDecoder::perplexity)
   std::int64_t logit_tokens = 64;  // the first tokens whose logits are compared with the original's
   DType weights = DType::f32;
@@ -124,8 +127,8 @@ struct DecoderKvSweepOptions {
 // The price of sharing K/V in a decoder (issue 36): per K/V head count, the perplexity of `ids`
 // (llama.cpp's windows), the largest logit difference from the model as loaded on its first
 // `logit_tokens` tokens, and the KV cache's bytes per token (every layer, fp32 / bf16 / int8).
-// Mean pooling is the one method for rotary models: the aligned and clustered methods rotate
-// K/V heads, which does not commute with the rotary positions applied after the projection.
+// Clustered grouping is refused: it reorders query heads across K/V groups, which a grouped model
+// cannot do without first repeating its K/V heads.
 nlohmann::json decoder_kv_sweep(Context& ctx, const model::Weights& weights,
                                 const BpeTokenizer& tokenizer, std::span<const std::int32_t> ids,
                                 const DecoderKvSweepOptions& options);

@@ -96,7 +96,7 @@ void run_convert(const ConvertArgs& a) {
 struct SweepArgs {
   std::string model, test = default_sts_file("sts-test.tsv"), json_out;
   std::vector<std::int64_t> kv_heads;  // default: {12, 6, 4, 3, 2, 1}; a decoder: every divisor
-  std::vector<std::string> methods = {"mean", "aligned", "clustered"};
+  std::vector<std::string> methods;  // default: mean, aligned, clustered; a decoder: mean, aligned
   std::int64_t max_pairs = 0, batch = 32;
   // A GGUF decoder: perplexity on --text, the first --max-tokens tokens, windows of --context.
   std::string text = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt", weights = "fp32";
@@ -126,9 +126,13 @@ void run_decoder_sweep(const SweepArgs& a) {
                a.weights.c_str());
   std::fprintf(stderr, "%9s %10s %11s %14s %12s %12s\n", "kv heads", "method", "perplexity",
                "max |dlogit|", "KV B/token", "int8 B/token");
+  std::vector<KvConvertMethod> methods;
+  for (const std::string& m : a.methods) methods.push_back(parse_kv_convert_method(m));
+  if (methods.empty()) methods = {KvConvertMethod::mean, KvConvertMethod::aligned};
   const json rows = compress::decoder_kv_sweep(
       ctx, weights, tokenizer, ids,
       {.kv_heads = a.kv_heads,
+       .methods = methods,
        .context = a.context,
        .weights = weights_dtype,
        .row = [](const json& r) {
@@ -153,6 +157,8 @@ void run_sweep(SweepArgs a) {
   if (a.kv_heads.empty()) a.kv_heads = {12, 6, 4, 3, 2, 1};
   std::vector<KvConvertMethod> methods;
   for (const std::string& m : a.methods) methods.push_back(parse_kv_convert_method(m));
+  if (methods.empty())
+    methods = {KvConvertMethod::mean, KvConvertMethod::aligned, KvConvertMethod::clustered};
   std::vector<StsPair> test = read_sts(a.test);
   if (a.max_pairs > 0 && static_cast<std::int64_t>(test.size()) > a.max_pairs)
     test.resize(static_cast<std::size_t>(a.max_pairs));
@@ -237,7 +243,11 @@ void register_convert(CLI::App& app) {
       ->capture_default_str();
   sweep->add_option("--weights", s->weights, "A decoder: fp32, bf16 or int8 (as for generate)")
       ->capture_default_str();
-  sweep->add_option("--methods", s->methods, "Methods")->delimiter(',')->capture_default_str();
+  sweep
+      ->add_option("--methods", s->methods,
+                   "How fewer K/V heads are made: mean, aligned, clustered (default all three; a "
+                   "decoder: mean,aligned)")
+      ->delimiter(',');
   sweep->add_option("--max-pairs", s->max_pairs, "Use the first N pairs (0: all)")
       ->capture_default_str();
   sweep->add_option("--json-out", s->json_out, "Write the rows as JSON here");
