@@ -499,6 +499,36 @@ std::vector<ModelCase> model_cases() {
         .layer_heads = {4, 1, 3},
         .layer_kv_heads = {2, 1, 3}},
        true},
+      // The Llama family's pieces: RMSNorm, rotary positions (a base small enough that the
+      // angles at positions 1-4 differ visibly), SwiGLU, no biases, the head tied to tok_emb.
+      {"llama_gqa_rotary_swiglu_tied",
+       {.vocab = 7,
+        .context = 6,
+        .layers = 2,
+        .d_model = 8,
+        .heads = 4,
+        .kv_heads = 2,
+        .head_dim = 4,
+        .d_ff = 10,
+        .rms_norm = true,
+        .rope_base = 3.0f,
+        .swiglu = true,
+        .biases = false,
+        .tied_head = true}},
+      // The pieces one by one beside the others: rotary and SwiGLU with biases, an untied head,
+      // LayerNorm, MQA, gates.
+      {"rotary_swiglu_biases_mqa_gates",
+       {.vocab = 6,
+        .context = 5,
+        .layers = 1,
+        .d_model = 6,
+        .heads = 3,
+        .kv_heads = 1,
+        .head_dim = 2,
+        .d_ff = 7,
+        .rope_base = 2.0f,
+        .swiglu = true},
+       true},
   };
 }
 
@@ -583,7 +613,7 @@ TEST_P(TrainModelGradients, EveryParameterMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, TrainModelGradients,
-    ::testing::Combine(::testing::Range(0, 7),
+    ::testing::Combine(::testing::Range(0, 9),
                        ::testing::Values(Kernel::reference, Kernel::streaming)),
     [](const auto& info) {
       return std::string(model_cases()[static_cast<std::size_t>(std::get<0>(info.param))].name) +

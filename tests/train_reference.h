@@ -60,6 +60,41 @@ inline Vec layer_norm(const Vec& x, std::int64_t rows, std::int64_t width, const
   return y;
 }
 
+inline Vec rms_norm(const Vec& x, std::int64_t rows, std::int64_t width, const Vec& gamma) {
+  Vec y(x.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double squares = 0;
+    for (std::int64_t c = 0; c < width; ++c)
+      squares +=
+          x[static_cast<std::size_t>(r * width + c)] * x[static_cast<std::size_t>(r * width + c)];
+    const double inv = 1.0 / std::sqrt(squares / static_cast<double>(width) + 1e-5);
+    for (std::int64_t c = 0; c < width; ++c) {
+      const auto i = static_cast<std::size_t>(r * width + c);
+      y[i] = x[i] * inv * gamma[static_cast<std::size_t>(c)];
+    }
+  }
+  return y;
+}
+
+// Rotary positions in Hugging Face's half-pair form on the first `heads` heads of each row of
+// qkv [rows, width]: row r is position r % seq_len; pair (i, i + hd/2) turns by
+// (r % seq_len) · base^(-2i / hd).
+inline void rotary(Vec& qkv, std::int64_t rows, std::int64_t width, std::int64_t seq_len,
+                   std::int64_t heads, std::int64_t hd, double base) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = 0; i < hd / 2; ++i) {
+        const double theta =
+            static_cast<double>(r % seq_len) *
+            std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+        double& a = qkv[static_cast<std::size_t>(r * width + h * hd + i)];
+        double& b = qkv[static_cast<std::size_t>(r * width + h * hd + i + hd / 2)];
+        const double x1 = a, x2 = b;
+        a = x1 * std::cos(theta) - x2 * std::sin(theta);
+        b = x2 * std::cos(theta) + x1 * std::sin(theta);
+      }
+}
+
 inline double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
 struct AttentionShape {
@@ -134,13 +169,21 @@ inline double model_loss(const train::ModelConfig& c, const Params& p, const tra
                          const std::vector<std::vector<double>>& gates = {}) {
   const std::int64_t B = batch.batch, T = batch.seq_len, N = B * T, D = c.d_model, hd = c.head_dim;
   auto P = [&](const std::string& name) -> const Vec& { return p.at(name); };
+  static const Vec kNone;
+  auto bias = [&](const std::string& name) -> const Vec& {  // absent without biases
+    return p.count(name) != 0 ? p.at(name) : kNone;
+  };
+  auto norm = [&](const Vec& in, const std::string& prefix) {
+    return c.rms_norm ? rms_norm(in, N, D, P(prefix + ".weight"))
+                      : layer_norm(in, N, D, P(prefix + ".weight"), P(prefix + ".bias"));
+  };
   Vec x(static_cast<std::size_t>(N * D));
   for (std::int64_t r = 0; r < N; ++r)
     for (std::int64_t e = 0; e < D; ++e)
       x[static_cast<std::size_t>(r * D + e)] =
           P("tok_emb")[static_cast<std::size_t>(batch.tokens[static_cast<std::size_t>(r)] * D +
                                                 e)] +
-          P("pos_emb")[static_cast<std::size_t>((r % T) * D + e)];
+          (c.rope_base == 0 ? P("pos_emb")[static_cast<std::size_t>((r % T) * D + e)] : 0.0);
   for (std::int64_t l = 0; l < c.layers; ++l) {
     // Each layer's own head counts (per-layer for a pruned model, ModelConfig::heads_in).
     const std::int64_t H = c.heads_in(l), W = (H + 2 * c.kv_heads_in(l)) * hd, C = H * hd;
@@ -153,34 +196,44 @@ inline double model_loss(const train::ModelConfig& c, const Params& p, const tra
                                .causal = c.causal};
     const std::string b = "blocks." + std::to_string(l) + ".";
     auto attn = [&](const Vec& in) {
-      Vec concat = attention(linear(in, N, D, P(b + "attn.w_qkv"), P(b + "attn.b_qkv"), W), shape);
+      Vec qkv = linear(in, N, D, P(b + "attn.w_qkv"), bias(b + "attn.b_qkv"), W);
+      if (c.rope_base != 0) rotary(qkv, N, W, T, H + c.kv_heads_in(l), hd, c.rope_base);
+      Vec concat = attention(qkv, shape);
       if (!gates.empty())
         for (std::int64_t r = 0; r < N; ++r)
           for (std::int64_t h = 0; h < H; ++h)
             for (std::int64_t e = 0; e < hd; ++e)
               concat[static_cast<std::size_t>(r * C + h * hd + e)] *=
                   gates[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
-      return linear(concat, N, C, P(b + "attn.w_o"), P(b + "attn.b_o"), D);
+      return linear(concat, N, C, P(b + "attn.w_o"), bias(b + "attn.b_o"), D);
     };
     auto ffn = [&](const Vec& in) {
-      Vec u = linear(in, N, D, P(b + "ffn.w_up"), P(b + "ffn.b_up"), c.d_ff);
-      for (double& v : u) v = gelu(v);
-      return linear(u, N, c.d_ff, P(b + "ffn.w_down"), P(b + "ffn.b_down"), D);
+      Vec u = linear(in, N, D, P(b + "ffn.w_up"), bias(b + "ffn.b_up"), c.d_ff);
+      if (c.swiglu) {  // silu(x·W_gate) · (x·W_up + b_up)
+        const Vec a = linear(in, N, D, P(b + "ffn.w_gate"), kNone, c.d_ff);
+        for (std::size_t i = 0; i < u.size(); ++i) u[i] *= a[i] / (1.0 + std::exp(-a[i]));
+      } else {
+        for (double& v : u) v = gelu(v);
+      }
+      return linear(u, N, c.d_ff, P(b + "ffn.w_down"), bias(b + "ffn.b_down"), D);
     };
     if (c.norm == train::NormPlacement::pre) {
-      x = add(x, attn(layer_norm(x, N, D, P(b + "ln1.weight"), P(b + "ln1.bias"))));
-      if (!c.attention_only)
-        x = add(x, ffn(layer_norm(x, N, D, P(b + "ln2.weight"), P(b + "ln2.bias"))));
+      x = add(x, attn(norm(x, b + "ln1")));
+      if (!c.attention_only) x = add(x, ffn(norm(x, b + "ln2")));
     } else {
       x = layer_norm(add(x, attn(x)), N, D, P(b + "ln1.weight"), P(b + "ln1.bias"));
       if (!c.attention_only)
         x = layer_norm(add(x, ffn(x)), N, D, P(b + "ln2.weight"), P(b + "ln2.bias"));
     }
   }
-  if (c.norm == train::NormPlacement::pre)
-    x = layer_norm(x, N, D, P("ln_f.weight"), P("ln_f.bias"));
-  return cross_entropy(linear(x, N, D, P("head.weight"), P("head.bias"), c.vocab), batch.targets,
-                       c.vocab);
+  if (c.norm == train::NormPlacement::pre) x = norm(x, "ln_f");
+  Vec head = c.tied_head ? Vec(static_cast<std::size_t>(D * c.vocab)) : P("head.weight");
+  if (c.tied_head)  // [D, vocab] = tok_embᵀ
+    for (std::int64_t v = 0; v < c.vocab; ++v)
+      for (std::int64_t e = 0; e < D; ++e)
+        head[static_cast<std::size_t>(e * c.vocab + v)] =
+            P("tok_emb")[static_cast<std::size_t>(v * D + e)];
+  return cross_entropy(linear(x, N, D, head, bias("head.bias"), c.vocab), batch.targets, c.vocab);
 }
 
 }  // namespace headcount::testing::ref

@@ -8,7 +8,7 @@ namespace headcount::layers {
 
 void apply_rotary(Context& ctx, float* x, std::int64_t rows, std::int64_t row_stride,
                   std::int64_t heads, std::int64_t head_dim, float base,
-                  std::int64_t first_position) {
+                  std::int64_t first_position, bool inverse) {
   const std::int64_t half = head_dim / 2;
   const std::int64_t tasks = std::min<std::int64_t>(rows, ctx.threads());
   ctx.parallel_for_ranges(tasks, [&](std::int64_t task, int worker) {
@@ -26,7 +26,7 @@ void apply_rotary(Context& ctx, float* x, std::int64_t rows, std::int64_t row_st
       for (std::int64_t i = 0; i < half; ++i) {
         const double theta = p * inv_freq[i];
         cs[i] = static_cast<float>(std::cos(theta));
-        cs[half + i] = static_cast<float>(std::sin(theta));
+        cs[half + i] = static_cast<float>(std::sin(inverse ? -theta : theta));
       }
       float* row = x + r * row_stride;
       for (std::int64_t h = 0; h < heads; ++h) {

@@ -20,8 +20,9 @@ namespace headcount::layers {
 
 // Rotates `heads` consecutive heads of head_dim floats at the start of each of `rows` rows
 // (row r at x + r * row_stride) for position first_position + r. head_dim even, base > 1.
+// inverse: by -θ (the transpose: what the training backward applies to dq and dk).
 void apply_rotary(Context& ctx, float* x, std::int64_t rows, std::int64_t row_stride,
                   std::int64_t heads, std::int64_t head_dim, float base,
-                  std::int64_t first_position);
+                  std::int64_t first_position, bool inverse = false);
 
 }  // namespace headcount::layers

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "headcount/attention_backward.h"
+#include "layers/rotary.h"
 #include "train/linear.h"
 
 namespace headcount::train {
@@ -31,6 +32,15 @@ AttentionParams kernel_params(const AttentionBlockShape& s, float* qkv, float* c
   return p;
 }
 
+// Rotary positions on the Q and K columns of a [batch·seq_len, qkv_width] matrix, each sequence
+// from position 0 (inverse: the transpose, for gradients). Nothing without rotary positions.
+void turn_rotary(Context& ctx, const AttentionBlockShape& s, float* qkv, bool inverse) {
+  if (s.rope_base == 0) return;
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    layers::apply_rotary(ctx, qkv + b * s.seq_len * s.qkv_width(), s.seq_len, s.qkv_width(),
+                         s.heads + s.kv_heads, s.head_dim, s.rope_base, 0, inverse);
+}
+
 }  // namespace
 
 void attention_block_forward(Context& ctx, const AttentionBlockShape& s,
@@ -38,6 +48,7 @@ void attention_block_forward(Context& ctx, const AttentionBlockShape& s,
                              const AttentionBlockSaved& saved, float* y, const TensorView& probs) {
   const std::int64_t rows = s.rows(), cw = s.concat_width();
   linear_forward(ctx, x, rows, s.d_model, s.qkv_width(), w.w_qkv, w.b_qkv, saved.qkv);
+  turn_rotary(ctx, s, saved.qkv, false);
   AttentionParams p = kernel_params(s, saved.qkv, saved.concat, saved.lse);
   Kernel kernel = s.kernel;
   if (!probs.empty()) {
@@ -118,6 +129,7 @@ void attention_block_backward(Context& ctx, const AttentionBlockShape& s,
       std::copy_n(dv + r * kw, kw, row + qw + kw);
     }
   });
+  turn_rotary(ctx, s, a.d_qkv, true);
   // 1. Fused projection.
   linear_backward(ctx, {.x = a.x,
                         .dy = a.d_qkv,

@@ -1,7 +1,8 @@
 // The trainable attention sub-block, forward with saved activations and backward.
 //
 //   1. qkv[N, W] = x[N, d_model] · W_qkv + b_qkv, W = (heads + 2 kv_heads) · head_dim
-//      (one fused GEMM; Q columns, then K, then V; head h owns columns h·head_dim of its part)
+//      (one fused GEMM; Q columns, then K, then V; head h owns columns h·head_dim of its part);
+//      with rotary positions Q and K are then turned in place (qkv keeps the turned values)
 //   2. concat[N, heads·head_dim] = attention(q, k, v) with q, k, v strided views of qkv (no
 //      copies), the kernel writing each head into its columns of concat and its lse [B, heads, T]
 //   3. gated = concat with head h's columns times gate[h] (Michel et al. 2019's head gate)
@@ -12,6 +13,7 @@
 //   dq, dk, dv = attention_backward(q, k, v, concat, lse, d_concat), each into its own
 //      contiguous block of d_split, then interleaved into d_qkv's column ranges (the backward
 //      refuses gradient views whose byte spans overlap, which column ranges of one matrix do)
+//   rotary: dq, dk turned back by -θ in d_qkv (the rotation's transpose)
 //   dW_qkv = xᵀ·d_qkv, db_qkv = Σ d_qkv, dx (+)= d_qkv·W_qkvᵀ
 #pragma once
 
@@ -28,6 +30,9 @@ struct AttentionBlockShape {
   std::int64_t batch = 0, seq_len = 0, d_model = 0, heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 0;
   bool causal = true;
+  // > 0: rotary positions (layers/rotary.h) turn Q and K after the projection, each sequence
+  // from position 0; the backward turns dQ and dK back by the transpose. 0: none.
+  float rope_base = 0;
   Kernel kernel = Kernel::streaming;
   // Empty, or one entry per batch element: keys at positions >= key_lengths[b] are padding
   // (the kernels' key mask). Padded query rows still get outputs; the caller ignores them.

@@ -13,8 +13,12 @@ void embedding_forward(Context& ctx, const EmbeddingShape& s, const std::int32_t
   ctx.parallel_for(s.batch, [&](std::int64_t b, int) {
     for (std::int64_t t = 0; t < s.seq_len; ++t) {
       const float* tok = tok_emb + static_cast<std::int64_t>(tokens[b * s.seq_len + t]) * s.d_model;
-      const float* pos = pos_emb + t * s.d_model;
       float* out = x + (b * s.seq_len + t) * s.d_model;
+      if (pos_emb == nullptr) {
+        std::copy_n(tok, s.d_model, out);
+        continue;
+      }
+      const float* pos = pos_emb + t * s.d_model;
       for (std::int64_t c = 0; c < s.d_model; ++c) out[c] = tok[c] + pos[c];
     }
   });
@@ -28,16 +32,16 @@ void embedding_backward(Context& ctx, const EmbeddingShape& s, const std::int32_
     const std::int64_t c0 = task * kColumns, c1 = std::min(s.d_model, c0 + kColumns);
     for (std::int64_t v = 0; v < s.vocab; ++v)
       std::fill(d_tok_emb + v * s.d_model + c0, d_tok_emb + v * s.d_model + c1, 0.0f);
-    for (std::int64_t t = 0; t < s.context; ++t)
-      std::fill(d_pos_emb + t * s.d_model + c0, d_pos_emb + t * s.d_model + c1, 0.0f);
+    if (d_pos_emb != nullptr)
+      for (std::int64_t t = 0; t < s.context; ++t)
+        std::fill(d_pos_emb + t * s.d_model + c0, d_pos_emb + t * s.d_model + c1, 0.0f);
     for (std::int64_t r = 0; r < rows; ++r) {
       const float* grad = dx + r * s.d_model;
       float* tok = d_tok_emb + static_cast<std::int64_t>(tokens[r]) * s.d_model;
+      for (std::int64_t c = c0; c < c1; ++c) tok[c] += grad[c];
+      if (d_pos_emb == nullptr) continue;
       float* pos = d_pos_emb + (r % s.seq_len) * s.d_model;
-      for (std::int64_t c = c0; c < c1; ++c) {
-        tok[c] += grad[c];
-        pos[c] += grad[c];
-      }
+      for (std::int64_t c = c0; c < c1; ++c) pos[c] += grad[c];
     }
   });
 }

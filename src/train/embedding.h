@@ -16,7 +16,8 @@ struct EmbeddingShape {
   std::int64_t batch = 0, seq_len = 0, d_model = 0, vocab = 0, context = 0;
 };
 
-// tokens must already be checked to lie in [0, vocab).
+// tokens must already be checked to lie in [0, vocab). pos_emb / d_pos_emb null: no position
+// table (rotary positions act inside attention).
 void embedding_forward(Context& ctx, const EmbeddingShape& shape, const std::int32_t* tokens,
                        const float* tok_emb, const float* pos_emb, float* x);
 // Overwrites d_tok_emb [vocab, d_model] and d_pos_emb [context, d_model] (rows past seq_len: 0).

@@ -18,13 +18,16 @@
 #include <nlohmann/json.hpp>
 
 #include "headcount/error.h"
+#include "layers/gemm.h"
 #include "train/attention_block.h"
 #include "train/cross_entropy.h"
 #include "train/embedding.h"
 #include "train/gelu.h"
 #include "train/layer_norm.h"
 #include "train/linear.h"
+#include "train/rms_norm.h"
 #include "train/rng.h"
+#include "train/swiglu.h"
 
 namespace headcount::train {
 
@@ -35,7 +38,7 @@ namespace {
 // Indices into Model::parameters() of one block's tensors (-1: absent).
 struct BlockIndex {
   int ln1_w = -1, ln1_b = -1, w_qkv = -1, b_qkv = -1, w_o = -1, b_o = -1;
-  int ln2_w = -1, ln2_b = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;
+  int ln2_w = -1, ln2_b = -1, w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;
 };
 
 struct BlockBuffers {
@@ -46,7 +49,8 @@ struct BlockBuffers {
   Tensor mid;           // [N, D]
   Tensor ln2_in_or_h2;  // pre: h2 = LN2(mid); post: s2 (LN2's input)
   Tensor ln2_mean, ln2_rstd;
-  Tensor u, g;   // [N, d_ff]
+  Tensor u, g;   // [N, d_ff]: the FFN's pre-activation (swiglu: x·W_gate) and activation
+  Tensor up;     // [N, d_ff]: swiglu's x·W_up
   Tensor probs;  // [B, heads, T, T] when kept
 };
 
@@ -66,7 +70,7 @@ struct Model::Impl {
   Tensor logits;  // [N, vocab]; the backward overwrites it with dlogits
   std::vector<double> row_loss;
   std::vector<std::int32_t> tokens, targets;
-  Tensor d_x, d_a, d_b, d_qkv, d_concat, d_split, d_u, attn_out;
+  Tensor d_x, d_a, d_b, d_qkv, d_concat, d_split, d_u, d_up, attn_out;
   std::vector<float> gates;  // every layer's heads in turn: layer l's start at gate_offset[l]
   std::vector<std::size_t> gate_offset;  // [layers + 1]
   std::vector<std::vector<double>> gate_grads;
@@ -99,34 +103,38 @@ Model::Model(const ModelConfig& config, std::uint64_t seed)
     return static_cast<int>(params_.size()) - 1;
   };
   m.tok_emb = add("tok_emb", {c.vocab, D});
-  m.pos_emb = add("pos_emb", {c.context, D});
+  if (c.rope_base == 0) m.pos_emb = add("pos_emb", {c.context, D});
+  auto add_bias = [&](std::string name, std::int64_t n) {
+    return c.biases ? add(std::move(name), {n}) : -1;
+  };
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string p = concat("blocks.", l, ".");
     const std::int64_t W = (c.heads_in(l) + 2 * c.kv_heads_in(l)) * c.head_dim,
                        C = c.heads_in(l) * c.head_dim;
     BlockIndex b;
     b.ln1_w = add(p + "ln1.weight", {D});
-    b.ln1_b = add(p + "ln1.bias", {D});
+    if (!c.rms_norm) b.ln1_b = add(p + "ln1.bias", {D});
     b.w_qkv = add(p + "attn.w_qkv", {D, W});
-    b.b_qkv = add(p + "attn.b_qkv", {W});
+    b.b_qkv = add_bias(p + "attn.b_qkv", W);
     b.w_o = add(p + "attn.w_o", {C, D});
-    b.b_o = add(p + "attn.b_o", {D});
+    b.b_o = add_bias(p + "attn.b_o", D);
     if (!c.attention_only) {
       b.ln2_w = add(p + "ln2.weight", {D});
-      b.ln2_b = add(p + "ln2.bias", {D});
+      if (!c.rms_norm) b.ln2_b = add(p + "ln2.bias", {D});
+      if (c.swiglu) b.w_gate = add(p + "ffn.w_gate", {D, c.d_ff});
       b.w_up = add(p + "ffn.w_up", {D, c.d_ff});
-      b.b_up = add(p + "ffn.b_up", {c.d_ff});
+      b.b_up = add_bias(p + "ffn.b_up", c.d_ff);
       b.w_down = add(p + "ffn.w_down", {c.d_ff, D});
-      b.b_down = add(p + "ffn.b_down", {D});
+      b.b_down = add_bias(p + "ffn.b_down", D);
     }
     m.blocks.push_back(b);
   }
   if (c.norm == NormPlacement::pre) {
     m.lnf_w = add("ln_f.weight", {D});
-    m.lnf_b = add("ln_f.bias", {D});
+    if (!c.rms_norm) m.lnf_b = add("ln_f.bias", {D});
   }
-  m.head_w = add("head.weight", {D, c.vocab});
-  m.head_b = add("head.bias", {c.vocab});
+  if (!c.tied_head) m.head_w = add("head.weight", {D, c.vocab});
+  m.head_b = add_bias("head.bias", c.vocab);
   if (c.frozen_biases)
     for (Parameter& p : params_) p.frozen = p.value.rank() == 1 && !p.name.ends_with(".weight");
 
@@ -171,10 +179,14 @@ struct Run {
   const ModelConfig& c;
   std::vector<Parameter>& params;
   Model::Impl& m;
+  // A parameter the configuration does not have (index -1): null, which the kernels read as
+  // "no bias" / "no position table".
   const float* value(int i) const {
-    return params[static_cast<std::size_t>(i)].value.data<const float>();
+    return i < 0 ? nullptr : params[static_cast<std::size_t>(i)].value.data<const float>();
   }
-  float* grad(int i) const { return params[static_cast<std::size_t>(i)].grad.data<float>(); }
+  float* grad(int i) const {
+    return i < 0 ? nullptr : params[static_cast<std::size_t>(i)].grad.data<float>();
+  }
 };
 
 void check_batch(const ModelConfig& c, const Batch& batch) {
@@ -268,6 +280,7 @@ void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std:
       b.ln2_rstd = f32({N});
       b.u = f32({N, F});
       b.g = f32({N, F});
+      if (c.swiglu) b.up = f32({N, F});
     }
     if (probs) b.probs = f32({batch, heads, seq_len, seq_len});
   }
@@ -287,6 +300,7 @@ void size_buffers(const ModelConfig& c, Model::Impl& m, std::int64_t batch, std:
   m.d_split = f32({N * W});
   m.d_concat = f32({N, C});
   if (!c.attention_only) m.d_u = f32({N, F});
+  if (!c.attention_only && c.swiglu) m.d_up = f32({N, F});
   m.batch = batch;
   m.seq_len = seq_len;
   m.has_probs = probs;
@@ -302,6 +316,7 @@ AttentionBlockShape attention_shape(const ModelConfig& c, const Model::Impl& m, 
           .head_dim = c.head_dim,
           .scale = *c.scale,
           .causal = c.causal,
+          .rope_base = c.rope_base,
           .kernel = kernel,
           .key_lengths = m.key_lengths};
 }
@@ -328,6 +343,114 @@ void add(Context& ctx, const float* a, const float* b, float* out, std::int64_t 
   });
 }
 
+// A pre-norm model's norm (LayerNorm or RMSNorm by the config) with parameters w (and b).
+void norm_forward(Context& ctx, const Run& r, int w, int b, const float* x, std::int64_t rows,
+                  float* y, float* mean, float* rstd) {
+  if (r.c.rms_norm)
+    rms_norm_forward(ctx, x, rows, r.c.d_model, r.value(w), y, rstd, r.c.ln_eps);
+  else
+    layer_norm_forward(ctx, x, rows, r.c.d_model, r.value(w), r.value(b), y, mean, rstd,
+                       r.c.ln_eps);
+}
+
+void norm_backward(Context& ctx, const Run& r, int w, int b, const float* x, const float* dy,
+                   const float* mean, const float* rstd, std::int64_t rows, float* dx,
+                   bool accumulate) {
+  if (r.c.rms_norm)
+    rms_norm_backward(ctx, {.x = x,
+                            .dy = dy,
+                            .gamma = r.value(w),
+                            .rstd = rstd,
+                            .rows = rows,
+                            .width = r.c.d_model,
+                            .dx = dx,
+                            .dgamma = r.grad(w),
+                            .accumulate_dx = accumulate});
+  else
+    layer_norm_backward(ctx, {.x = x,
+                              .dy = dy,
+                              .gamma = r.value(w),
+                              .mean = mean,
+                              .rstd = rstd,
+                              .rows = rows,
+                              .width = r.c.d_model,
+                              .dx = dx,
+                              .dgamma = r.grad(w),
+                              .dbeta = r.grad(b),
+                              .accumulate_dx = accumulate});
+}
+
+// The FFN of a pre-norm block on its normed input h [N, D], into out [N, D]; buf.u, buf.g (and
+// buf.up for swiglu) keep what the backward needs.
+void ffn_forward(Context& ctx, const Run& r, const BlockIndex& bi, BlockBuffers& buf,
+                 const float* h, std::int64_t N, float* out) {
+  const std::int64_t D = r.c.d_model, F = r.c.d_ff;
+  float* u = buf.u.data<float>();
+  float* g = buf.g.data<float>();
+  if (r.c.swiglu) {
+    linear_forward(ctx, h, N, D, F, r.value(bi.w_gate), nullptr, u);
+    linear_forward(ctx, h, N, D, F, r.value(bi.w_up), r.value(bi.b_up), buf.up.data<float>());
+    swiglu_forward(ctx, u, buf.up.data<const float>(), g, N * F);
+  } else {
+    linear_forward(ctx, h, N, D, F, r.value(bi.w_up), r.value(bi.b_up), u);
+    gelu_forward(ctx, u, g, N * F);
+  }
+  linear_forward(ctx, g, N, F, D, r.value(bi.w_down), r.value(bi.b_down), out);
+}
+
+// Its backward from d_out = dL/d(out): the FFN's parameter gradients, and dL/dh into d_h
+// (added to what is there when `accumulate`).
+void ffn_backward(Context& ctx, const Run& r, const BlockIndex& bi, const BlockBuffers& buf,
+                  const float* h, const float* d_out, std::int64_t N, float* d_h, bool accumulate) {
+  const std::int64_t D = r.c.d_model, F = r.c.d_ff;
+  float* d_u = r.m.d_u.data<float>();
+  linear_backward(ctx, {.x = buf.g.data<const float>(),
+                        .dy = d_out,
+                        .w = r.value(bi.w_down),
+                        .rows = N,
+                        .in = F,
+                        .out = D,
+                        .dw = r.grad(bi.w_down),
+                        .db = r.grad(bi.b_down),
+                        .dx = d_u});
+  if (r.c.swiglu) {
+    float* d_up = r.m.d_up.data<float>();
+    swiglu_backward(ctx, buf.u.data<const float>(), buf.up.data<const float>(), d_u, d_u, d_up,
+                    N * F);
+    linear_backward(ctx, {.x = h,
+                          .dy = d_u,
+                          .w = r.value(bi.w_gate),
+                          .rows = N,
+                          .in = D,
+                          .out = F,
+                          .dw = r.grad(bi.w_gate),
+                          .dx = d_h,
+                          .accumulate_dx = accumulate});
+    linear_backward(ctx, {.x = h,
+                          .dy = d_up,
+                          .w = r.value(bi.w_up),
+                          .rows = N,
+                          .in = D,
+                          .out = F,
+                          .dw = r.grad(bi.w_up),
+                          .db = r.grad(bi.b_up),
+                          .dx = d_h,
+                          .accumulate_dx = true});
+    return;
+  }
+  gelu_backward(ctx, buf.u.data<const float>(), d_u, d_u, N * F);
+  linear_backward(ctx, {.x = h,
+                        .dy = d_u,
+                        .w = r.value(bi.w_up),
+                        .rows = N,
+                        .in = D,
+                        .out = F,
+                        .dw = r.grad(bi.w_up),
+                        .db = r.grad(bi.b_up),
+                        .dx = d_h,
+                        .accumulate_dx = accumulate});
+}
+
 // The blocks' forward from m.layer[0].x to m.x_final.
 void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
                 const ForwardOptions& options) {
@@ -350,8 +473,8 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
     const TensorView probs = options.keep_probs ? buf.probs.view() : TensorView{};
     if (pre) {
       float* h1 = buf.ln1_in_or_h1.data<float>();
-      layer_norm_forward(ctx, x, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), h1,
-                         buf.ln1_mean.data<float>(), buf.ln1_rstd.data<float>(), c.ln_eps);
+      norm_forward(ctx, r, bi.ln1_w, bi.ln1_b, x, N, h1, buf.ln1_mean.data<float>(),
+                   buf.ln1_rstd.data<float>());
       attention_block_forward(ctx, shape, attention_weights(r, bi), h1, gates,
                               attention_saved(buf, gated), a, probs);
       add(ctx, x, a, mid, N * D);
@@ -368,11 +491,9 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
     float* g = buf.g.data<float>();
     if (pre) {
       float* h2 = buf.ln2_in_or_h2.data<float>();
-      layer_norm_forward(ctx, mid, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), h2,
-                         buf.ln2_mean.data<float>(), buf.ln2_rstd.data<float>(), c.ln_eps);
-      linear_forward(ctx, h2, N, D, F, r.value(bi.w_up), r.value(bi.b_up), u);
-      gelu_forward(ctx, u, g, N * F);
-      linear_forward(ctx, g, N, F, D, r.value(bi.w_down), r.value(bi.b_down), a);
+      norm_forward(ctx, r, bi.ln2_w, bi.ln2_b, mid, N, h2, buf.ln2_mean.data<float>(),
+                   buf.ln2_rstd.data<float>());
+      ffn_forward(ctx, r, bi, buf, h2, N, a);
       add(ctx, mid, a, next, N * D);
     } else {
       float* s2 = buf.ln2_in_or_h2.data<float>();
@@ -399,12 +520,25 @@ CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch,
   run_blocks(ctx, r, B, T, options);
   const float* top = m.x_final.data<const float>();
   if (pre) {
-    layer_norm_forward(ctx, top, N, D, r.value(m.lnf_w), r.value(m.lnf_b), m.lnf_out.data<float>(),
-                       m.lnf_mean.data<float>(), m.lnf_rstd.data<float>(), c.ln_eps);
+    norm_forward(ctx, r, m.lnf_w, m.lnf_b, top, N, m.lnf_out.data<float>(),
+                 m.lnf_mean.data<float>(), m.lnf_rstd.data<float>());
     top = m.lnf_out.data<const float>();
   }
-  linear_forward(ctx, top, N, D, c.vocab, r.value(m.head_w), r.value(m.head_b),
-                 m.logits.data<float>());
+  if (c.tied_head)  // logits = top · tok_embᵀ: tok_emb [vocab, D] read transposed in place
+    layers::gemm(ctx, {.m = N,
+                       .n = c.vocab,
+                       .k = D,
+                       .a = top,
+                       .lda = D,
+                       .b = r.value(m.tok_emb),
+                       .ldb = D,
+                       .c = m.logits.data<float>(),
+                       .ldc = c.vocab,
+                       .bias = r.value(m.head_b),
+                       .trans_b = true});
+  else
+    linear_forward(ctx, top, N, D, c.vocab, r.value(m.head_w), r.value(m.head_b),
+                   m.logits.data<float>());
   return cross_entropy(ctx, m.logits.data<const float>(), batch.targets.data(), N, c.vocab,
                        m.row_loss.data(), gradient ? m.logits.data<float>() : nullptr,
                        options.loss_normalizer);
@@ -421,27 +555,32 @@ void run_backward(Context& ctx, const Run& r, const Batch& batch, const ForwardO
   float* d_a = m.d_a.data<float>();
   const float* dlogits = m.logits.data<const float>();
 
-  // Head and final LayerNorm.
+  // Head and final norm.
   if (pre) {
-    linear_backward(ctx, {.x = m.lnf_out.data<const float>(),
-                          .dy = dlogits,
-                          .w = r.value(m.head_w),
-                          .rows = N,
-                          .in = D,
-                          .out = c.vocab,
-                          .dw = r.grad(m.head_w),
-                          .db = r.grad(m.head_b),
-                          .dx = d_a});
-    layer_norm_backward(ctx, {.x = m.x_final.data<const float>(),
-                              .dy = d_a,
-                              .gamma = r.value(m.lnf_w),
-                              .mean = m.lnf_mean.data<const float>(),
-                              .rstd = m.lnf_rstd.data<const float>(),
-                              .rows = N,
-                              .width = D,
-                              .dx = d_x,
-                              .dgamma = r.grad(m.lnf_w),
-                              .dbeta = r.grad(m.lnf_b)});
+    if (c.tied_head) {  // d_top = dlogits · tok_emb; tok_emb's share is added after the embedding
+      layers::gemm(ctx, {.m = N,
+                         .n = D,
+                         .k = c.vocab,
+                         .a = dlogits,
+                         .lda = c.vocab,
+                         .b = r.value(m.tok_emb),
+                         .ldb = D,
+                         .c = d_a,
+                         .ldc = D});
+      if (m.head_b >= 0) column_sums(ctx, dlogits, N, c.vocab, r.grad(m.head_b));
+    } else {
+      linear_backward(ctx, {.x = m.lnf_out.data<const float>(),
+                            .dy = dlogits,
+                            .w = r.value(m.head_w),
+                            .rows = N,
+                            .in = D,
+                            .out = c.vocab,
+                            .dw = r.grad(m.head_w),
+                            .db = r.grad(m.head_b),
+                            .dx = d_a});
+    }
+    norm_backward(ctx, r, m.lnf_w, m.lnf_b, m.x_final.data<const float>(), d_a,
+                  m.lnf_mean.data<const float>(), m.lnf_rstd.data<const float>(), N, d_x, false);
   } else {
     linear_backward(ctx, {.x = m.x_final.data<const float>(),
                           .dy = dlogits,
@@ -458,6 +597,18 @@ void run_backward(Context& ctx, const Run& r, const Batch& batch, const ForwardO
   embedding_backward(
       ctx, {.batch = B, .seq_len = T, .d_model = D, .vocab = c.vocab, .context = c.context},
       batch.tokens.data(), d_x, r.grad(m.tok_emb), r.grad(m.pos_emb));
+  if (c.tied_head)  // d_tok_emb += dlogitsᵀ · top (the head's share of the tied matrix)
+    layers::gemm(ctx, {.m = c.vocab,
+                       .n = D,
+                       .k = N,
+                       .a = dlogits,
+                       .lda = c.vocab,
+                       .b = m.lnf_out.data<const float>(),
+                       .ldb = D,
+                       .c = r.grad(m.tok_emb),
+                       .ldc = D,
+                       .accumulate = true,
+                       .trans_a = true});
 }
 
 // The blocks' backward from m.d_x = dL/d(x_final) down to m.d_x = dL/d(layer 0's input).
@@ -500,55 +651,18 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
                                          .sequence_gates = sequence_gates.data()};
     if (pre) {
       if (!c.attention_only) {
-        // x_next = mid + FFN(LN2(mid)): d_x flows to mid directly and through the FFN.
-        float* d_u = m.d_u.data<float>();
-        linear_backward(ctx, {.x = buf.g.data<const float>(),
-                              .dy = d_x,
-                              .w = r.value(bi.w_down),
-                              .rows = N,
-                              .in = F,
-                              .out = D,
-                              .dw = r.grad(bi.w_down),
-                              .db = r.grad(bi.b_down),
-                              .dx = d_u});
-        gelu_backward(ctx, buf.u.data<const float>(), d_u, d_u, N * F);
-        linear_backward(ctx, {.x = buf.ln2_in_or_h2.data<const float>(),
-                              .dy = d_u,
-                              .w = r.value(bi.w_up),
-                              .rows = N,
-                              .in = D,
-                              .out = F,
-                              .dw = r.grad(bi.w_up),
-                              .db = r.grad(bi.b_up),
-                              .dx = d_a});
-        layer_norm_backward(ctx, {.x = mid,
-                                  .dy = d_a,
-                                  .gamma = r.value(bi.ln2_w),
-                                  .mean = buf.ln2_mean.data<const float>(),
-                                  .rstd = buf.ln2_rstd.data<const float>(),
-                                  .rows = N,
-                                  .width = D,
-                                  .dx = d_x,
-                                  .dgamma = r.grad(bi.ln2_w),
-                                  .dbeta = r.grad(bi.ln2_b),
-                                  .accumulate_dx = true});
+        // x_next = mid + FFN(norm2(mid)): d_x flows to mid directly and through the FFN.
+        ffn_backward(ctx, r, bi, buf, buf.ln2_in_or_h2.data<const float>(), d_x, N, d_a, false);
+        norm_backward(ctx, r, bi.ln2_w, bi.ln2_b, mid, d_a, buf.ln2_mean.data<const float>(),
+                      buf.ln2_rstd.data<const float>(), N, d_x, true);
       }
-      // mid = x + Attn(LN1(x)).
+      // mid = x + Attn(norm1(x)).
       attn.x = buf.ln1_in_or_h1.data<const float>();
       attn.dy = d_x;
       attn.dx = d_a;
       attention_block_backward(ctx, shape, attention_weights(r, bi), attn, attn_grads);
-      layer_norm_backward(ctx, {.x = x,
-                                .dy = d_a,
-                                .gamma = r.value(bi.ln1_w),
-                                .mean = buf.ln1_mean.data<const float>(),
-                                .rstd = buf.ln1_rstd.data<const float>(),
-                                .rows = N,
-                                .width = D,
-                                .dx = d_x,
-                                .dgamma = r.grad(bi.ln1_w),
-                                .dbeta = r.grad(bi.ln1_b),
-                                .accumulate_dx = true});
+      norm_backward(ctx, r, bi.ln1_w, bi.ln1_b, x, d_a, buf.ln1_mean.data<const float>(),
+                    buf.ln1_rstd.data<const float>(), N, d_x, true);
     } else {
       float* d_mid = d_x;
       if (!c.attention_only) {

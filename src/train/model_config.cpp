@@ -48,6 +48,16 @@ ModelConfig resolve(const ModelConfig& config) {
     HEADCOUNT_CHECK(value <= kMaxWidth, name, concat("<= ", kMaxWidth), value);
   HEADCOUNT_CHECK(c.heads * c.head_dim <= kMaxWidth, "model.head_dim",
                   concat("heads * head_dim <= ", kMaxWidth), c.heads * c.head_dim);
+  const bool llama_piece = c.rms_norm || c.rope_base != 0 || c.swiglu || !c.biases || c.tied_head;
+  HEADCOUNT_CHECK(!llama_piece || c.norm == NormPlacement::pre, "model.norm",
+                  "\"pre\" with the Llama pieces (rms_norm, rope_base, swiglu, biases, tied_head)",
+                  "\"post\"");
+  HEADCOUNT_CHECK(c.rope_base == 0 || (std::isfinite(c.rope_base) && c.rope_base > 1),
+                  "model.rope_base", "0 (learned positions) or a finite value > 1", c.rope_base);
+  HEADCOUNT_CHECK(c.rope_base == 0 || c.head_dim % 2 == 0, "model.head_dim",
+                  "even with rotary positions (they turn pairs)", c.head_dim);
+  HEADCOUNT_CHECK(!c.frozen_biases || c.biases, "model.frozen_biases",
+                  "false in a model without biases", "true");
   HEADCOUNT_CHECK(!c.layer_heads.empty() || c.layer_kv_heads.empty(), "model.layer_kv_heads",
                   "empty unless layer_heads is set", concat(c.layer_kv_heads.size(), " entries"));
   if (!c.layer_heads.empty()) {
@@ -84,6 +94,12 @@ json to_json(const ModelConfig& c) {
          {"ln_eps", c.ln_eps}};
   j["scale"] = c.scale ? json(*c.scale) : json(nullptr);
   if (c.frozen_biases) j["frozen_biases"] = true;  // absent = false: older files stay the same
+  // The Llama pieces only when set: files without them read as before.
+  if (c.rms_norm) j["rms_norm"] = true;
+  if (c.rope_base != 0) j["rope_base"] = c.rope_base;
+  if (c.swiglu) j["swiglu"] = true;
+  if (!c.biases) j["biases"] = false;
+  if (c.tied_head) j["tied_head"] = true;
   if (!c.layer_heads.empty()) {
     j["layer_heads"] = c.layer_heads;
     j["layer_kv_heads"] = c.layer_kv_heads;
@@ -105,15 +121,17 @@ std::int64_t integer(const json& j, const char* key, std::int64_t fallback) {
 ModelConfig model_config_from_json(const json& j) {
   HEADCOUNT_CHECK(j.is_object(), "model", "a JSON object", j.dump());
   static const std::set<std::string> known = {
-      "vocab",    "context", "layers",      "d_model",        "heads",        "kv_heads",
-      "head_dim", "d_ff",    "scale",       "norm",           "causal",       "attention_only",
-      "init_std", "ln_eps",  "layer_heads", "layer_kv_heads", "frozen_biases"};
+      "vocab",     "context", "layers",      "d_model",        "heads",         "kv_heads",
+      "head_dim",  "d_ff",    "scale",       "norm",           "causal",        "attention_only",
+      "init_std",  "ln_eps",  "layer_heads", "layer_kv_heads", "frozen_biases", "rms_norm",
+      "rope_base", "swiglu",  "biases",      "tied_head"};
   for (const auto& item : j.items())
     HEADCOUNT_CHECK(
         known.count(item.key()) == 1, "model",
         "known fields (vocab, context, layers, d_model, "
         "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std, ln_eps, "
-        "layer_heads, layer_kv_heads, frozen_biases)",
+        "layer_heads, layer_kv_heads, frozen_biases, rms_norm, rope_base, swiglu, biases, "
+        "tied_head)",
         concat("\"", item.key(), "\""));
   ModelConfig c;
   c.vocab = integer(j, "vocab", c.vocab);
@@ -137,11 +155,20 @@ ModelConfig model_config_from_json(const json& j) {
   }
   for (auto [key, field] : {std::pair{"causal", &c.causal},
                             {"attention_only", &c.attention_only},
-                            {"frozen_biases", &c.frozen_biases}}) {
+                            {"frozen_biases", &c.frozen_biases},
+                            {"rms_norm", &c.rms_norm},
+                            {"swiglu", &c.swiglu},
+                            {"biases", &c.biases},
+                            {"tied_head", &c.tied_head}}) {
     if (!j.contains(key)) continue;
     HEADCOUNT_CHECK(j.at(key).is_boolean(), concat("model.", key), "true or false",
                     j.at(key).dump());
     *field = j.at(key).get<bool>();
+  }
+  if (j.contains("rope_base")) {
+    HEADCOUNT_CHECK(j.at("rope_base").is_number(), "model.rope_base", "a number",
+                    j.at("rope_base").dump());
+    c.rope_base = j.at("rope_base").get<float>();
   }
   if (j.contains("init_std")) {
     HEADCOUNT_CHECK(j.at("init_std").is_number(), "model.init_std", "a number",

@@ -122,8 +122,8 @@ void run_decoder_sweep(const SweepArgs& a) {
     ids.resize(static_cast<std::size_t>(a.max_tokens));
   Context ctx({.threads = resolve_threads(a.threads)});
   std::fprintf(stderr, "convert-sweep: %s, %zu tokens of %s, windows of %lld, weights %s\n",
-               a.model.c_str(), ids.size(), a.text.c_str(), static_cast<long long>(a.context),
-               a.weights.c_str());
+               a.model.c_str(), ids.size(), path_as_recorded(a.text).c_str(),
+               static_cast<long long>(a.context), a.weights.c_str());
   std::fprintf(stderr, "%9s %10s %11s %14s %12s %12s\n", "kv heads", "method", "perplexity",
                "max |dlogit|", "KV B/token", "int8 B/token");
   std::vector<KvConvertMethod> methods;
@@ -145,9 +145,10 @@ void run_decoder_sweep(const SweepArgs& a) {
              static_cast<long long>(r["kv_cache_bytes_per_token"]["int8"].get<std::int64_t>()));
        }});
   if (!a.json_out.empty()) {
-    const json r = {{"command", "convert-sweep"}, {"model", a.model},     {"text", a.text},
-                    {"tokens", ids.size()},       {"context", a.context}, {"weights", a.weights},
-                    {"threads", ctx.threads()},   {"rows", rows}};
+    const json r = {
+        {"command", "convert-sweep"}, {"model", a.model},     {"text", path_as_recorded(a.text)},
+        {"tokens", ids.size()},       {"context", a.context}, {"weights", a.weights},
+        {"threads", ctx.threads()},   {"rows", rows}};
     io::write_file_atomically(a.json_out, r.dump(2) + "\n");
   }
 }

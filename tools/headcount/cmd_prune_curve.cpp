@@ -122,11 +122,7 @@ void run_decoder_curve(const CurveArgs& a) {
   const DType weights_dtype = parse_dtype_option(a.weights, "--weights");
   std::ifstream in(a.text, std::ios::binary);
   check(static_cast<bool>(in), "--text", "a readable file", a.text);
-  // As results record it: relative to the repository when inside it (no directory of the
-  // machine that ran it in a committed result).
-  const std::string source_dir = HEADCOUNT_SOURCE_DIR "/";
-  const std::string text_shown =
-      a.text.starts_with(source_dir) ? a.text.substr(source_dir.size()) : a.text;
+  const std::string text_shown = path_as_recorded(a.text);
   const GgufFile file = GgufFile::open(a.model);
   const model::Weights weights = llama_definition(file);
   const BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);

@@ -34,6 +34,13 @@ inline constexpr const char* kDtypeHelp =
 // Worker threads: 0 means every core the machine reports.
 int resolve_threads(int threads);
 
+// A path as results record it: relative to the repository when inside it, so that no directory
+// of the machine that ran it lands in a committed result.
+inline std::string path_as_recorded(const std::string& path) {
+  const std::string source_dir = HEADCOUNT_SOURCE_DIR "/";
+  return path.starts_with(source_dir) ? path.substr(source_dir.size()) : path;
+}
+
 // One sentence per line from FILE or "-" (stdin). A trailing '\r' is dropped; a final newline
 // does not add an empty sentence, but empty lines inside the file are sentences. Throws Error
 // for an unreadable or empty input.

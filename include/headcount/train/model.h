@@ -2,6 +2,8 @@
 // its forward (no tape, no graph: the structure is fixed and small).
 //
 //   tokens [B, T] -> tok_emb[token] + pos_emb[t]                     x [B, T, d_model]
+//   (the Llama pieces, ModelConfig::rms_norm ... tied_head, change the norm, the positions,
+//   the FFN, the biases and the head; see there)
 //   `layers` blocks, pre-LN:  x = x + Attn(LN1(x));  x = x + FFN(LN2(x))
 //                  post-LN: x = LN1(x + Attn(x));   x = LN2(x + FFN(x))
 //   pre-LN adds a final LayerNorm (ln_f); then logits = x · head.weight + head.bias  [B, T, vocab]
@@ -61,6 +63,16 @@ struct ModelConfig {
   // layer_heads set means one K/V head per query head in every layer. head_dim is the same in
   // every layer (set it: its default divides d_model by `heads`).
   std::vector<std::int64_t> layer_heads, layer_kv_heads;
+  // The Llama family's pieces (model::Config's kinds), each on its own, pre-norm only:
+  // rms_norm: RMSNorm for every norm (a weight, no bias); rope_base > 0: rotary positions inside
+  // attention and no pos_emb table; swiglu: the FFN is (silu(x·W_gate) · x·W_up) · W_down, with
+  // blocks.{i}.ffn.w_gate [d_model, d_ff]; biases = false: no bias anywhere; tied_head: the LM
+  // head is tok_embᵀ (no head.weight).
+  bool rms_norm = false;
+  float rope_base = 0;
+  bool swiglu = false;
+  bool biases = true;
+  bool tied_head = false;
 
   std::int64_t heads_in(std::int64_t layer) const {
     return layer_heads.empty() ? heads : layer_heads[static_cast<std::size_t>(layer)];
