@@ -7,11 +7,13 @@
 
 #include "expect_error.h"
 #include "headcount/compress.h"
+#include "headcount/decoder.h"
 #include "headcount/encoder.h"
 #include "headcount/gguf.h"
 #include "headcount/model.h"
 #include "headcount/safetensors.h"
 #include "headcount/train/definition.h"
+#include "small_llama.h"
 
 namespace headcount {
 namespace {
@@ -197,6 +199,38 @@ TEST(ModelPasses, RepeatAndRemoveKeepTheNamesOfTheFamily) {
       {"layer 1 K/V group 1", "all or none of its 3"});
 }
 
+// A small seeded Llama read into the training executor computes the decoder's logits, and
+// writing it back gives every bit back. The two executors differ only in summation orders
+// (GEMM blocking, the attention kernels, the norms' sums): logits of |x| <= ~3 agree to 1e-4,
+// the bound of LlamaDecoderSmall.PrefillThenDecodeEqualsOnePrefill.
+TEST(TrainDefinition, LlamaTrainsWhatTheDecoderRuns) {
+  const model::Weights w = headcount::testing::small_llama();
+  const train::Model m = train::from_weights(w);
+  EXPECT_TRUE(m.config().rms_norm && m.config().tied_head);
+  const model::Weights back = train::to_weights(m);
+  for (const auto& [name, tensor] : w.tensors) {
+    ASSERT_EQ(back.tensors.count(name), 1u) << name;
+    EXPECT_EQ(std::memcmp(tensor.data<const void>(), back.tensors.at(name).data<const void>(),
+                          tensor.bytes()),
+              0)
+        << name;
+  }
+  const std::vector<std::int32_t> ids = {3, 17, 5, 39, 0, 22, 8, 8, 30, 12, 1, 7};
+  Context ctx({.threads = 2});
+  const LlamaDecoder decoder(w, headcount::testing::small_tokenizer(40));
+  KvCache cache = decoder.make_cache(12);
+  const Tensor want = decoder.forward(ctx, ids, cache, Logits::all);
+  train::Model trained = train::from_weights(w);
+  train::Batch batch{.batch = 1, .seq_len = 12, .tokens = ids, .targets = ids};
+  std::vector<float> got(12 * 40);
+  (void)trained.forward(ctx, batch, got.data());
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want.data<const float>()[i]));
+  EXPECT_LE(worst, 1e-4);
+  EXPECT_GT(want.data<const float>()[0] * want.data<const float>()[0], 0.0f);
+}
+
 TEST(TrainDefinition, ReadThenWriteGivesEveryBitBack) {
   for (const bool pre : {true, false}) {
     train::ModelConfig mc{.vocab = 9,
@@ -222,9 +256,35 @@ TEST(TrainDefinition, ReadThenWriteGivesEveryBitBack) {
   }
 }
 
+// SmolLM2's shape is a training config (the llama pieces), and back to the same definition.
+TEST(TrainDefinition, SmolLM2IsAConfigOfTheExecutor) {
+  const train::ModelConfig mc = train::model_config(smollm2_config());
+  EXPECT_TRUE(mc.rms_norm && mc.swiglu && mc.tied_head && !mc.biases);
+  EXPECT_EQ(mc.rope_base, 100000.0f);
+  EXPECT_EQ(mc.kv_heads, 3);
+  model::Config back = train::definition(mc);
+  EXPECT_EQ(back.family, model::Family::llama);
+  EXPECT_EQ(back.layers, smollm2_config().layers);
+  EXPECT_EQ(model::weight_table(back).size(), model::weight_table(smollm2_config()).size());
+}
+
 TEST(TrainDefinition, RefusesWhatTheExecutorDoesNotRun) {
-  headcount::testing::expect_error([&] { (void)train::model_config(smollm2_config()); },
-                                   {"model.norm", "layer_norm", "rms_norm"});
+  model::Config some_biases = train::definition({.vocab = 9, .context = 8, .d_model = 16});
+  some_biases.ffn_bias = false;
+  headcount::testing::expect_error([&] { (void)train::model_config(some_biases); },
+                                   {"model biases", "every projection or on none"});
+  model::Config hidden = smollm2_config();
+  hidden.output = model::Output::hidden;
+  hidden.family = model::Family::headcount;
+  hidden.activation = model::Activation::gelu_erf;
+  headcount::testing::expect_error([&] { (void)train::model_config(hidden); },
+                                   {"model.output", "or a tied one", "hidden"});
+  headcount::testing::expect_error(
+      [&] {
+        (void)train::definition(
+            {.vocab = 9, .context = 8, .d_model = 16, .rms_norm = true, .swiglu = true});
+      },
+      {"model", "SwiGLU with the rest of the Llama family"});
 }
 
 }  // namespace

@@ -19,23 +19,33 @@ using model::Role;
 
 model::Config definition(const ModelConfig& config) {
   const ModelConfig c = resolve(config);
-  model::Config d{.family = model::Family::headcount,
-                  .vocab = c.vocab,
-                  .d_model = c.d_model,
-                  .d_ff = c.attention_only ? 0 : c.d_ff,
-                  .head_dim = c.head_dim,
-                  .context = c.context,
-                  .norm = model::NormKind::layer_norm,
-                  .placement = c.norm == NormPlacement::pre ? model::NormPlacement::pre
-                                                            : model::NormPlacement::post,
-                  .norm_eps = c.ln_eps,
-                  .activation = model::Activation::gelu_erf,
-                  .positions = model::Positions::learned,
-                  .causal = c.causal,
-                  .attention_only = c.attention_only,
-                  .output = model::Output::lm_head,
-                  .output_bias = true,
-                  .scale = c.scale};
+  // SwiGLU has names only in the Llama family, which takes all of its pieces.
+  const bool llama = c.swiglu;
+  check(!llama || (c.rms_norm && c.rope_base != 0 && !c.biases && c.causal && !c.attention_only),
+        "model",
+        "SwiGLU with the rest of the Llama family (RMSNorm, rotary positions, no biases, causal)",
+        "SwiGLU alone");
+  model::Config d{
+      .family = llama ? model::Family::llama : model::Family::headcount,
+      .vocab = c.vocab,
+      .d_model = c.d_model,
+      .d_ff = c.attention_only ? 0 : c.d_ff,
+      .head_dim = c.head_dim,
+      .context = c.context,
+      .norm = c.rms_norm ? model::NormKind::rms_norm : model::NormKind::layer_norm,
+      .placement =
+          c.norm == NormPlacement::pre ? model::NormPlacement::pre : model::NormPlacement::post,
+      .norm_eps = c.ln_eps,
+      .activation = c.swiglu ? model::Activation::swiglu : model::Activation::gelu_erf,
+      .positions = c.rope_base != 0 ? model::Positions::rotary : model::Positions::learned,
+      .rope_base = c.rope_base != 0 ? c.rope_base : 10000.0f,
+      .attention_bias = c.biases,
+      .ffn_bias = c.biases,
+      .causal = c.causal,
+      .attention_only = c.attention_only,
+      .output = c.tied_head ? model::Output::tied : model::Output::lm_head,
+      .output_bias = c.biases && !c.tied_head,
+      .scale = c.scale};
   for (std::int64_t l = 0; l < c.layers; ++l)
     d.layers.push_back({.heads = c.heads_in(l), .kv_heads = c.kv_heads_in(l)});
   return d;
@@ -44,20 +54,21 @@ model::Config definition(const ModelConfig& config) {
 ModelConfig model_config(const model::Config& d, WeightParts parts) {
   model::validate(d, "model");
   const std::string what = "the training executor's model";
-  check(d.norm == model::NormKind::layer_norm, "model.norm", what + ": layer_norm",
-        model::norm_kind_name(d.norm));
-  check(d.positions == model::Positions::learned, "model.positions", what + ": learned",
-        model::positions_name(d.positions));
-  check(d.activation == model::Activation::gelu_erf, "model.activation", what + ": gelu_erf",
-        model::activation_name(d.activation));
-  check(d.attention_bias && (d.ffn_bias || d.attention_only), "model biases",
-        what + ": biases on every projection", "a model without them");
+  const bool biases = d.attention_bias;
+  check(d.attention_only || d.ffn_bias == biases, "model biases",
+        what + ": biases on every projection or on none", "on some projections only");
+  check(d.activation != model::Activation::swiglu || !d.ffn_bias, "model biases",
+        what + ": a SwiGLU FFN without biases", "FFN biases");
   if (parts == WeightParts::all) {
     check(d.token_types == 0 && !d.embedding_norm, "model embeddings",
           what + ": token and position tables only (train the layers alone otherwise)",
           concat(d.token_types, " token types", d.embedding_norm ? " and an embedding norm" : ""));
-    check(d.output == model::Output::lm_head && d.output_bias, "model.output",
-          what + ": an untied LM head with a bias", model::output_name(d.output));
+    check(d.output == model::Output::tied ||
+              (d.output == model::Output::lm_head && d.output_bias == biases),
+          "model.output",
+          what + (biases ? ": an untied LM head with a bias, or a tied one"
+                         : ": an LM head without a bias, or a tied one"),
+          concat(model::output_name(d.output), d.output_bias ? " with a bias" : ""));
   }
   const bool uniform = d.uniform();
   ModelConfig c{
@@ -73,7 +84,12 @@ ModelConfig model_config(const model::Config& d, WeightParts parts) {
       .norm = d.placement == model::NormPlacement::pre ? NormPlacement::pre : NormPlacement::post,
       .causal = d.causal,
       .attention_only = d.attention_only,
-      .ln_eps = d.norm_eps};
+      .ln_eps = d.norm_eps,
+      .rms_norm = d.norm == model::NormKind::rms_norm,
+      .rope_base = d.positions == model::Positions::rotary ? d.rope_base : 0.0f,
+      .swiglu = d.activation == model::Activation::swiglu,
+      .biases = biases,
+      .tied_head = parts == WeightParts::all && d.output == model::Output::tied};
   if (!uniform)
     for (const model::LayerShape& s : d.layers) {
       c.layer_heads.push_back(s.heads);
@@ -104,6 +120,9 @@ void check_shapes(const ModelConfig& have, const model::Config& d, WeightParts p
       have.layers == want.layers && have.d_model == want.d_model &&
       have.head_dim == want.head_dim && have.d_ff == want.d_ff &&
       have.attention_only == want.attention_only && have.norm == want.norm &&
+      have.rms_norm == want.rms_norm && have.rope_base == want.rope_base &&
+      have.swiglu == want.swiglu && have.biases == want.biases &&
+      have.tied_head == want.tied_head &&
       (parts == WeightParts::layers || (have.vocab == want.vocab && have.context == want.context));
   for (std::int64_t l = 0; same && l < want.layers; ++l)
     same = have.heads_in(l) == want.heads_in(l) && have.kv_heads_in(l) == want.kv_heads_in(l);
@@ -167,30 +186,33 @@ void transfer(const Model& model, Weights& w, WeightParts parts, bool reading) {
     matrix(Role::q_weight, l, b + "attn.w_qkv", width, 0);
     matrix(Role::k_weight, l, b + "attn.w_qkv", width, qw);
     matrix(Role::v_weight, l, b + "attn.w_qkv", width, qw + kw);
-    vector(Role::q_bias, l, b + "attn.b_qkv", 0);
-    vector(Role::k_bias, l, b + "attn.b_qkv", qw);
-    vector(Role::v_bias, l, b + "attn.b_qkv", qw + kw);
+    if (mc.biases) {
+      vector(Role::q_bias, l, b + "attn.b_qkv", 0);
+      vector(Role::k_bias, l, b + "attn.b_qkv", qw);
+      vector(Role::v_bias, l, b + "attn.b_qkv", qw + kw);
+    }
     matrix(Role::o_weight, l, b + "attn.w_o", mc.d_model, 0);
-    vector(Role::o_bias, l, b + "attn.b_o", 0);
+    if (mc.biases) vector(Role::o_bias, l, b + "attn.b_o", 0);
     vector(Role::norm1_weight, l, b + "ln1.weight", 0);
-    vector(Role::norm1_bias, l, b + "ln1.bias", 0);
+    if (!mc.rms_norm) vector(Role::norm1_bias, l, b + "ln1.bias", 0);
     if (mc.attention_only) continue;
+    if (mc.swiglu) matrix(Role::ffn_gate_weight, l, b + "ffn.w_gate", mc.d_ff, 0);
     matrix(Role::ffn_up_weight, l, b + "ffn.w_up", mc.d_ff, 0);
-    vector(Role::ffn_up_bias, l, b + "ffn.b_up", 0);
+    if (mc.biases) vector(Role::ffn_up_bias, l, b + "ffn.b_up", 0);
     matrix(Role::ffn_down_weight, l, b + "ffn.w_down", mc.d_model, 0);
-    vector(Role::ffn_down_bias, l, b + "ffn.b_down", 0);
+    if (mc.biases) vector(Role::ffn_down_bias, l, b + "ffn.b_down", 0);
     vector(Role::norm2_weight, l, b + "ln2.weight", 0);
-    vector(Role::norm2_bias, l, b + "ln2.bias", 0);
+    if (!mc.rms_norm) vector(Role::norm2_bias, l, b + "ln2.bias", 0);
   }
   if (parts == WeightParts::layers) return;
   vector(Role::token_embedding, -1, "tok_emb", 0);
-  vector(Role::position_embedding, -1, "pos_emb", 0);
+  if (mc.rope_base == 0) vector(Role::position_embedding, -1, "pos_emb", 0);
   if (mc.norm == NormPlacement::pre) {
     vector(Role::final_norm_weight, -1, "ln_f.weight", 0);
-    vector(Role::final_norm_bias, -1, "ln_f.bias", 0);
+    if (!mc.rms_norm) vector(Role::final_norm_bias, -1, "ln_f.bias", 0);
   }
-  matrix(Role::lm_head_weight, -1, "head.weight", mc.vocab, 0);
-  vector(Role::lm_head_bias, -1, "head.bias", 0);
+  if (!mc.tied_head) matrix(Role::lm_head_weight, -1, "head.weight", mc.vocab, 0);
+  if (mc.biases) vector(Role::lm_head_bias, -1, "head.bias", 0);
 }
 
 }  // namespace

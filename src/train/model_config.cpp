@@ -56,6 +56,8 @@ ModelConfig resolve(const ModelConfig& config) {
                   "model.rope_base", "0 (learned positions) or a finite value > 1", c.rope_base);
   HEADCOUNT_CHECK(c.rope_base == 0 || c.head_dim % 2 == 0, "model.head_dim",
                   "even with rotary positions (they turn pairs)", c.head_dim);
+  HEADCOUNT_CHECK(!c.tied_head || !c.biases, "model.tied_head",
+                  "false in a model with biases (a tied head has no bias of its own)", "true");
   HEADCOUNT_CHECK(!c.frozen_biases || c.biases, "model.frozen_biases",
                   "false in a model without biases", "true");
   HEADCOUNT_CHECK(!c.layer_heads.empty() || c.layer_kv_heads.empty(), "model.layer_kv_heads",

@@ -5,7 +5,8 @@
 // one w_qkv per layer. Reading a definition transposes each [out, in] weight into it; writing
 // transposes back, so read then write gives every bit back. It trains LayerNorm models with
 // learned positions, erf GELU and biases (the headcount family, and the layers of the bert
-// family, whose embeddings stay outside: WeightParts::layers).
+// family, whose embeddings stay outside: WeightParts::layers), and the llama family (RMSNorm,
+// rotary positions, SwiGLU, no biases, a tied or untied LM head).
 #pragma once
 
 #include "headcount/model.h"
@@ -23,8 +24,8 @@ model::Config definition(const ModelConfig& config);
 
 // The executor's config for a definition: per-layer head counts where the layers differ; with
 // WeightParts::layers, vocab 1 and no LM head of consequence. Error (naming the field) for what
-// the executor does not implement: RMSNorm, rotary positions, SwiGLU, missing biases; with
-// WeightParts::all also token types, an embedding norm or a tied / absent LM head.
+// the executor does not implement: biases on some projections only, a SwiGLU FFN with biases;
+// with WeightParts::all also token types, an embedding norm or no LM head.
 ModelConfig model_config(const model::Config& definition, WeightParts parts = WeightParts::all);
 
 // Copies the definition's weights into `model` (shaped by model_config(weights.config, parts)).
