@@ -340,6 +340,54 @@ TEST(TrainCrossEntropy, LossAndGradientMatchDouble) {
   for (float v : dl) EXPECT_EQ(v, 0.0f);
 }
 
+// Distillation's KL(teacher ‖ model) per scored row against its float64 definition and its
+// gradient against finite differences (n = vocab, depth 2 as for the cross-entropy); a model
+// equal to its teacher has loss 0 and zero gradient.
+TEST(TrainCrossEntropy, DistillationLossAndGradientMatchDouble) {
+  Context ctx({.threads = 2});
+  std::mt19937_64 rng(6);
+  const std::int64_t rows = 23, vocab = 9;
+  Vec logits = random_vec(static_cast<std::size_t>(rows * vocab), rng, 3.0);
+  const Vec teacher = random_vec(static_cast<std::size_t>(rows * vocab), rng, 3.0);
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
+  for (std::size_t r = 0; r < targets.size(); ++r) targets[r] = r % 4 == 2 ? -1 : 0;
+  auto kl = [&] {
+    double total = 0;
+    std::int64_t scored = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (targets[static_cast<std::size_t>(r)] < 0) continue;
+      double ms = -INFINITY, mt = -INFINITY, ss = 0, st = 0;
+      for (std::int64_t v = 0; v < vocab; ++v) {
+        ms = std::max(ms, logits[static_cast<std::size_t>(r * vocab + v)]);
+        mt = std::max(mt, teacher[static_cast<std::size_t>(r * vocab + v)]);
+      }
+      for (std::int64_t v = 0; v < vocab; ++v) {
+        ss += std::exp(logits[static_cast<std::size_t>(r * vocab + v)] - ms);
+        st += std::exp(teacher[static_cast<std::size_t>(r * vocab + v)] - mt);
+      }
+      for (std::int64_t v = 0; v < vocab; ++v) {
+        const double lt = teacher[static_cast<std::size_t>(r * vocab + v)] - mt - std::log(st);
+        const double ls = logits[static_cast<std::size_t>(r * vocab + v)] - ms - std::log(ss);
+        total += std::exp(lt) * (lt - ls);
+      }
+      ++scored;
+    }
+    return total / static_cast<double>(scored);
+  };
+  std::vector<float> lf = to_float(logits), tf = to_float(teacher), dl(lf.size());
+  std::vector<double> row_loss(static_cast<std::size_t>(rows));
+  const train::CrossEntropyResult r = train::distillation_loss(
+      ctx, lf.data(), tf.data(), targets.data(), rows, vocab, row_loss.data(), dl.data());
+  EXPECT_EQ(r.scored, 17);
+  EXPECT_NEAR(r.loss, kl(), 1e-12 * 100);
+  EXPECT_GT(r.loss, 0.1);
+  expect_gradient(dl.data(), finite_differences(kl, logits), 2, vocab, "dlogits");
+  const train::CrossEntropyResult same = train::distillation_loss(
+      ctx, tf.data(), tf.data(), targets.data(), rows, vocab, row_loss.data(), dl.data());
+  EXPECT_NEAR(same.loss, 0.0, 1e-12);
+  for (float v : dl) EXPECT_LE(std::abs(v), 1e-7f);
+}
+
 // The attention sub-block with gates (GQA, 4 query heads on 2 kv heads, head_dim decoupled):
 // L = Σ R ∘ block(x). n = max(d_model, qkv width, seq_len), depth 6 (QKV GEMM, scores,
 // softmax, weighted sum, gate, W_O).

@@ -25,4 +25,12 @@ CrossEntropyResult cross_entropy(Context& ctx, const float* logits, const std::i
                                  std::int64_t rows, std::int64_t vocab, double* row_loss,
                                  float* dlogits, std::int64_t normalizer = 0);
 
+// Distillation: per scored row, KL(p_teacher ‖ p_model) = Σ_v p_t (log p_t - log p_model), with
+// teacher logits [rows, vocab]; dlogit = (softmax(logits) - softmax(teacher)) / S. targets only
+// say which rows are scored (>= 0) or ignored (-1). Otherwise as cross_entropy.
+CrossEntropyResult distillation_loss(Context& ctx, const float* logits, const float* teacher,
+                                     const std::int32_t* targets, std::int64_t rows,
+                                     std::int64_t vocab, double* row_loss, float* dlogits,
+                                     std::int64_t normalizer = 0);
+
 }  // namespace headcount::train

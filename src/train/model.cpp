@@ -539,6 +539,10 @@ CrossEntropyResult run_forward(Context& ctx, const Run& r, const Batch& batch,
   else
     linear_forward(ctx, top, N, D, c.vocab, r.value(m.head_w), r.value(m.head_b),
                    m.logits.data<float>());
+  if (options.teacher_logits != nullptr)
+    return distillation_loss(ctx, m.logits.data<const float>(), options.teacher_logits,
+                             batch.targets.data(), N, c.vocab, m.row_loss.data(),
+                             gradient ? m.logits.data<float>() : nullptr, options.loss_normalizer);
   return cross_entropy(ctx, m.logits.data<const float>(), batch.targets.data(), N, c.vocab,
                        m.row_loss.data(), gradient ? m.logits.data<float>() : nullptr,
                        options.loss_normalizer);

@@ -115,6 +115,10 @@ struct ForwardOptions {
   // padded rows are still computed; give them Batch::kIgnore targets (or zero d_hidden in
   // backward_hidden) and nothing flows from them into the other rows or the gradients.
   std::vector<std::int64_t> key_lengths;
+  // Distillation: null, or a teacher's logits [batch * seq_len, vocab]; the loss of each scored
+  // row is then KL(teacher ‖ model) instead of the cross-entropy to its target (the targets
+  // still say which rows are scored).
+  const float* teacher_logits = nullptr;
 };
 
 struct StepResult {
