@@ -65,9 +65,14 @@ json decoder_kv_sweep(Context& ctx, const model::Weights& weights, const BpeToke
       for (KvConvertMethod m : o.methods) variants.push_back({g, kv_convert_method_name(m)});
 
   const std::span<const std::int32_t> head = ids.first(static_cast<std::size_t>(o.logit_tokens));
-  const Tensor reference = first_logits(
-      ctx, LlamaDecoder(weights, BpeTokenizer(tokenizer.vocabulary()), {.weights = o.weights}),
-      head);
+  const LlamaDecoder loaded(weights, BpeTokenizer(tokenizer.vocabulary()), {.weights = o.weights});
+  const Tensor reference = first_logits(ctx, loaded, head);
+  if (o.uptrain.steps > 0)  // checked before the first evaluation
+    HEADCOUNT_CHECK(static_cast<std::int64_t>(o.uptrain_ids.size()) >= o.uptrain.seq_len + 1,
+                    "uptrain text", concat("at least ", o.uptrain.seq_len + 1, " tokens"),
+                    concat(o.uptrain_ids.size(), " tokens"));
+  // The loaded model (fp32, whatever o.weights) is the teacher.
+  const LlamaDecoder teacher(weights, BpeTokenizer(tokenizer.vocabulary()));
   json rows = json::array();
   for (const auto& [g, method] : variants) {
     const auto start = std::chrono::steady_clock::now();
@@ -98,6 +103,26 @@ json decoder_kv_sweep(Context& ctx, const model::Weights& weights, const BpeToke
            {"int8", cache_bytes_per_token(variant.config, CacheDType::int8)}}},
          {"seconds",
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}});
+    const bool pooled = g != own && g != heads;
+    if (o.uptrain.steps > 0 && (pooled || (g == own && o.uptrain.loss == UptrainLoss::text))) {
+      const DecoderUptrainResult u =
+          uptrain_decoder(ctx, teacher, variant, o.uptrain_ids, o.uptrain);
+      const LlamaDecoder trained(u.student, BpeTokenizer(tokenizer.vocabulary()),
+                                 {.weights = o.weights});
+      const PerplexityResult after = trained.perplexity(ctx, ids, o.context);
+      rows.back()["uptrained"] = {{"loss", uptrain_loss_name(o.uptrain.loss)},
+                                  {"steps", u.steps},
+                                  {"tokens", u.tokens},
+                                  {"windows", u.windows},
+                                  {"seq_len", o.uptrain.seq_len},
+                                  {"lr", o.uptrain.optim.lr},
+                                  {"first_loss", u.first_loss},
+                                  {"last_loss", u.last_loss},
+                                  {"perplexity", after.perplexity},
+                                  {"nll", after.nll},
+                                  {"scored_tokens", after.scored},
+                                  {"seconds", u.seconds}};
+    }
     if (o.row) o.row(rows.back());
   }
   return rows;

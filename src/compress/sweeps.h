@@ -28,6 +28,7 @@
 #include "headcount/context.h"
 #include "headcount/decoder.h"
 #include "headcount/decoder_heads.h"
+#include "headcount/decoder_training.h"
 #include "headcount/head_analysis.h"
 #include "headcount/sts.h"
 #include "nlohmann/json.hpp"
@@ -121,6 +122,12 @@ struct DecoderKvSweepOptions {
   std::int64_t context = 512;      // perplexity windows (LlamaDecoder::perplexity)
   std::int64_t logit_tokens = 64;  // the first tokens whose logits are compared with the original's
   DType weights = DType::f32;
+  // uptrain.steps > 0: each pooled variant is then trained (uptrain_decoder, the loaded model
+  // as teacher) on uptrain_ids and measured again; with the text loss the loaded model is
+  // trained the same way too (the control). Distilling the loaded model from itself would
+  // change nothing (zero gradient), so the distill control is the loaded model.
+  DecoderUptrainOptions uptrain;
+  std::span<const std::int32_t> uptrain_ids;
   std::function<void(const nlohmann::json& row)> row;  // once per row as measured; may be empty
 };
 

@@ -19,6 +19,7 @@
 #include "headcount/bpe.h"
 #include "headcount/compress.h"
 #include "headcount/decoder.h"
+#include "headcount/decoder_training.h"
 #include "headcount/encoder_training.h"
 #include "headcount/error.h"
 #include "headcount/gguf.h"
@@ -101,6 +102,10 @@ struct SweepArgs {
   // A GGUF decoder: perplexity on --text, the first --max-tokens tokens, windows of --context.
   std::string text = HEADCOUNT_SOURCE_DIR "/data/pride-and-prejudice.txt", weights = "fp32";
   std::int64_t context = 512, max_tokens = 16384;
+  // A decoder's uptraining: on the tokens of --text after the first --max-tokens.
+  std::int64_t uptrain_steps = 0, uptrain_seq_len = 512, uptrain_tokens = 0;
+  std::string uptrain_loss = "distill";
+  double uptrain_lr = 1e-4;
   int threads = 0;
 };
 
@@ -117,9 +122,27 @@ void run_decoder_sweep(const SweepArgs& a) {
   check(static_cast<bool>(in), "--text", "a readable file", a.text);
   std::ostringstream text;
   text << in.rdbuf();
+  check(a.uptrain_steps >= 0, "--uptrain-steps", ">= 0", a.uptrain_steps);
+  check(a.uptrain_seq_len >= 2, "--uptrain-seq-len", ">= 2", a.uptrain_seq_len);
+  check(std::isfinite(a.uptrain_lr) && a.uptrain_lr > 0, "--uptrain-lr", "a finite value > 0",
+        a.uptrain_lr);
+  check(a.uptrain_tokens >= 0, "--uptrain-tokens", ">= 0 (0: all after --max-tokens)",
+        a.uptrain_tokens);
+  const UptrainLoss uptrain_loss = parse_uptrain_loss(a.uptrain_loss);
   std::vector<std::int32_t> ids = tokenizer.encode(text.str(), {.parse_special = false});
-  if (a.max_tokens > 0 && static_cast<std::int64_t>(ids.size()) > a.max_tokens)
+  std::vector<std::int32_t> uptrain_ids;  // what follows the evaluated span
+  if (a.max_tokens > 0 && static_cast<std::int64_t>(ids.size()) > a.max_tokens) {
+    uptrain_ids.assign(ids.begin() + a.max_tokens, ids.end());
     ids.resize(static_cast<std::size_t>(a.max_tokens));
+  }
+  if (a.uptrain_tokens > 0 && static_cast<std::int64_t>(uptrain_ids.size()) > a.uptrain_tokens)
+    uptrain_ids.resize(static_cast<std::size_t>(a.uptrain_tokens));
+  if (a.uptrain_steps > 0)
+    check(static_cast<std::int64_t>(uptrain_ids.size()) > a.uptrain_seq_len, "--uptrain-steps",
+          concat("more than --uptrain-seq-len = ", a.uptrain_seq_len,
+                 " tokens of --text after the first --max-tokens = ", a.max_tokens,
+                 " (uptraining never sees the evaluated text)"),
+          concat(uptrain_ids.size(), " tokens"));
   Context ctx({.threads = resolve_threads(a.threads)});
   std::fprintf(stderr, "convert-sweep: %s, %zu tokens of %s, windows of %lld, weights %s\n",
                a.model.c_str(), ids.size(), path_as_recorded(a.text).c_str(),
@@ -129,12 +152,29 @@ void run_decoder_sweep(const SweepArgs& a) {
   std::vector<KvConvertMethod> methods;
   for (const std::string& m : a.methods) methods.push_back(parse_kv_convert_method(m));
   if (methods.empty()) methods = {KvConvertMethod::mean, KvConvertMethod::aligned};
+  DecoderUptrainOptions uptrain{.steps = a.uptrain_steps,
+                                .seq_len = a.uptrain_seq_len,
+                                .loss = uptrain_loss,
+                                .progress = [](std::int64_t step, double loss) {
+                                  if (step % 10 == 0)
+                                    std::fprintf(stderr, "  uptraining step %lld: loss %.4f\n",
+                                                 static_cast<long long>(step), loss);
+                                }};
+  uptrain.optim.lr = uptrain.optim.min_lr = a.uptrain_lr;
+  if (a.uptrain_steps > 0)
+    std::fprintf(stderr,
+                 "uptraining: %lld steps of %lld tokens (%s loss, lr %g) on %zu tokens after the "
+                 "evaluated ones\n",
+                 static_cast<long long>(a.uptrain_steps), static_cast<long long>(a.uptrain_seq_len),
+                 a.uptrain_loss.c_str(), a.uptrain_lr, uptrain_ids.size());
   const json rows = compress::decoder_kv_sweep(
       ctx, weights, tokenizer, ids,
       {.kv_heads = a.kv_heads,
        .methods = methods,
        .context = a.context,
        .weights = weights_dtype,
+       .uptrain = uptrain,
+       .uptrain_ids = uptrain_ids,
        .row = [](const json& r) {
          std::fprintf(
              stderr, "%9lld %10s %11.4f %14.3g %12lld %12lld\n",
@@ -143,12 +183,23 @@ void run_decoder_sweep(const SweepArgs& a) {
              r["max_abs_logit_diff_vs_loaded"].get<double>(),
              static_cast<long long>(r["kv_cache_bytes_per_token"]["f32"].get<std::int64_t>()),
              static_cast<long long>(r["kv_cache_bytes_per_token"]["int8"].get<std::int64_t>()));
+         if (r.contains("uptrained"))
+           std::fprintf(stderr, "%9s %10s %11.4f   after %lld steps (%s loss %.4f -> %.4f)\n", "",
+                        "uptrained", r["uptrained"]["perplexity"].get<double>(),
+                        static_cast<long long>(r["uptrained"]["steps"].get<std::int64_t>()),
+                        r["uptrained"]["loss"].get<std::string>().c_str(),
+                        r["uptrained"]["first_loss"].get<double>(),
+                        r["uptrained"]["last_loss"].get<double>());
        }});
   if (!a.json_out.empty()) {
-    const json r = {
+    json r = {
         {"command", "convert-sweep"}, {"model", a.model},     {"text", path_as_recorded(a.text)},
         {"tokens", ids.size()},       {"context", a.context}, {"weights", a.weights},
         {"threads", ctx.threads()},   {"rows", rows}};
+    if (a.uptrain_steps > 0)
+      r["uptrain"] = {{"steps", a.uptrain_steps},    {"seq_len", a.uptrain_seq_len},
+                      {"loss", a.uptrain_loss},      {"lr", a.uptrain_lr},
+                      {"first_token", a.max_tokens}, {"tokens_available", uptrain_ids.size()}};
     io::write_file_atomically(a.json_out, r.dump(2) + "\n");
   }
 }
@@ -243,6 +294,24 @@ void register_convert(CLI::App& app) {
                    "A decoder: the first N tokens of --text (0: all)")
       ->capture_default_str();
   sweep->add_option("--weights", s->weights, "A decoder: fp32, bf16 or int8 (as for generate)")
+      ->capture_default_str();
+  sweep
+      ->add_option("--uptrain-steps", s->uptrain_steps,
+                   "A decoder: train each pooled variant this many steps on the text after "
+                   "--max-tokens (0: none), then measure it again")
+      ->capture_default_str();
+  sweep
+      ->add_option("--uptrain-loss", s->uptrain_loss,
+                   "A decoder: distill (KL to the loaded model) or text (next tokens; the loaded "
+                   "model is trained the same way as a control)")
+      ->capture_default_str();
+  sweep->add_option("--uptrain-seq-len", s->uptrain_seq_len, "A decoder: tokens per training step")
+      ->capture_default_str();
+  sweep->add_option("--uptrain-lr", s->uptrain_lr, "A decoder: AdamW learning rate (constant)")
+      ->capture_default_str();
+  sweep
+      ->add_option("--uptrain-tokens", s->uptrain_tokens,
+                   "A decoder: the training text's length in tokens (0: all after --max-tokens)")
       ->capture_default_str();
   sweep
       ->add_option("--methods", s->methods,
