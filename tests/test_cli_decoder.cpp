@@ -101,6 +101,18 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
        })
     expect_one_line_error(run_cli(c.args), c.expected);
   EXPECT_FALSE(fs::exists(dir / "pc.json"));
+  // convert-sweep --model FILE.gguf: the methods and uptraining options checked before the model.
+  const std::string cs = "convert-sweep " + m;
+  for (const Case& c : {
+           Case{cs + "--methods mean,rotated", "--method"},
+           Case{cs + "--uptrain-steps -1", "--uptrain-steps"},
+           Case{cs + "--uptrain-steps 2 --uptrain-loss kl", "--uptrain-loss"},
+           Case{cs + "--uptrain-steps 2 --uptrain-seq-len 1", "--uptrain-seq-len"},
+           Case{cs + "--uptrain-steps 2 --uptrain-lr 0", "--uptrain-lr"},
+           Case{cs + "--uptrain-steps 2 --uptrain-tokens -5", "--uptrain-tokens"},
+           Case{cs + "--uptrain-steps 2", "general.architecture"},
+       })
+    expect_one_line_error(run_cli(c.args), c.expected);
   // The decoder benchmark suite reads the same file through the same loader.
   expect_one_line_error(run_cli("bench --suite decoder --quick --repeats 1 " + m),
                         "general.architecture");

@@ -114,6 +114,16 @@ void run_decoder_sweep(const SweepArgs& a) {
   check(a.context >= 4, "--context", ">= 4", a.context);
   check(a.max_tokens == 0 || a.max_tokens >= a.context, "--max-tokens",
         concat("0 (all) or at least --context = ", a.context), a.max_tokens);
+  check(a.uptrain_steps >= 0, "--uptrain-steps", ">= 0", a.uptrain_steps);
+  check(a.uptrain_seq_len >= 2, "--uptrain-seq-len", ">= 2", a.uptrain_seq_len);
+  check(std::isfinite(a.uptrain_lr) && a.uptrain_lr > 0, "--uptrain-lr", "a finite value > 0",
+        a.uptrain_lr);
+  check(a.uptrain_tokens >= 0, "--uptrain-tokens", ">= 0 (0: all after --max-tokens)",
+        a.uptrain_tokens);
+  const UptrainLoss uptrain_loss = parse_uptrain_loss(a.uptrain_loss);
+  std::vector<KvConvertMethod> methods;
+  for (const std::string& m : a.methods) methods.push_back(parse_kv_convert_method(m));
+  if (methods.empty()) methods = {KvConvertMethod::mean, KvConvertMethod::aligned};
   const DType weights_dtype = parse_dtype_option(a.weights, "--weights");
   const GgufFile file = GgufFile::open(a.model);
   const model::Weights weights = llama_definition(file);
@@ -122,13 +132,6 @@ void run_decoder_sweep(const SweepArgs& a) {
   check(static_cast<bool>(in), "--text", "a readable file", a.text);
   std::ostringstream text;
   text << in.rdbuf();
-  check(a.uptrain_steps >= 0, "--uptrain-steps", ">= 0", a.uptrain_steps);
-  check(a.uptrain_seq_len >= 2, "--uptrain-seq-len", ">= 2", a.uptrain_seq_len);
-  check(std::isfinite(a.uptrain_lr) && a.uptrain_lr > 0, "--uptrain-lr", "a finite value > 0",
-        a.uptrain_lr);
-  check(a.uptrain_tokens >= 0, "--uptrain-tokens", ">= 0 (0: all after --max-tokens)",
-        a.uptrain_tokens);
-  const UptrainLoss uptrain_loss = parse_uptrain_loss(a.uptrain_loss);
   std::vector<std::int32_t> ids = tokenizer.encode(text.str(), {.parse_special = false});
   std::vector<std::int32_t> uptrain_ids;  // what follows the evaluated span
   if (a.max_tokens > 0 && static_cast<std::int64_t>(ids.size()) > a.max_tokens) {
@@ -149,9 +152,6 @@ void run_decoder_sweep(const SweepArgs& a) {
                static_cast<long long>(a.context), a.weights.c_str());
   std::fprintf(stderr, "%9s %10s %11s %14s %12s %12s\n", "kv heads", "method", "perplexity",
                "max |dlogit|", "KV B/token", "int8 B/token");
-  std::vector<KvConvertMethod> methods;
-  for (const std::string& m : a.methods) methods.push_back(parse_kv_convert_method(m));
-  if (methods.empty()) methods = {KvConvertMethod::mean, KvConvertMethod::aligned};
   DecoderUptrainOptions uptrain{.steps = a.uptrain_steps,
                                 .seq_len = a.uptrain_seq_len,
                                 .loss = uptrain_loss,
