@@ -512,6 +512,50 @@ TEST(LlamaDecoderSmall, UptrainingDistillsTheMqaConversionTowardsItsTeacher) {
                                    {"uptrain steps", ">= 1", "0"});
 }
 
+// Gradient head importance (decoder_gradient_importance) against central differences of the
+// decoder's own perplexity: the gate ξ_h on head h's output is W_O's columns of head h scaled by
+// ξ, and LlamaDecoder::perplexity over one window scores exactly the tokens the importance's
+// loss scores (the second half; position t predicts t + 1). Step 0.05: the inference executor's
+// fp32 loss (~1e-6 relative of ~4 nats) gives central differences a rounding error ~4e-5;
+// truncation is estimated as |fd(h) - fd(2h)| (Richardson), allowed twice, plus 1e-4.
+TEST(LlamaDecoderSmall, GradientImportanceIsTheGatesDerivative) {
+  using model::Role;
+  const model::Weights weights = small_llama();
+  std::vector<std::int32_t> ids(16);
+  for (i64 i = 0; i < 16; ++i)
+    ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 11 + 3) % 40);
+  Context ctx({.threads = 2});
+  const DecoderGradientImportance g = decoder_gradient_importance(ctx, weights, ids, 16);
+  EXPECT_EQ(g.windows, 1);
+  EXPECT_EQ(g.scored_tokens, 7);  // positions 8 .. 14
+  auto loss = [&](i64 layer, i64 head, double gate) {
+    model::Weights w = weights.clone();
+    Tensor& o = w.at(Role::o_weight, layer);
+    for (i64 r = 0; r < o.size(0); ++r)
+      for (i64 e = 0; e < 8; ++e)
+        o.data<float>()[r * o.size(1) + head * 8 + e] *= static_cast<float>(gate);
+    return LlamaDecoder(w, small_tokenizer(40)).perplexity(ctx, ids, 16).nll;
+  };
+  EXPECT_NEAR(g.mean_loss, loss(0, 0, 1.0), 1e-4);
+  double largest = 0;
+  for (i64 l = 0; l < 3; ++l)
+    for (i64 h = 0; h < 4; ++h) {
+      const double step = 0.05;
+      const double fd1 = (loss(l, h, 1 + step) - loss(l, h, 1 - step)) / (2 * step);
+      const double fd2 = (loss(l, h, 1 + 2 * step) - loss(l, h, 1 - 2 * step)) / (4 * step);
+      const double got = g.raw[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)];
+      EXPECT_NEAR(got, std::abs(fd1), 2 * std::abs(fd1 - fd2) + 1e-4)
+          << "layer " << l << " head " << h;
+      largest = std::max(largest, got);
+    }
+  EXPECT_GT(largest, 1e-2);  // the check can fail: some gate matters
+  for (const auto& layer : g.importance) {
+    double norm = 0;
+    for (double v : layer) norm += v * v;
+    EXPECT_NEAR(norm, 1.0, 1e-12);
+  }
+}
+
 // A decoder pruned by whole K/V groups, unevenly (layer 1 loses group 0, layer 2 group 1): its
 // logits are the unpruned model's with those query heads' W_O columns zeroed (a removed head
 // adds nothing to the output; only the W_O GEMM's length, and so its summation order, differs:
@@ -619,6 +663,21 @@ TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
   EXPECT_EQ(r["speed"][1]["groups_removed"], 3);
   EXPECT_GT(r["speed"][1]["prefill_mac_ratio"].get<double>(), 1.0);
   EXPECT_GT(r["speed"][1]["decode_tokens_per_second"].get<double>(), 0.0);
+
+  // The gradient ranking: groups least important first, and its first point the pruned model's.
+  ASSERT_EQ(r["gradient"]["groups"].size(), 6u);
+  const nlohmann::json& weakest = r["gradient_order"][0];
+  for (const nlohmann::json& u : r["gradient"]["groups"])
+    EXPECT_GE(u["importance"].get<double>(),
+              r["gradient"]["groups"][weakest["layer"].get<std::size_t>() * 2 +
+                                      weakest["group"].get<std::size_t>()]["importance"]
+                  .get<double>());
+  std::vector<std::vector<i64>> by_gradient(3);
+  by_gradient[weakest["layer"].get<std::size_t>()] = {2 * weakest["group"].get<i64>(),
+                                                      2 * weakest["group"].get<i64>() + 1};
+  EXPECT_EQ(points[1]["gradient"]["nll"].get<double>(),
+            nll(model::remove_heads(weights, by_gradient), test));
+  EXPECT_EQ(points[0]["gradient"]["nll"].get<double>(), test_base);
 
   // The ranking taken from this run's rises: the same order and the same test points.
   compress::DecoderPruneCurveOptions again = options;

@@ -6,12 +6,14 @@
 //                     the teacher's next-token distribution, the teacher run by LlamaDecoder)
 //                     or on the text itself (next-token cross-entropy: the control that tells
 //                     recovery from extra training on the same text)
+//   decoder_gradient_importance   Michel et al.'s head importance |dL/dξ_h| over text windows
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "headcount/context.h"
 #include "headcount/decoder.h"
@@ -53,5 +55,23 @@ DecoderUptrainResult uptrain_decoder(Context& ctx, const LlamaDecoder& teacher,
                                      const model::Weights& student,
                                      std::span<const std::int32_t> ids,
                                      const DecoderUptrainOptions& options);
+
+struct DecoderGradientImportance {
+  std::int64_t windows = 0, scored_tokens = 0;
+  double mean_loss = 0;  // next-token cross-entropy over the scored tokens
+  // [layer][query head]: mean over windows of |dL/dξ_h|, ξ_h the gate on head h's output (1 in
+  // the forward), L the window's mean cross-entropy; `importance` divides each layer by its l2
+  // norm (Michel et al. 2019).
+  std::vector<std::vector<double>> raw, importance;
+};
+
+// Michel et al.'s gradient importance of every query head of a Llama-family decoder over `ids`
+// in windows of `context` tokens (as LlamaDecoder::perplexity cuts them): in each window the
+// tokens of its second half are scored (position t predicts token t + 1 of the window; the
+// window's last position has no target). One forward and backward per window on the training
+// executor. Error for fewer than `context` tokens or context < 4.
+DecoderGradientImportance decoder_gradient_importance(Context& ctx, const model::Weights& weights,
+                                                      std::span<const std::int32_t> ids,
+                                                      std::int64_t context);
 
 }  // namespace headcount

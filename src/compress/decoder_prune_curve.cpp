@@ -8,6 +8,7 @@
 #include <random>
 
 #include "compress/sweeps.h"
+#include "headcount/decoder_training.h"
 #include "headcount/error.h"
 
 namespace headcount::compress {
@@ -195,6 +196,37 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights, const BpeT
   r["ablation_order"] = order_json(units, ablation_order);
   r["ablation_seconds"] = seconds_since(start);
 
+  // 1b. The gradient ranking on the same dev text: a group's importance is the sum of its query
+  //     heads' (Michel et al.'s |dL/dξ_h|, each layer normalised), least important first.
+  std::optional<std::vector<std::size_t>> gradient_order;
+  if (o.gradient) {
+    start = Clock::now();
+    const DecoderGradientImportance g = decoder_gradient_importance(ctx, weights, dev, o.context);
+    std::vector<double> importance(static_cast<std::size_t>(units.total()), 0.0);
+    json groups = json::array();
+    for (std::size_t u = 0; u < importance.size(); ++u) {
+      for (std::int64_t i = 0; i < units.group_size; ++i)
+        importance[u] +=
+            g.importance[static_cast<std::size_t>(units.layer(u))]
+                        [static_cast<std::size_t>(units.group(u) * units.group_size + i)];
+      groups.push_back(
+          {{"layer", units.layer(u)}, {"group", units.group(u)}, {"importance", importance[u]}});
+    }
+    std::vector<std::size_t> order(importance.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return importance[a] < importance[b]; });
+    r["gradient"] = {{"windows", g.windows},
+                     {"scored_tokens", g.scored_tokens},
+                     {"mean_loss", g.mean_loss},
+                     {"groups", groups},
+                     {"seconds", seconds_since(start)}};
+    r["gradient_order"] = order_json(units, order);
+    gradient_order = order;
+    log(concat("gradient ranking: ", g.windows, " dev windows (",
+               std::llround(seconds_since(start)), " s)"));
+  }
+
   std::vector<std::vector<std::size_t>> random_orders;
   for (std::int64_t s = 0; s < o.random_orders; ++s) {
     std::vector<std::size_t> order(static_cast<std::size_t>(units.total()));
@@ -240,6 +272,8 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights, const BpeT
                                          head_macs(by_ablation.config)},
                   {"kv_cache_bytes_per_token", cache_bytes_per_token(by_ablation.config)},
                   {"ablation", a}};
+    if (gradient_order)
+      point["gradient"] = k == 0 ? a : score(pruned(take_removable(units, *gradient_order, k)));
     std::vector<double> nll, drop;
     json random = json::array();
     for (const auto& order : random_orders) {
@@ -270,6 +304,8 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights, const BpeT
     points.push_back(point);
     log(concat(
         k, " groups removed: test perplexity ", a["perplexity"].get<double>(), " (ablation order)",
+        gradient_order ? concat(", ", point["gradient"]["perplexity"].get<double>(), " (gradient)")
+                       : "",
         nll.empty() ? ""
                     : concat(", random mean NLL ", point["random_mean_nll"].get<double>(), " vs ",
                              a["nll"].get<double>()),

@@ -155,6 +155,10 @@ struct DecoderPruneCurveOptions {
   // layer): the ranking is taken from them instead of measured; `ablation_from` names the file.
   std::optional<std::vector<double>> ablation;
   std::string ablation_from;
+  // A second ranking on the same dev text by gradient (decoder_gradient_importance: Michel et
+  // al.'s |dL/dξ_h| summed over each group's query heads), its curve scored beside the ablation
+  // order's at every point.
+  bool gradient = true;
   // Per point and order, the in-context loss on repeated random sequences (decoder_heads.h): what
   // a ranking on prose does to copying from context. sequences = 0: not measured.
   InductionOptions in_context = {.sequences = 16, .length = 64, .seed = 0};

@@ -144,6 +144,7 @@ void run_decoder_curve(const CurveArgs& a) {
                                              }};
   options.speed_prompt = a.speed_prompt;
   options.in_context.sequences = a.in_context_sequences;
+  options.gradient = a.gradient;
   if (!a.ablation_from.empty()) {
     // The "ablation" rises of an earlier `prune-curve --model FILE.gguf --json-out` result.
     const json earlier = report::read_json_file(a.ablation_from);
@@ -253,7 +254,8 @@ void register_prune_curve(CLI::App& app) {
                 "Skip the iterative re-ranking (its cost: one ablation pass per step)");
   cmd->add_flag("!--no-physical", a->physical, "Skip scoring the physically pruned models");
   cmd->add_flag("!--no-gradient", a->gradient,
-                "Skip the gradient ranking (Michel et al.'s |dL/d gate| on dev)");
+                "Skip the gradient ranking (Michel et al.'s |dL/d gate| on dev; a decoder: "
+                "on the dev text, scored beside the ablation order)");
   cmd->add_option("--gradient-pairs", a->gradient_pairs,
                   "Rank by gradient on the first N dev pairs only (0: all)")
       ->capture_default_str();
