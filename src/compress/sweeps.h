@@ -112,9 +112,9 @@ nlohmann::json convert_sweep(Context& ctx, const EncoderWeights& weights,
                              const std::vector<StsPair>& test, const ConvertSweepOptions& options);
 
 struct DecoderKvSweepOptions {
-  // K/V heads per layer to try: the model's own count (as loaded), fewer (mean-pooled groups,
-  // model::convert_kv_heads) or one per query head (model::repeat_kv_heads, the MHA export).
-  // Empty: every divisor of the query heads, most first.
+  // K/V heads per layer to try: the model's own count (as loaded), fewer (pooled groups, one row
+  // per method, model::convert_kv_heads) or one per query head (model::repeat_kv_heads, the MHA
+  // export). Empty: every divisor of the query heads, most first.
   std::vector<std::int64_t> kv_heads;
   // How fewer K/V heads are made, one row per method for each such count: mean and/or aligned
   // (rotary-commuting rotations before the mean; model::convert_kv_heads).
