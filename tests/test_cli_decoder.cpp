@@ -101,6 +101,10 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
        })
     expect_one_line_error(run_cli(c.args), c.expected);
   EXPECT_FALSE(fs::exists(dir / "pc.json"));
+  expect_one_line_error(
+      run_cli("convert " + m + "--kv-heads 1 --out '" + (dir / "c").string() + "'"),
+      "convert-sweep --model FILE.gguf");
+  EXPECT_FALSE(fs::exists(dir / "c"));
   // convert-sweep --model FILE.gguf: the methods and uptraining options checked before the model.
   const std::string cs = "convert-sweep " + m;
   for (const Case& c : {

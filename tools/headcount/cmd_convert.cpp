@@ -52,6 +52,11 @@ struct ConvertArgs {
 };
 
 void run_convert(const ConvertArgs& a) {
+  // headcount writes no GGUF: a decoder's conversions are built and measured in memory.
+  check(!a.model.ends_with(".gguf"), "--model",
+        "an encoder directory (a GGUF decoder is converted, uptrained and measured in memory by "
+        "`headcount convert-sweep --model FILE.gguf`; no decoder file is written)",
+        a.model);
   const KvConvertMethod method = parse_kv_convert_method(a.method);
   check(!std::filesystem::exists(a.out) || std::filesystem::is_empty(a.out), "--out",
         "a directory that does not exist yet (or is empty)", a.out);
