@@ -247,5 +247,55 @@ TEST(TrainModel, BadBatchesAndGatesNameTheField) {
       ASSERT_EQ(p.grad.data<const float>()[i], 0.0f) << p.name;
 }
 
+// The Llama pieces: their parameters (no pos_emb, no biases, no head.weight, a gate per FFN),
+// the JSON round trip a checkpoint makes, and the checks naming each field.
+TEST(TrainModel, LlamaPiecesChangeTheParametersAndSurviveJson) {
+  const train::ModelConfig c{.vocab = 7,
+                             .context = 6,
+                             .layers = 1,
+                             .d_model = 8,
+                             .heads = 2,
+                             .kv_heads = 1,
+                             .d_ff = 12,
+                             .rms_norm = true,
+                             .rope_base = 500.0f,
+                             .swiglu = true,
+                             .biases = false,
+                             .tied_head = true};
+  const train::Model model(c, 1);
+  std::vector<std::string> names;
+  for (const train::Parameter& p : model.parameters()) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "tok_emb", "blocks.0.ln1.weight", "blocks.0.attn.w_qkv", "blocks.0.attn.w_o",
+                       "blocks.0.ln2.weight", "blocks.0.ffn.w_gate", "blocks.0.ffn.w_up",
+                       "blocks.0.ffn.w_down", "ln_f.weight"}));
+  const train::ModelConfig back = train::model_config_from_json(train::to_json(model.config()));
+  EXPECT_TRUE(back.rms_norm && back.swiglu && back.tied_head && !back.biases);
+  EXPECT_EQ(back.rope_base, 500.0f);
+  EXPECT_FALSE(train::to_json(train::resolve({.vocab = 5, .context = 4, .d_model = 8}))
+                   .contains("rms_norm"));  // files without the pieces read as before
+  expect_error(
+      [] { (void)train::resolve({.vocab = 5, .context = 4, .d_model = 8, .rope_base = 1}); },
+      {"model.rope_base", "> 1"});
+  expect_error(
+      [] {
+        (void)train::resolve({.vocab = 5,
+                              .context = 4,
+                              .d_model = 8,
+                              .norm = train::NormPlacement::post,
+                              .rms_norm = true});
+      },
+      {"model.norm", "\"pre\" with the Llama pieces"});
+  expect_error(
+      [] { (void)train::resolve({.vocab = 5, .context = 4, .d_model = 8, .tied_head = true}); },
+      {"model.tied_head", "a tied head has no bias"});
+  expect_error(
+      [] {
+        (void)train::resolve(
+            {.vocab = 5, .context = 4, .d_model = 9, .heads = 1, .rope_base = 100.0f});
+      },
+      {"model.head_dim", "even"});
+}
+
 }  // namespace
 }  // namespace headcount::testing
