@@ -314,6 +314,30 @@ TEST(LlamaDecoderSmall, KvSweepRepeatsExactlyAndPricesMeanPooling) {
                                    {.context = 16, .logit_tokens = 8});
       },
       {"text", "16 tokens", "10 tokens"});
+  // Uptraining in the sweep: the pooled rows are trained and measured again; with distillation
+  // the loaded model has nothing to learn from itself (no row), with the text loss it is the
+  // control. bf16 weights for the measured models, the fp32 loaded model as the teacher.
+  compress::DecoderKvSweepOptions up{.kv_heads = {2, 1},
+                                     .methods = {KvConvertMethod::mean},
+                                     .context = 16,
+                                     .logit_tokens = 8,
+                                     .weights = DType::bf16,
+                                     .uptrain = {.steps = 3, .seq_len = 8},
+                                     .uptrain_ids = ids};
+  const nlohmann::json distilled = compress::decoder_kv_sweep(ctx, weights, tokenizer, ids, up);
+  EXPECT_FALSE(distilled[0].contains("uptrained"));
+  ASSERT_TRUE(distilled[1].contains("uptrained"));
+  EXPECT_EQ(distilled[1]["uptrained"]["steps"], 3);
+  EXPECT_EQ(distilled[1]["uptrained"]["loss"], "distill");
+  EXPECT_NE(distilled[1]["uptrained"]["nll"].get<double>(), distilled[1]["nll"].get<double>());
+  up.uptrain.loss = UptrainLoss::text;
+  const nlohmann::json text = compress::decoder_kv_sweep(ctx, weights, tokenizer, ids, up);
+  ASSERT_TRUE(text[0].contains("uptrained"));
+  EXPECT_EQ(text[0]["uptrained"]["loss"], "text");
+  up.uptrain_ids = std::span(ids).first(8);
+  headcount::testing::expect_error(
+      [&] { (void)compress::decoder_kv_sweep(ctx, weights, tokenizer, ids, up); },
+      {"uptrain text", "at least 9 tokens", "8 tokens"});
 }
 
 // Aligned pooling on a rotary, grouped decoder. The small Llama's K/V head 1 is made a copy of

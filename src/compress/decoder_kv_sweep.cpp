@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "compress/sweeps.h"
 #include "headcount/error.h"
@@ -71,8 +72,12 @@ json decoder_kv_sweep(Context& ctx, const model::Weights& weights, const BpeToke
     HEADCOUNT_CHECK(static_cast<std::int64_t>(o.uptrain_ids.size()) >= o.uptrain.seq_len + 1,
                     "uptrain text", concat("at least ", o.uptrain.seq_len + 1, " tokens"),
                     concat(o.uptrain_ids.size(), " tokens"));
-  // The loaded model (fp32, whatever o.weights) is the teacher.
-  const LlamaDecoder teacher(weights, BpeTokenizer(tokenizer.vocabulary()));
+  // The teacher is the loaded model in fp32, whatever o.weights: the decoder already built when
+  // that is fp32, a second packing only otherwise.
+  std::optional<LlamaDecoder> fp32_teacher;
+  if (o.uptrain.steps > 0 && o.weights != DType::f32)
+    fp32_teacher.emplace(weights, BpeTokenizer(tokenizer.vocabulary()));
+  const LlamaDecoder& teacher = fp32_teacher ? *fp32_teacher : loaded;
   json rows = json::array();
   for (const auto& [g, method] : variants) {
     const auto start = std::chrono::steady_clock::now();
