@@ -456,7 +456,7 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
                 const ForwardOptions& options) {
   const ModelConfig& c = r.c;
   Model::Impl& m = r.m;
-  const std::int64_t N = B * T, D = c.d_model, F = c.d_ff;
+  const std::int64_t N = B * T, D = c.d_model;
   const bool pre = c.norm == NormPlacement::pre;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const AttentionBlockShape shape = attention_shape(c, m, l, B, T, options.kernel);
@@ -487,8 +487,6 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
                          buf.ln1_mean.data<float>(), buf.ln1_rstd.data<float>(), c.ln_eps);
     }
     if (c.attention_only) continue;
-    float* u = buf.u.data<float>();
-    float* g = buf.g.data<float>();
     if (pre) {
       float* h2 = buf.ln2_in_or_h2.data<float>();
       norm_forward(ctx, r, bi.ln2_w, bi.ln2_b, mid, N, h2, buf.ln2_mean.data<float>(),
@@ -497,9 +495,7 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
       add(ctx, mid, a, next, N * D);
     } else {
       float* s2 = buf.ln2_in_or_h2.data<float>();
-      linear_forward(ctx, mid, N, D, F, r.value(bi.w_up), r.value(bi.b_up), u);
-      gelu_forward(ctx, u, g, N * F);
-      linear_forward(ctx, g, N, F, D, r.value(bi.w_down), r.value(bi.b_down), a);
+      ffn_forward(ctx, r, bi, buf, mid, N, a);
       add(ctx, mid, a, s2, N * D);
       layer_norm_forward(ctx, s2, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), next,
                          buf.ln2_mean.data<float>(), buf.ln2_rstd.data<float>(), c.ln_eps);
@@ -620,7 +616,7 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
                          Kernel kernel) {
   const ModelConfig& c = r.c;
   Model::Impl& m = r.m;
-  const std::int64_t N = B * T, D = c.d_model, F = c.d_ff;
+  const std::int64_t N = B * T, D = c.d_model;
   const bool pre = c.norm == NormPlacement::pre;
   float* d_x = m.d_x.data<float>();
   float* d_a = m.d_a.data<float>();
@@ -671,7 +667,6 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
       float* d_mid = d_x;
       if (!c.attention_only) {
         // x_next = LN2(s2), s2 = mid + FFN(mid).
-        float* d_u = m.d_u.data<float>();
         layer_norm_backward(ctx, {.x = buf.ln2_in_or_h2.data<const float>(),
                                   .dy = d_x,
                                   .gamma = r.value(bi.ln2_w),
@@ -682,26 +677,8 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
                                   .dx = d_a,
                                   .dgamma = r.grad(bi.ln2_w),
                                   .dbeta = r.grad(bi.ln2_b)});
-        linear_backward(ctx, {.x = buf.g.data<const float>(),
-                              .dy = d_a,
-                              .w = r.value(bi.w_down),
-                              .rows = N,
-                              .in = F,
-                              .out = D,
-                              .dw = r.grad(bi.w_down),
-                              .db = r.grad(bi.b_down),
-                              .dx = d_u});
-        gelu_backward(ctx, buf.u.data<const float>(), d_u, d_u, N * F);
-        linear_backward(ctx, {.x = mid,
-                              .dy = d_u,
-                              .w = r.value(bi.w_up),
-                              .rows = N,
-                              .in = D,
-                              .out = F,
-                              .dw = r.grad(bi.w_up),
-                              .db = r.grad(bi.b_up),
-                              .dx = d_a,
-                              .accumulate_dx = true});
+        // d_a = d_s2 goes to mid directly and through the FFN (added to it).
+        ffn_backward(ctx, r, bi, buf, mid, d_a, N, d_a, true);
         d_mid = d_a;
       }
       // mid = LN1(s1), s1 = x + Attn(x): d_s1 goes to x directly and through the attention.
