@@ -413,42 +413,29 @@ void ffn_backward(Context& ctx, const Run& r, const BlockIndex& bi, const BlockB
                         .dw = r.grad(bi.w_down),
                         .db = r.grad(bi.b_down),
                         .dx = d_u});
+  // dL/dh from one of the projections of h (W_gate or W_up), and that projection's gradients.
+  auto input_backward = [&](int w, int b, const float* dy, bool accumulate_dh) {
+    linear_backward(ctx, {.x = h,
+                          .dy = dy,
+                          .w = r.value(w),
+                          .rows = N,
+                          .in = D,
+                          .out = F,
+                          .dw = r.grad(w),
+                          .db = r.grad(b),
+                          .dx = d_h,
+                          .accumulate_dx = accumulate_dh});
+  };
   if (r.c.swiglu) {
     float* d_up = r.m.d_up.data<float>();
     swiglu_backward(ctx, buf.u.data<const float>(), buf.up.data<const float>(), d_u, d_u, d_up,
                     N * F);
-    linear_backward(ctx, {.x = h,
-                          .dy = d_u,
-                          .w = r.value(bi.w_gate),
-                          .rows = N,
-                          .in = D,
-                          .out = F,
-                          .dw = r.grad(bi.w_gate),
-                          .dx = d_h,
-                          .accumulate_dx = accumulate});
-    linear_backward(ctx, {.x = h,
-                          .dy = d_up,
-                          .w = r.value(bi.w_up),
-                          .rows = N,
-                          .in = D,
-                          .out = F,
-                          .dw = r.grad(bi.w_up),
-                          .db = r.grad(bi.b_up),
-                          .dx = d_h,
-                          .accumulate_dx = true});
+    input_backward(bi.w_gate, -1, d_u, accumulate);  // the gate has no bias
+    input_backward(bi.w_up, bi.b_up, d_up, true);
     return;
   }
   gelu_backward(ctx, buf.u.data<const float>(), d_u, d_u, N * F);
-  linear_backward(ctx, {.x = h,
-                        .dy = d_u,
-                        .w = r.value(bi.w_up),
-                        .rows = N,
-                        .in = D,
-                        .out = F,
-                        .dw = r.grad(bi.w_up),
-                        .db = r.grad(bi.b_up),
-                        .dx = d_h,
-                        .accumulate_dx = accumulate});
+  input_backward(bi.w_up, bi.b_up, d_u, accumulate);
 }
 
 // The blocks' forward from m.layer[0].x to m.x_final.
