@@ -37,6 +37,8 @@ DecoderGradientImportance decoder_gradient_importance(Context& ctx, const model:
     for (std::int64_t t = context / 2; t + 1 < context; ++t)
       batch.targets[static_cast<std::size_t>(t)] = first[t + 1];
     const train::StepResult s = model.forward_backward(ctx, batch);
+    HEADCOUNT_CHECK(std::isfinite(s.loss), "gradient importance", "a finite loss",
+                    concat(s.loss, " in window ", w, " (weights with NaN or Inf?)"));
     loss_sum += s.loss * static_cast<double>(s.scored);
     r.scored_tokens += s.scored;
     for (std::int64_t l = 0; l < c.layer_count(); ++l)
