@@ -68,10 +68,13 @@ json decoder_kv_sweep(Context& ctx, const model::Weights& weights, const BpeToke
   const std::span<const std::int32_t> head = ids.first(static_cast<std::size_t>(o.logit_tokens));
   const LlamaDecoder loaded(weights, BpeTokenizer(tokenizer.vocabulary()), {.weights = o.weights});
   const Tensor reference = first_logits(ctx, loaded, head);
-  if (o.uptrain.steps > 0)  // checked before the first evaluation
+  if (o.uptrain.steps > 0) {  // checked before the first evaluation
+    HEADCOUNT_CHECK(o.uptrain.seq_len >= 2 && o.uptrain.seq_len <= c.context, "uptrain seq_len",
+                    concat("in [2, the model's context = ", c.context, "]"), o.uptrain.seq_len);
     HEADCOUNT_CHECK(static_cast<std::int64_t>(o.uptrain_ids.size()) >= o.uptrain.seq_len + 1,
                     "uptrain text", concat("at least ", o.uptrain.seq_len + 1, " tokens"),
                     concat(o.uptrain_ids.size(), " tokens"));
+  }
   // The teacher is the loaded model in fp32, whatever o.weights: the decoder already built when
   // that is fp32, a second packing only otherwise.
   std::optional<LlamaDecoder> fp32_teacher;
