@@ -21,6 +21,7 @@
 #include "headcount/gguf.h"
 #include "headcount/multi_head_attention.h"
 #include "headcount/npy.h"
+#include "headcount/sts.h"
 #include "layers/feed_forward.h"
 #include "layers/rms_norm.h"
 #include "layers/rotary.h"
@@ -702,6 +703,12 @@ TEST(LlamaDecoderSmall, PruneCurveRanksOnDevAndScoresPhysicallyPrunedModels) {
   EXPECT_EQ(points[1]["gradient"]["nll"].get<double>(),
             nll(model::remove_heads(weights, by_gradient), test));
   EXPECT_EQ(points[0]["gradient"]["nll"].get<double>(), test_base);
+  std::vector<double> importances, rises;
+  for (std::size_t u = 0; u < 6; ++u) {
+    importances.push_back(r["gradient"]["groups"][u]["importance"].get<double>());
+    rises.push_back(r["ablation"][u]["nll_rise"].get<double>());
+  }
+  EXPECT_EQ(r["gradient"]["spearman_vs_ablation"].get<double>(), spearman(importances, rises));
 
   // The ranking taken from this run's rises: the same order and the same test points.
   compress::DecoderPruneCurveOptions again = options;

@@ -10,6 +10,7 @@
 #include "compress/sweeps.h"
 #include "headcount/decoder_training.h"
 #include "headcount/error.h"
+#include "headcount/sts.h"
 
 namespace headcount::compress {
 
@@ -220,11 +221,15 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights, const BpeT
                      {"scored_tokens", g.scored_tokens},
                      {"mean_loss", g.mean_loss},
                      {"groups", groups},
+                     // How far the two rankings agree: Spearman's rank correlation (sts.h) of the
+                     // groups' gradient importances and their ablation rises.
+                     {"spearman_vs_ablation", spearman(importance, rise)},
                      {"seconds", seconds_since(start)}};
     r["gradient_order"] = order_json(units, order);
     gradient_order = order;
     log(concat("gradient ranking: ", g.windows, " dev windows (",
-               std::llround(seconds_since(start)), " s)"));
+               std::llround(seconds_since(start)), " s); Spearman against the ablation rises ",
+               r["gradient"]["spearman_vs_ablation"].get<double>()));
   }
 
   std::vector<std::vector<std::size_t>> random_orders;
