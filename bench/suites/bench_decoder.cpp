@@ -40,13 +40,12 @@ void run_decoder_suite(const DecoderSuiteOptions& o) {
   Context ctx({.threads = o.threads});
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json)
-    std::printf("decoder suite: %s, %d thread%s, median of %d runs\n%-6s %8s %8s %16s %16s\n",
+    std::printf("decoder suite: %s, %d thread%s, median of %d runs\n%-9s %8s %8s %16s %16s\n",
                 o.model.c_str(), o.threads, o.threads == 1 ? "" : "s", o.repeats, "weights",
                 "prompt", "new", "prefill tok/s", "decode tok/s");
-  for (const auto& [dtype, name] : {std::pair{DType::f32, "fp32"}, std::pair{DType::bf16, "bf16"},
-                                    std::pair{DType::i8, "int8"}}) {
+  for (const char* name : {"fp32", "bf16", "int8", "quantized"}) {
     std::fprintf(stderr, "bench: loading %s (%s weights)\n", o.model.c_str(), name);
-    const LlamaDecoder decoder = LlamaDecoder::load(o.model, {.weights = dtype});
+    const LlamaDecoder decoder = LlamaDecoder::load(o.model, parse_decoder_weights(name));
     std::vector<std::int32_t> prompt = decoder.tokenizer().encode(text);
     if (o.quick && prompt.size() > 64) prompt.resize(64);
     const auto n = static_cast<std::int64_t>(prompt.size());
@@ -80,7 +79,7 @@ void run_decoder_suite(const DecoderSuiteOptions& o) {
                     {"prefill_runs", prefill},
                     {"decode_runs", decode}});
     if (!o.json)
-      std::printf("%-6s %8lld %8lld %16.1f %16.1f\n", name, static_cast<long long>(n),
+      std::printf("%-9s %8lld %8lld %16.1f %16.1f\n", name, static_cast<long long>(n),
                   static_cast<long long>(new_tokens), median(prefill), median(decode));
   }
   if (o.json)

@@ -87,9 +87,22 @@ struct PerplexityResult {
 // quantized once to int8 with its own scale, max|w| / 127, input rows quantized per row; exact
 // int32 sums: 1 byte per weight read per token instead of 4). The norms, rotary positions,
 // attention and the KV cache are the same in all three.
+//
+// quantized (`--weights quantized`; LlamaDecoder::load only): every projection, the FFN and the
+// LM head multiply the GGUF file's own blocks, Q4_1 and Q8_0, as the file stores them (nothing
+// requantized), with each input row quantized to int8 in blocks of 32 as llama.cpp does for
+// these formats: exact int32 block sums, fp32 after (src/simd/qblock.h). 0.625 bytes per
+// weight read per token for Q4_1 (1.06 for Q8_0) against 4 for f32. `weights` stays f32 (the
+// embedding lookup, norms, attention and cache are the f32 path's).
 struct DecoderOptions {
   DType weights = DType::f32;
+  bool quantized = false;
 };
+
+// "fp32", "bf16", "int8" or "quantized" (the CLI's and Python's --weights / weights=) to
+// options; anything else: Error naming `option` and the value.
+DecoderOptions parse_decoder_weights(const std::string& name,
+                                     const std::string& option = "--weights");
 
 // What forward() does besides the logits (analysis only; the defaults change nothing).
 struct DecoderForwardOptions {
@@ -116,6 +129,9 @@ class LlamaDecoder {
   const model::Config& config() const;
   const BpeTokenizer& tokenizer() const;
   DType weights_dtype() const;
+  bool quantized() const;  // DecoderOptions::quantized
+  // "fp32", "bf16", "int8" or "quantized", as parse_decoder_weights reads them.
+  std::string weights_name() const;
 
   // A cache for one sequence of up to `capacity` positions (<= config().context).
   KvCache make_cache(std::int64_t capacity, CacheDType dtype = CacheDType::f32) const;

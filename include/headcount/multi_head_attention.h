@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 
 #include "headcount/attention.h"
@@ -25,6 +26,10 @@
 #include "headcount/tensor.h"
 
 namespace headcount {
+
+namespace layers {
+struct BlockWeights;  // src/layers/block_weights.h
+}
 
 struct MultiHeadAttentionConfig {
   std::int64_t d_model = 0;
@@ -140,6 +145,13 @@ class MultiHeadAttention {
   // dtype: Error. The unpacked fp32 weights (and the OpenBLAS paths) are untouched.
   void set_projection_dtype(DType dtype);
 
+  // The decoder's `--weights quantized`: W_qkv (its rows the q, k, v outputs in that order,
+  // qkv width in all) and W_o (d_model rows of concat width) as a GGUF file's own Q4_1 / Q8_0
+  // blocks (src/layers/block_weights.h), multiplied by the packed GEMM's block path; the packed
+  // fp32 copies are dropped. Error on another shape, or when the layer has no fused W_qkv.
+  void set_projection_blocks(std::shared_ptr<const layers::BlockWeights> qkv,
+                             std::shared_ptr<const layers::BlockWeights> o);
+
  private:
   std::int64_t q_width() const { return config_.heads * config_.head_dim; }
   std::int64_t k_width() const { return config_.kv_heads * config_.head_dim; }
@@ -166,6 +178,8 @@ class MultiHeadAttention {
   Tensor packed_qkv_;
   Tensor b_qkv_;
   Tensor packed_o_;
+  // set_projection_blocks's weights (null: the packed tensors above serve).
+  std::shared_ptr<const layers::BlockWeights> blocks_qkv_, blocks_o_;
 };
 
 }  // namespace headcount

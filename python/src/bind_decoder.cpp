@@ -19,11 +19,10 @@
 namespace headcount::python {
 namespace {
 
-DType parse_weights(const std::string& name) {
-  if (name == "fp32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  if (name == "int8") return DType::i8;
-  fail("weights", "expected 'fp32', 'bf16' or 'int8', got '" + name + "'");
+DecoderOptions parse_weights(const std::string& name) {
+  if (name == "fp32" || name == "bf16" || name == "int8" || name == "quantized")
+    return parse_decoder_weights(name, "weights");
+  fail("weights", "expected 'fp32', 'bf16', 'int8' or 'quantized', got '" + name + "'");
 }
 
 CacheDType parse_kv(const std::string& name) {
@@ -61,7 +60,7 @@ void register_decoder(nb::module_& m) {
       .def_static(
           "load",
           [](const std::string& path, const std::string& weights) {
-            const DecoderOptions options{.weights = parse_weights(weights)};
+            const DecoderOptions options = parse_weights(weights);
             nb::gil_scoped_release release;
             try {
               return LlamaDecoder::load(path, options);
@@ -72,7 +71,8 @@ void register_decoder(nb::module_& m) {
           nb::arg("path"), nb::kw_only(), nb::arg("weights") = "fp32",
           "Loads a GGUF file of architecture 'llama' (weights dequantized to fp32, Q/K rows in\n"
           "Hugging Face's order). weights: how the projections multiply, as the CLI's --weights:\n"
-          "'fp32' (the reference), 'bf16' or 'int8'.")
+          "'fp32' (the reference), 'bf16', 'int8' or 'quantized' (the file's own Q4_1/Q8_0\n"
+          "blocks, inputs quantized to int8 in blocks of 32 as llama.cpp does).")
       .def_prop_ro("layers", [](const LlamaDecoder& d) { return d.config().layer_count(); })
       .def_prop_ro("heads", [](const LlamaDecoder& d) { return d.config().heads_in(0); })
       .def_prop_ro("kv_heads", [](const LlamaDecoder& d) { return d.config().kv_heads_in(0); })

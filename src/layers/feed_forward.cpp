@@ -22,12 +22,20 @@ Linear Linear::make(Tensor weight, Tensor bias, DType dtype) {
   return Linear{.weight = std::move(weight), .bias = std::move(bias), .packed = std::move(packed)};
 }
 
+Linear Linear::from_blocks(std::shared_ptr<const BlockWeights> blocks) {
+  HEADCOUNT_CHECK(blocks != nullptr, "linear blocks", "block weights", "none");
+  Linear linear;
+  linear.blocks = std::move(blocks);
+  return linear;
+}
+
 void Linear::forward(Context& ctx, const float* x, std::int64_t rows, float* y,
                      GemmEpilogue epilogue) const {
   packed_gemm(ctx, {.m = rows,
                     .x = x,
                     .ldx = in(),
-                    .w = &packed,
+                    .w = blocks ? nullptr : &packed,
+                    .blocks = blocks.get(),
                     .n = out(),
                     .bias = bias.empty() ? nullptr : bias.data<const float>(),
                     .y = y,
@@ -77,6 +85,18 @@ void GatedFeedForward::forward(Context& ctx, const float* x, std::int64_t rows, 
     }
   });
   down.forward(ctx, gated, rows, y);
+}
+
+GatedFeedForward GatedFeedForward::from_blocks(std::shared_ptr<const BlockWeights> gate_up,
+                                               std::shared_ptr<const BlockWeights> down) {
+  HEADCOUNT_CHECK(
+      gate_up && down && gate_up->n % 2 == 0 && down->k == gate_up->n / 2 && down->n == gate_up->k,
+      "gated FFN blocks", "gate_up [2 d_ff rows of d_model], down [d_model rows of d_ff]",
+      gate_up && down ? concat("gate_up ", gate_up->n, " rows of ", gate_up->k, ", down ", down->n,
+                               " rows of ", down->k)
+                      : std::string("none"));
+  return GatedFeedForward{.gate_up = Linear::from_blocks(std::move(gate_up)),
+                          .down = Linear::from_blocks(std::move(down))};
 }
 
 }  // namespace headcount::layers

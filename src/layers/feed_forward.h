@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 
 #include "headcount/context.h"
 #include "headcount/tensor.h"
+#include "layers/block_weights.h"
 #include "layers/packed_gemm.h"
 
 namespace headcount::layers {
@@ -20,13 +22,17 @@ struct Linear {
   Tensor weight;  // [in, out]
   Tensor bias;    // [out], or empty: no bias
   Tensor packed;  // pack_weights(weight, dtype)
+  // Or (from_blocks) a GGUF file's quantized blocks, with no fp32 weight, packed or not.
+  std::shared_ptr<const BlockWeights> blocks;
 
   // Checks the shapes and packs the weight, in f32 or bf16 (packed_gemm.h); an empty bias is
   // none.
   static Linear make(Tensor weight, Tensor bias, DType dtype = DType::f32);
+  // y = x · Wᵀ with W the blocks' n rows of k (block_weights.h); no bias.
+  static Linear from_blocks(std::shared_ptr<const BlockWeights> blocks);
 
-  std::int64_t in() const { return weight.size(0); }
-  std::int64_t out() const { return weight.size(1); }
+  std::int64_t in() const { return blocks ? blocks->k : weight.size(0); }
+  std::int64_t out() const { return blocks ? blocks->n : weight.size(1); }
   // y[rows, out] = epilogue(x[rows, in] · weight + bias) (rows contiguous).
   void forward(Context& ctx, const float* x, std::int64_t rows, float* y,
                GemmEpilogue epilogue = GemmEpilogue::none) const;
@@ -53,6 +59,9 @@ struct GatedFeedForward {
   // gate [d_model, d_ff] and up [d_model, d_ff] in [in, out] layout.
   static GatedFeedForward make(const Tensor& gate, const Tensor& up, Tensor down,
                                DType dtype = DType::f32);
+  // From a GGUF file's blocks: gate_up's rows the gate's d_ff then the up's d_ff outputs.
+  static GatedFeedForward from_blocks(std::shared_ptr<const BlockWeights> gate_up,
+                                      std::shared_ptr<const BlockWeights> down);
   std::int64_t d_ff() const { return down.in(); }
   // y[rows, d_model]; `hidden` holds rows * 3 * d_ff floats.
   void forward(Context& ctx, const float* x, std::int64_t rows, float* hidden, float* y) const;

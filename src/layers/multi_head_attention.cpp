@@ -7,6 +7,7 @@
 #include <random>
 
 #include "headcount/error.h"
+#include "layers/block_weights.h"
 #include "layers/gemm.h"
 #include "layers/layer_checks.h"
 #include "layers/packed_gemm.h"
@@ -56,15 +57,17 @@ void project(Context& ctx, const TensorView& x, const Tensor& w, const Tensor& b
 
 // y[b] = x[b] · W (+ bias) through the packed GEMM (W packed, `out` columns), one call when the
 // rows are evenly spaced. Each row's result is independent of the others (packed_gemm.h).
-void project_packed(Context& ctx, const TensorView& x, const Tensor& packed, std::int64_t out,
-                    const Tensor& bias, float* y, std::int64_t ldy) {
+void project_packed(Context& ctx, const TensorView& x, const Tensor& packed,
+                    const layers::BlockWeights* blocks, std::int64_t out, const Tensor& bias,
+                    float* y, std::int64_t ldy) {
   const std::int64_t batch = x.shape[0], len = x.shape[1];
   const bool one_gemm = x.strides[0] == len * x.strides[1];
   for (std::int64_t b = 0; b < (one_gemm ? 1 : batch); ++b)
     layers::packed_gemm(ctx, {.m = one_gemm ? batch * len : len,
                               .x = x.ptr<const float>() + b * x.strides[0],
                               .ldx = x.strides[1],
-                              .w = &packed,
+                              .w = blocks != nullptr ? nullptr : &packed,
+                              .blocks = blocks,
                               .n = out,
                               .bias = bias.empty() ? nullptr : bias.data<const float>(),
                               .y = y + b * len * ldy,
@@ -177,6 +180,8 @@ void MultiHeadAttention::set_projection_dtype(DType dtype) {
   HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8,
                   "projection dtype", "f32, bf16 or i8", dtype_name(dtype));
   const MultiHeadAttentionConfig& c = config_;
+  blocks_qkv_.reset();
+  blocks_o_.reset();
   if (c.kv_dim == c.d_model) {
     Tensor w_qkv(DType::f32, {c.d_model, qkv_width_});
     const Tensor* parts[] = {&weights_.w_q, &weights_.w_k, &weights_.w_v};
@@ -194,6 +199,23 @@ void MultiHeadAttention::set_projection_dtype(DType dtype) {
                                    c.d_model, dtype);
 }
 
+void MultiHeadAttention::set_projection_blocks(std::shared_ptr<const layers::BlockWeights> qkv,
+                                               std::shared_ptr<const layers::BlockWeights> o) {
+  const MultiHeadAttentionConfig& c = config_;
+  HEADCOUNT_CHECK(c.kv_dim == c.d_model, "projection blocks",
+                  "a self-attention layer (one fused W_qkv)", concat("kv_dim ", c.kv_dim));
+  HEADCOUNT_CHECK(qkv && qkv->n == qkv_width_ && qkv->k == c.d_model, "projection blocks W_qkv",
+                  concat(qkv_width_, " rows of ", c.d_model),
+                  qkv ? concat(qkv->n, " rows of ", qkv->k) : std::string("none"));
+  HEADCOUNT_CHECK(o && o->n == c.d_model && o->k == concat_width(), "projection blocks W_o",
+                  concat(c.d_model, " rows of ", concat_width()),
+                  o ? concat(o->n, " rows of ", o->k) : std::string("none"));
+  blocks_qkv_ = std::move(qkv);
+  blocks_o_ = std::move(o);
+  packed_qkv_ = Tensor();
+  packed_o_ = Tensor();
+}
+
 LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x, const TensorView& out,
                                        const AttentionOptions& options) const {
   const auto& c = config_;
@@ -208,7 +230,7 @@ LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x, const 
   const std::int64_t width = qkv_width_;
   float* qkv = static_cast<float*>(
       ctx.workspace(kSlotQkv, static_cast<std::size_t>(batch * len * width) * sizeof(float)));
-  project_packed(ctx, x, packed_qkv_, width, b_qkv_, qkv, width);
+  project_packed(ctx, x, packed_qkv_, blocks_qkv_.get(), width, b_qkv_, qkv, width);
   for (std::int64_t b = 0; b < batch; ++b) rotate(ctx, qkv + b * len * width, len, 0);
 
   // 2. Heads are column ranges of the projection: views, not copies.
@@ -335,7 +357,8 @@ LayerStats MultiHeadAttention::attend_and_mix(Context& ctx, AttentionParams para
     layers::packed_gemm(ctx, {.m = one_gemm ? batch * q_len : q_len,
                               .x = concat_buffer + b * q_len * concat_width(),
                               .ldx = concat_width(),
-                              .w = &packed_o_,
+                              .w = blocks_o_ ? nullptr : &packed_o_,
+                              .blocks = blocks_o_.get(),
                               .n = c.d_model,
                               .bias = c.bias ? weights_.b_o.data<const float>() : nullptr,
                               .y = out.ptr<float>() + b * out.strides[0],

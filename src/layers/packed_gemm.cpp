@@ -8,6 +8,7 @@
 
 #include "headcount/error.h"
 #include "headcount/work_counters.h"
+#include "layers/block_weights.h"
 #include "layers/task_grid.h"
 #include "simd/tuning.h"
 
@@ -25,6 +26,8 @@ constexpr int kSlotI8Input = 49, kSlotI8Scales = 50;
 // ... and of x's bf16 values and the bf16 panels widened to fp32 (bf16 weights on an ISA
 // without vdpbf16ps).
 constexpr int kSlotBf16Widened = 51, kSlotBf16WidenedPanels = 52;
+// ... and of x quantized by blocks for block weights: bytes, then dx, sx and sums per block.
+constexpr int kSlotBlockInput = 54, kSlotBlockScales = 55;
 
 // bf16 values as fp32 bit patterns: the 16 bits on top, zeros below (exact). Written on
 // 32-bit integers, in loops of known length, so that they vectorise in this (generic) unit.
@@ -127,7 +130,58 @@ Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t
   return packed;
 }
 
+namespace {
+
+// The GEMM on a file's quantized blocks: x quantized by blocks of 32 once per call (rows over
+// the pool), then the packed GEMM's task split over panels of 64 output rows.
+void block_gemm(Context& ctx, const PackedGemmArgs& g) {
+  const BlockWeights& w = *g.blocks;
+  const std::int64_t k = w.k, blocks = k / simd::kQBlock, nr = simd::kQPanelRows;
+  HEADCOUNT_CHECK(g.w == nullptr, "packed gemm", "either packed weights or blocks", "both");
+  HEADCOUNT_CHECK(g.n == w.n, "n", concat("the block weights' ", w.n, " rows"), g.n);
+  HEADCOUNT_CHECK(g.epilogue == GemmEpilogue::none, "packed gemm epilogue",
+                  "none with block weights (a decoder's projections have none)", "gelu_erf");
+  HEADCOUNT_CHECK(g.m >= 0 && g.ldx >= k && g.ldy >= g.n, "packed gemm",
+                  concat("m >= 0, ldx >= k = ", k, ", ldy >= n = ", g.n),
+                  concat("m ", g.m, ", ldx ", g.ldx, ", ldy ", g.ldy));
+  if (g.m == 0) return;
+  work_counters::add_gemm(g.m, g.n, k);
+  const simd::QBlockKernels& kernels = simd::qblock_kernels(ctx.isa());
+  auto* q =
+      static_cast<std::int8_t*>(ctx.workspace(kSlotBlockInput, static_cast<std::size_t>(g.m * k)));
+  auto* scales = static_cast<float*>(
+      ctx.workspace(kSlotBlockScales, static_cast<std::size_t>(g.m * blocks) * 3 * sizeof(float)));
+  float* dx = scales;
+  float* sx = scales + g.m * blocks;
+  auto* sums = reinterpret_cast<std::int32_t*>(scales + 2 * g.m * blocks);
+  const std::int64_t panels = (g.n + nr - 1) / nr;
+  const std::int64_t panel_bytes = nr / simd::kQGroupRows * blocks * simd::qblock_bytes(w.format);
+  const TaskGrid grid(g.m, panels, ctx.threads());
+  grid.run(ctx, grid.row_blocks, [&](std::int64_t rb, int) {
+    for (std::int64_t r = grid.first_row(rb), r1 = r + grid.rows(rb); r < r1; ++r)
+      simd::quantize_blocks(g.x + r * g.ldx, k, q + r * k, dx + r * blocks, sx + r * blocks,
+                            sums + r * blocks);
+  });
+  const auto* packed = w.packed.data<const std::uint8_t>();
+  grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
+    const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
+    const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
+    if (rows <= 0) return;
+    const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
+    const simd::QuantizedRows xr{.q = q + r0 * k,
+                                 .dx = dx + r0 * blocks,
+                                 .sx = sx + r0 * blocks,
+                                 .sum = sums + r0 * blocks,
+                                 .k = k};
+    kernels.panel(w.format, xr, rows, packed + p * panel_bytes,
+                  g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols);
+  });
+}
+
+}  // namespace
+
 void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
+  if (g.blocks != nullptr) return block_gemm(ctx, g);
   const std::int64_t nr = tuning::gemm_panel_columns();
   HEADCOUNT_CHECK(
       g.w != nullptr &&

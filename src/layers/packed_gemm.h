@@ -29,6 +29,8 @@ namespace headcount::layers {
 
 using simd::GemmEpilogue;
 
+struct BlockWeights;  // block_weights.h
+
 // W [k, n] row-major (row stride ldw) → f32 [panels, k, 64], panels = ceil(n / 64); with
 // dtype bf16 (k even): bf16 [panels, k, 64] holding each panel's k/2 pair rows (gemm.h).
 Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t ldw,
@@ -38,7 +40,10 @@ struct PackedGemmArgs {
   std::int64_t m = 0;
   const float* x = nullptr;  // [m, k], row stride ldx
   std::int64_t ldx = 0;
-  const Tensor* w = nullptr;  // pack_weights(...) of a [k, n] matrix, f32 or bf16
+  const Tensor* w = nullptr;  // pack_weights(...) of a [k, n] matrix, f32, bf16 or i8
+  // Instead of w: a GGUF file's Q4_1 / Q8_0 blocks (block_weights.h; n = blocks->n, the
+  // epilogue none).
+  const BlockWeights* blocks = nullptr;
   std::int64_t n = 0;
   const float* bias = nullptr;  // [n] or null
   float* y = nullptr;           // [m, n], row stride ldy; must not overlap x

@@ -11,6 +11,7 @@
 #include "headcount/error.h"
 #include "headcount/gguf.h"
 #include "headcount/multi_head_attention.h"
+#include "layers/block_weights.h"
 #include "layers/feed_forward.h"
 #include "layers/packed_gemm.h"
 #include "layers/rms_norm.h"
@@ -158,15 +159,111 @@ struct LlamaDecoder::Impl {
   Tensor head;        // packed [d_model, vocab]: the LM head (the embedding when tied)
   std::vector<DecoderLayer> layers;
   DType dtype = DType::f32;  // of the packed weights
+  // --weights quantized: the LM head as the file's blocks (then `head` is empty).
+  std::shared_ptr<const layers::BlockWeights> head_blocks;
+  bool quantized = false;
+
+  // Replaces every projection, FFN matrix and the head by `file`'s own blocks.
+  void use_file_blocks(const GgufFile& file);
 
   Impl(model::Config c, BpeTokenizer t) : config(std::move(c)), tokenizer(std::move(t)) {}
 };
+
+namespace {
+
+// The blocks of the tensor `name` (its row order when given), Error naming the tensor and its
+// type unless it is Q4_1 or Q8_0.
+layers::BlockSource block_source(const GgufFile& file, const std::string& name,
+                                 std::span<const i64> row_order = {}) {
+  const GgufTensorView view = file.view(name);
+  const GgmlType type = view.info->type;
+  check(type == GgmlType::q4_1 || type == GgmlType::q8_0, concat(file.path(), ": ", name),
+        "Q4_1 or Q8_0 blocks for --weights quantized (use fp32, bf16 or int8 for this file)",
+        ggml_type_name(type));
+  return {.type = type,
+          .bytes = view.bytes,
+          .rows = view.info->rows(),
+          .cols = view.info->cols(),
+          .row_order = row_order};
+}
+
+std::shared_ptr<const layers::BlockWeights> pack_blocks(
+    std::initializer_list<layers::BlockSource> parts) {
+  return std::make_shared<const layers::BlockWeights>(layers::BlockWeights::pack(
+      std::span<const layers::BlockSource>(parts.begin(), parts.size())));
+}
+
+}  // namespace
+
+void LlamaDecoder::Impl::use_file_blocks(const GgufFile& file) {
+  const model::Config& c = config;
+  // The GGUF names of each role and layer, from the definition's own table.
+  std::vector<std::vector<std::string>> names(c.layer_count());
+  std::string head_name;
+  for (const model::WeightSpec& spec : model::weight_table(c)) {
+    if (spec.layer >= 0) {
+      auto& row = names[static_cast<std::size_t>(spec.layer)];
+      if (row.size() <= static_cast<std::size_t>(spec.role))
+        row.resize(static_cast<std::size_t>(spec.role) + 1);
+      row[static_cast<std::size_t>(spec.role)] = spec.gguf_name;
+    } else if (spec.role == (c.output == model::Output::tied ? model::Role::token_embedding
+                                                             : model::Role::lm_head_weight)) {
+      head_name = spec.gguf_name;
+    }
+  }
+  // llama.cpp's Q/K row order undone by choosing rows (unpermute_rotary_rows's map): packed
+  // row (head, h · head_dim/2 + i) is the file's row (head, 2i + h).
+  auto rotary_order = [&](i64 heads) {
+    std::vector<i64> order(static_cast<std::size_t>(heads * c.head_dim));
+    const i64 half = c.head_dim / 2;
+    for (i64 head = 0; head < heads; ++head)
+      for (i64 h = 0; h < 2; ++h)
+        for (i64 i = 0; i < half; ++i)
+          order[static_cast<std::size_t>(head * c.head_dim + h * half + i)] =
+              head * c.head_dim + 2 * i + h;
+    return order;
+  };
+  for (i64 l = 0; l < c.layer_count(); ++l) {
+    const auto& n = names[static_cast<std::size_t>(l)];
+    auto name = [&](model::Role role) { return n.at(static_cast<std::size_t>(role)); };
+    const std::vector<i64> q_order = rotary_order(c.heads_in(l)),
+                           k_order = rotary_order(c.kv_heads_in(l));
+    DecoderLayer& layer = layers[static_cast<std::size_t>(l)];
+    layer.attention.set_projection_blocks(
+        pack_blocks({block_source(file, name(model::Role::q_weight), q_order),
+                     block_source(file, name(model::Role::k_weight), k_order),
+                     block_source(file, name(model::Role::v_weight))}),
+        pack_blocks({block_source(file, name(model::Role::o_weight))}));
+    layer.ffn = layers::GatedFeedForward::from_blocks(
+        pack_blocks({block_source(file, name(model::Role::ffn_gate_weight)),
+                     block_source(file, name(model::Role::ffn_up_weight))}),
+        pack_blocks({block_source(file, name(model::Role::ffn_down_weight))}));
+  }
+  head_blocks = pack_blocks({block_source(file, head_name)});
+  head = Tensor();
+}
 
 LlamaDecoder LlamaDecoder::load(const std::string& gguf_path, const DecoderOptions& options) {
   const GgufFile file = GgufFile::open(gguf_path);
   (void)llama_config(file);  // the architecture and shapes first: the clearest error
   BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);
-  return LlamaDecoder(llama_definition(file), std::move(tokenizer), options);
+  check(!options.quantized || options.weights == DType::f32, "decoder weights",
+        "f32 beside quantized (the file's blocks replace the packed weights)",
+        dtype_name(options.weights));
+  LlamaDecoder decoder(llama_definition(file), std::move(tokenizer), {.weights = options.weights});
+  if (options.quantized) {
+    decoder.impl_->use_file_blocks(file);
+    decoder.impl_->quantized = true;
+  }
+  return decoder;
+}
+
+DecoderOptions parse_decoder_weights(const std::string& name, const std::string& option) {
+  if (name == "fp32") return {.weights = DType::f32};
+  if (name == "bf16") return {.weights = DType::bf16};
+  if (name == "int8") return {.weights = DType::i8};
+  if (name == "quantized") return {.weights = DType::f32, .quantized = true};
+  fail(option, concat("expected fp32, bf16, int8 or quantized, got ", name));
 }
 
 LlamaDecoder::LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer,
@@ -189,6 +286,9 @@ LlamaDecoder::LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer
   model::check_weights(weights, "decoder weights");
   check(tokenizer.vocab_size() == c.vocab, "decoder tokenizer",
         concat(c.vocab, " tokens (the config's vocab)"), tokenizer.vocab_size());
+  check(!options.quantized, "decoder weights quantized",
+        "the GGUF file's blocks: LlamaDecoder::load(path, {.quantized = true})",
+        "a definition in memory (fp32)");
   impl_ = std::make_unique<Impl>(c, std::move(tokenizer));
   impl_->dtype = dtype;
   using model::Role;
@@ -240,6 +340,11 @@ LlamaDecoder& LlamaDecoder::operator=(LlamaDecoder&&) noexcept = default;
 const model::Config& LlamaDecoder::config() const { return impl_->config; }
 const BpeTokenizer& LlamaDecoder::tokenizer() const { return impl_->tokenizer; }
 DType LlamaDecoder::weights_dtype() const { return impl_->dtype; }
+bool LlamaDecoder::quantized() const { return impl_->quantized; }
+std::string LlamaDecoder::weights_name() const {
+  if (impl_->quantized) return "quantized";
+  return impl_->dtype == DType::bf16 ? "bf16" : impl_->dtype == DType::i8 ? "int8" : "fp32";
+}
 
 KvCache LlamaDecoder::make_cache(i64 capacity, CacheDType dtype) const {
   const model::Config& c = impl_->config;
@@ -341,7 +446,8 @@ Tensor LlamaDecoder::forward(Context& ctx, std::span<const std::int32_t> ids, Kv
   layers::packed_gemm(ctx, {.m = rows,
                             .x = h + (n - rows) * d,
                             .ldx = d,
-                            .w = &impl_->head,
+                            .w = impl_->head_blocks ? nullptr : &impl_->head,
+                            .blocks = impl_->head_blocks.get(),
                             .n = c.vocab,
                             .y = logits.data<float>(),
                             .ldy = c.vocab});

@@ -3,8 +3,8 @@
 //
 //   generate --model FILE.gguf --prompt TEXT [--chat] [--max-tokens N] [--temperature T]
 //            [--top-p P] [--seed S] [--threads T] [--kv-dtype fp32|bf16|int8]
-//            [--weights fp32|bf16|int8] [--ignore-eos] [--json]
-//   perplexity --model FILE.gguf TEXT_FILE [--context N] [--weights fp32|bf16|int8]
+//            [--weights fp32|bf16|int8|quantized] [--ignore-eos] [--json]
+//   perplexity --model FILE.gguf TEXT_FILE [--context N] [--weights fp32|bf16|int8|quantized]
 //            [--threads T] [--json]
 //
 // Options are checked before the model loads (a mistake is one line and exit 2, at once).
@@ -65,11 +65,11 @@ void run_generate(const GenerateArgs& a) {
         "a finite number >= 0 (0: greedy)", a.temperature);
   check(a.top_p > 0 && a.top_p <= 1, "--top-p", "in (0, 1]", a.top_p);
   const CacheDType kv_dtype = parse_kv_dtype(a.kv_dtype);
-  const DType weights = parse_dtype_option(a.weights, "--weights");
+  const DecoderOptions weights = parse_decoder_weights(a.weights, "--weights");
   Context ctx({.threads = resolve_threads(a.threads)});
 
   // 2. Model and prompt.
-  const LlamaDecoder decoder = LlamaDecoder::load(a.model, {.weights = weights});
+  const LlamaDecoder decoder = LlamaDecoder::load(a.model, weights);
   const BpeTokenizer& tokenizer = decoder.tokenizer();
   const std::string text =
       a.chat ? format_chatml({{.role = "user", .content = a.prompt}},
@@ -134,13 +134,13 @@ struct PerplexityArgs {
 void run_perplexity(const PerplexityArgs& a) {
   check_model_flag(a.model);
   check(a.context >= 4, "--context", ">= 4", a.context);
-  const DType weights = parse_dtype_option(a.weights, "--weights");
+  const DecoderOptions weights = parse_decoder_weights(a.weights, "--weights");
   std::ifstream file(a.input, std::ios::binary);
   check(static_cast<bool>(file), "TEXT_FILE", "a readable file", a.input);
   std::stringstream text;
   text << file.rdbuf();
   Context ctx({.threads = resolve_threads(a.threads)});
-  const LlamaDecoder decoder = LlamaDecoder::load(a.model, {.weights = weights});
+  const LlamaDecoder decoder = LlamaDecoder::load(a.model, weights);
   check(a.context <= decoder.config().context, "--context",
         detail::concat("at most the model's context ", decoder.config().context), a.context);
   // The text as text: a special token's spelling in it is not that token.
@@ -187,7 +187,8 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache: fp32, bf16 or int8")->capture_default_str();
   cmd->add_option("--weights", a->weights,
-                  "Weights as multiplied: fp32 (dequantized, the reference), bf16 or int8")
+                  "Weights as multiplied: fp32 (dequantized, the reference), bf16, int8 or "
+                  "quantized (the file's own Q4_1/Q8_0 blocks, inputs in int8 blocks of 32)")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", a->ignore_eos,
                 "Go on past the end-of-text token (benchmarks: always --max-tokens tokens)");
@@ -203,7 +204,7 @@ void register_perplexity(CLI::App& app) {
   cmd->add_option("input", a->input, "Text file")->required();
   cmd->add_option("--context", a->context, "Tokens per window (the second half is scored)")
       ->capture_default_str();
-  cmd->add_option("--weights", a->weights, "fp32, bf16 or int8 (as for generate)")
+  cmd->add_option("--weights", a->weights, "fp32, bf16, int8 or quantized (as for generate)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--json", a->as_json, "One JSON object");
