@@ -144,6 +144,14 @@ TEST(CliDecoder, GenerateJsonHasTransformersGreedyTokensAndPerplexityRuns) {
   EXPECT_GT(out.at("decode_tokens_per_second").get<double>(), 0);
   EXPECT_EQ(out.at("text").get<std::string>().rfind(" Paris", 0), 0u) << out.at("text");
 
+  // The file's own blocks (--weights quantized) say so and give the same first token.
+  const CliResult q = run_cli("generate --model '" + kModel.string() + "' --prompt '" + prompt +
+                              "' --max-tokens 2 --threads 2 --weights quantized --json");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const nlohmann::json qj = nlohmann::json::parse(q.out);
+  EXPECT_EQ(qj.at("weights"), "quantized");
+  EXPECT_EQ(qj.at("tokens")[0].get<int>(), greedy[0]);
+
   // Perplexity on a short text: two windows of 32 tokens, 15 scored in each.
   const fs::path text = fs::temp_directory_path() /
                         ("headcount_cli_perplexity_" + std::to_string(::getpid()) + ".txt");

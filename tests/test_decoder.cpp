@@ -927,34 +927,40 @@ namespace headcount {
 namespace {
 
 // --weights quantized: the file's own Q4_1 / Q8_0 blocks, inputs quantized to int8 in blocks of
-// 32 (src/simd/qblock.h; the kernel's exactness is tests/test_qblock_gemm.cpp's). Here what that
-// quantization does to the model, which no arithmetic bounds: it is a quality statement, measured
-// (docs/decoder.md) and guarded. On the fixture prompts the logits move by at most ~0.3 from the
-// float64 reference, against ~25-32 in magnitude, and the first greedy token never changes; on
-// 1,024 tokens of the book the perplexity is within 0.3% of the fp32 path's. The guards: 1.0 and
-// 1%, a third of a quantization error of the weights' own size (a wrong scale, nibble or row
-// moves logits by several units and perplexity by orders of magnitude).
+// 32 (src/simd/qblock.h; the kernel's exactness is tests/test_qblock_gemm.cpp's). What that
+// quantization does to the model no arithmetic bounds, so the yardstick is the peer that does the
+// same: llama.cpp on the same file, its logits on the same prompts against the same float64
+// reference (llama_cpp_logits.json, made by bench/peers/llama_cpp_peer.py logits --write: max
+// errors 0.62 / 0.73 / 0.63). headcount must be as faithful within a factor 2 (measured 0.88 /
+// 0.86 / 0.62) with the same first greedy token; a wrong scale, nibble or row moves logits by
+// several units. Perplexity on 1,024 tokens of the book (context 256) within 1% of the fp32
+// path's (measured −0.45%; llama.cpp's own gap on 100 kB is +0.33%, docs/decoder.md).
 TEST_F(SmolLM2, QuantizedWeightsStayCloseToTheFp32Path) {
   Context ctx({.threads = 2});
   const LlamaDecoder quantized = LlamaDecoder::load(kModel.string(), {.quantized = true});
   EXPECT_TRUE(quantized.quantized());
   EXPECT_EQ(quantized.weights_name(), "quantized");
   const i64 vocab = quantized.config().vocab;
+  std::ifstream peer_file(decoder_testdata("llama_cpp_logits.json"));
+  const nlohmann::json peer = nlohmann::json::parse(peer_file);
   const std::size_t cases = HEADCOUNT_TEST_SANITIZED ? 1 : fixtures_.at("cases").size();
   for (std::size_t i = 0; i < cases; ++i) {
     const nlohmann::json& c = fixtures_.at("cases")[i];
     const auto ids = c.at("ids").get<std::vector<std::int32_t>>();
     const auto greedy = c.at("greedy").get<std::vector<std::int32_t>>();
     const Tensor reference = read_npy_f32(decoder_testdata("logits_" + std::to_string(i) + ".npy"));
+    const double peer_error = peer.at("cases")[i].at("max_abs_error").get<double>();
     KvCache cache = quantized.make_cache(static_cast<i64>(ids.size()) + 1);
     const Tensor logits = quantized.forward(ctx, ids, cache);
     const double error =
         max_abs_diff(logits.data<const float>(), reference.data<const float>(), vocab);
     const std::int32_t first =
         sample_token({logits.data<const float>(), static_cast<std::size_t>(vocab)}, 0, 1, 0);
-    std::printf("[ smollm2  ] quantized, case %zu: max |logit error| %.3g; first token %d (%d)\n",
-                i, error, first, greedy[0]);
-    EXPECT_LE(error, 1.0) << "case " << i;
+    std::printf(
+        "[ smollm2  ] quantized, case %zu: max |logit error| %.3g (llama.cpp %.3g); first token "
+        "%d (%d)\n",
+        i, error, peer_error, first, greedy[0]);
+    EXPECT_LE(error, 2 * peer_error) << "case " << i;
     EXPECT_EQ(first, greedy[0]) << "case " << i;
   }
   if (HEADCOUNT_TEST_SANITIZED) return;

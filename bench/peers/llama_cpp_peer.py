@@ -10,8 +10,15 @@ bench/peers/setup_llama_cpp.sh makes: llama-cpp-python built from its source dis
             tokens, the logits of positions context/2 .. context-2 scoring the next token, no BOS.
 
 Prints one JSON object per measurement.
+  logits    the fixture prompts of tests/testdata/decoder/decoder.json (their ids, as transformers
+            tokenized them): llama.cpp's logits of the prompt's last position against the float64
+            reference logits_<i>.npy, max |difference| per prompt, and whether its first greedy
+            token is the reference's. `--write` records them in
+            tests/testdata/decoder/llama_cpp_logits.json, the yardstick the decoder test holds
+            headcount's --weights quantized to.
 Usage: llama_cpp_peer.py tokens [--threads 1 2] [--runs 3]
        llama_cpp_peer.py perplexity TEXT_FILE [--context 512] [--threads 2]
+       llama_cpp_peer.py logits [--threads 2] [--write]
 """
 import argparse
 import json
@@ -34,6 +41,14 @@ def load(threads, context, logits_all=False):
                            verbose=False)
 
 
+def last_logits(llm):
+    """The last evaluated position's logits. Without logits_all, llama-cpp-python 0.3.36 leaves
+    llm.scores zero (found 2026-12-06: the greedy loop below then fed back token 0 every step,
+    the same cost per step but not the text), so they are read from llama.cpp itself."""
+    row = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+    return np.ctypeslib.as_array(row, shape=(llm.n_vocab(),))
+
+
 def tokens(args):
     with open(BOOK, "rb") as f:
         text = f.read(2060)
@@ -45,11 +60,11 @@ def tokens(args):
             llm.reset()
             t0 = time.perf_counter()
             llm.eval(prompt)
-            token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            token = int(np.argmax(last_logits(llm)))
             t1 = time.perf_counter()
             for _ in range(args.new_tokens - 1):
                 llm.eval([token])
-                token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+                token = int(np.argmax(last_logits(llm)))
             t2 = time.perf_counter()
             pre.append(len(prompt) / (t1 - t0))
             dec.append((args.new_tokens - 1) / (t2 - t1))
@@ -83,16 +98,41 @@ def perplexity(args):
                       "threads": args.threads[0], "seconds": time.perf_counter() - t0}))
 
 
+def logits(args):
+    fixtures_dir = os.path.join(ROOT, "tests", "testdata", "decoder")
+    with open(os.path.join(fixtures_dir, "decoder.json")) as f:
+        fixtures = json.load(f)
+    llm = load(args.threads[0], 256, logits_all=True)
+    rows = []
+    for i, case in enumerate(fixtures["cases"]):
+        reference = np.load(os.path.join(fixtures_dir, "logits_%d.npy" % i)).astype(np.float64)
+        llm.reset()
+        llm.eval(case["ids"])
+        ours = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+        rows.append({"case": i, "prompt_tokens": len(case["ids"]),
+                     "max_abs_error": float(np.abs(ours - reference[0]).max()),
+                     "first_token": int(np.argmax(ours)), "reference_first_token": case["greedy"][0]})
+    result = {"peer": "llama.cpp", "version": llama_cpp.__version__,
+              "model": "SmolLM2-135M-Instruct.Q4_1.gguf", "cases": rows,
+              "made_by": "bench/peers/llama_cpp_peer.py logits --write"}
+    print(json.dumps(result, indent=1))
+    if args.write:
+        with open(os.path.join(fixtures_dir, "llama_cpp_logits.json"), "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["tokens", "perplexity"])
+    p.add_argument("what", choices=["tokens", "perplexity", "logits"])
     p.add_argument("text", nargs="?")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--context", type=int, default=512)
+    p.add_argument("--write", action="store_true")
     args = p.parse_args()
-    tokens(args) if args.what == "tokens" else perplexity(args)
+    {"tokens": tokens, "perplexity": perplexity, "logits": logits}[args.what](args)
 
 
 if __name__ == "__main__":

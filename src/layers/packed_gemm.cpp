@@ -157,11 +157,17 @@ void block_gemm(Context& ctx, const PackedGemmArgs& g) {
   const std::int64_t panels = (g.n + nr - 1) / nr;
   const std::int64_t panel_bytes = nr / simd::kQGroupRows * blocks * simd::qblock_bytes(w.format);
   const TaskGrid grid(g.m, panels, ctx.threads());
-  grid.run(ctx, grid.row_blocks, [&](std::int64_t rb, int) {
+  const auto quantize_rows = [&](std::int64_t rb, int) {
     for (std::int64_t r = grid.first_row(rb), r1 = r + grid.rows(rb); r < r1; ++r)
       simd::quantize_blocks(g.x + r * g.ldx, k, q + r * k, dx + r * blocks, sx + r * blocks,
                             sums + r * blocks);
-  });
+  };
+  // A decoded token's row is k values: quantized here rather than handed to the pool, whose
+  // round trip costs more than the work (four GEMMs a layer, every token).
+  if (grid.row_blocks == 1)
+    quantize_rows(0, 0);
+  else
+    grid.run(ctx, grid.row_blocks, quantize_rows);
   const auto* packed = w.packed.data<const std::uint8_t>();
   grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
     const std::int64_t p = grid.panel(task), rb = grid.row_block(task);

@@ -67,3 +67,17 @@ def test_load_errors():
         headcount.Decoder.load(MODEL, weights="q4")
     with pytest.raises(OSError, match="absent.gguf"):
         headcount.Decoder.load(os.path.join(ROOT, "absent.gguf"))
+
+
+@needs_model
+def test_quantized_weights_keep_the_first_greedy_token(fixtures):
+    """weights='quantized' (the file's own Q4_1/Q8_0 blocks): as faithful to the float64
+    reference as llama.cpp on the same file, within the C++ test's factor 2."""
+    quantized = headcount.Decoder.load(MODEL, weights="quantized")
+    with open(os.path.join(TESTDATA, "llama_cpp_logits.json")) as f:
+        peer = json.load(f)["cases"]
+    case = fixtures[0]
+    logits = quantized.logits(case["ids"], context=headcount.Context(threads=2))
+    reference = np.load(os.path.join(TESTDATA, "logits_0.npy"))
+    assert np.max(np.abs(logits[-1] - reference[0])) <= 2 * peer[0]["max_abs_error"]
+    assert int(np.argmax(logits[-1])) == case["greedy"][0]
