@@ -132,6 +132,17 @@ Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t
 
 namespace {
 
+// The row count and strides every path checks the same way; false when there is no row (no
+// work, nothing counted), else the multiply-adds are counted.
+bool check_rows_and_count(const PackedGemmArgs& g, std::int64_t k) {
+  HEADCOUNT_CHECK(g.m >= 0 && g.ldx >= k && g.ldy >= g.n, "packed gemm",
+                  concat("m >= 0, ldx >= k = ", k, ", ldy >= n = ", g.n),
+                  concat("m ", g.m, ", ldx ", g.ldx, ", ldy ", g.ldy));
+  if (g.m == 0) return false;
+  work_counters::add_gemm(g.m, g.n, k);
+  return true;
+}
+
 // The GEMM on a file's quantized blocks: x quantized by blocks of 32 once per call (rows over
 // the pool), then the packed GEMM's task split over panels of 64 output rows.
 void block_gemm(Context& ctx, const PackedGemmArgs& g) {
@@ -141,11 +152,7 @@ void block_gemm(Context& ctx, const PackedGemmArgs& g) {
   HEADCOUNT_CHECK(g.n == w.n, "n", concat("the block weights' ", w.n, " rows"), g.n);
   HEADCOUNT_CHECK(g.epilogue == GemmEpilogue::none, "packed gemm epilogue",
                   "none with block weights (a decoder's projections have none)", "gelu_erf");
-  HEADCOUNT_CHECK(g.m >= 0 && g.ldx >= k && g.ldy >= g.n, "packed gemm",
-                  concat("m >= 0, ldx >= k = ", k, ", ldy >= n = ", g.n),
-                  concat("m ", g.m, ", ldx ", g.ldx, ", ldy ", g.ldy));
-  if (g.m == 0) return;
-  work_counters::add_gemm(g.m, g.n, k);
+  if (!check_rows_and_count(g, k)) return;
   const simd::QBlockKernels& kernels = simd::qblock_kernels(ctx.isa());
   auto* q =
       static_cast<std::int8_t*>(ctx.workspace(kSlotBlockInput, static_cast<std::size_t>(g.m * k)));
@@ -201,11 +208,7 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
   const std::int64_t panels = g.w->size(0), k = g.w->size(1) - (g.w->dtype() == DType::i8 ? 8 : 0);
   HEADCOUNT_CHECK(g.n >= 1 && (g.n + nr - 1) / nr == panels, "n",
                   concat("a width packed into ", panels, " panels"), g.n);
-  HEADCOUNT_CHECK(g.m >= 0 && g.ldx >= k && g.ldy >= g.n, "packed gemm",
-                  concat("m >= 0, ldx >= k = ", k, ", ldy >= n = ", g.n),
-                  concat("m ", g.m, ", ldx ", g.ldx, ", ldy ", g.ldy));
-  if (g.m == 0) return;
-  work_counters::add_gemm(g.m, g.n, k);
+  if (!check_rows_and_count(g, k)) return;
   const simd::GemmKernels& kernels = simd::gemm_kernels(ctx.isa());
   const TaskGrid grid(g.m, panels, ctx.threads());
   const std::int64_t row_blocks = grid.row_blocks;
