@@ -20,9 +20,7 @@ namespace headcount::python {
 namespace {
 
 DecoderOptions parse_weights(const std::string& name) {
-  if (name == "fp32" || name == "bf16" || name == "int8" || name == "quantized")
-    return parse_decoder_weights(name, "weights");
-  fail("weights", "expected 'fp32', 'bf16', 'int8' or 'quantized', got '" + name + "'");
+  return parse_decoder_weights(name, "weights");  // Error -> ValueError, naming the value
 }
 
 CacheDType parse_kv(const std::string& name) {
