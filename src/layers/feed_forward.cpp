@@ -79,9 +79,7 @@ void GatedFeedForward::forward(Context& ctx, const float* x, std::int64_t rows, 
     const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
     for (std::int64_t r = task * kRowsPerTask; r < end; ++r) {
       const float* g = both + r * 2 * ff;
-      const float* u = g + ff;
-      float* out = gated + r * ff;
-      for (std::int64_t j = 0; j < ff; ++j) out[j] = silu(g[j]) * u[j];
+      swiglu_gate(g, g + ff, gated + r * ff, ff);
     }
   });
   down.forward(ctx, gated, rows, y);

@@ -49,6 +49,12 @@ struct FeedForward {
 // silu(x) = x * sigmoid(x) = x / (1 + e^-x): the gate of SwiGLU.
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
+// The SwiGLU gate over n elements: out = silu(gate) * up. Both executors call it (the
+// training executor's forward too), so the gate is computed one way in the project.
+inline void swiglu_gate(const float* gate, const float* up, float* out, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = silu(gate[j]) * up[j];
+}
+
 // Llama's gated feed-forward (SwiGLU): y = (silu(x · W_gate) * (x · W_up)) · W_down, no biases.
 // W_gate and W_up are packed side by side in one Linear ([d_model, 2 * d_ff]: gate columns
 // first), so x is read once; the product of the halves runs over rows on the pool.

@@ -6,6 +6,14 @@
 
 namespace headcount::layers {
 
+float rms_norm_row(const float* x, std::int64_t width, const float* gamma, float eps, float* y) {
+  double sum = 0;
+  for (std::int64_t i = 0; i < width; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float inv = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(width) + eps));
+  for (std::int64_t i = 0; i < width; ++i) y[i] = x[i] * inv * gamma[i];
+  return inv;
+}
+
 void add_rms_norm(Context& ctx, float* x, const float* residual, std::int64_t rows,
                   std::int64_t width, const float* gamma, float eps, float* y) {
   constexpr std::int64_t kRowsPerTask = 16;
@@ -18,11 +26,7 @@ void add_rms_norm(Context& ctx, float* x, const float* residual, std::int64_t ro
         const float* add = residual + r * width;
         for (std::int64_t i = 0; i < width; ++i) row[i] += add[i];
       }
-      double sum = 0;
-      for (std::int64_t i = 0; i < width; ++i) sum += static_cast<double>(row[i]) * row[i];
-      const float inv = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(width) + eps));
-      float* out = y + r * width;
-      for (std::int64_t i = 0; i < width; ++i) out[i] = row[i] * inv * gamma[i];
+      rms_norm_row(row, width, gamma, eps, y + r * width);
     }
   });
 }

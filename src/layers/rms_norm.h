@@ -19,4 +19,9 @@ namespace headcount::layers {
 void add_rms_norm(Context& ctx, float* x, const float* residual, std::int64_t rows,
                   std::int64_t width, const float* gamma, float eps, float* y);
 
+// One row of it without the residual: y = x * inv * gamma, returning inv = 1 / rms(x). The
+// training executor's RMSNorm calls this too (and keeps inv for its backward), so both
+// executors normalise with the same arithmetic, bit for bit.
+float rms_norm_row(const float* x, std::int64_t width, const float* gamma, float eps, float* y);
+
 }  // namespace headcount::layers

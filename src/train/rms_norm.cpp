@@ -1,8 +1,11 @@
-// RMSNorm forward/backward (formulas in rms_norm.h).
+// RMSNorm forward/backward (formulas in rms_norm.h). The forward is the inference layer's row
+// (layers::rms_norm_row), so a model normalises identically in both executors.
 #include "train/rms_norm.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "layers/rms_norm.h"
 
 namespace headcount::train {
 namespace {
@@ -14,15 +17,8 @@ void rms_norm_forward(Context& ctx, const float* x, std::int64_t rows, std::int6
                       const float* gamma, float* y, float* rstd, float eps) {
   ctx.parallel_for((rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
-    for (std::int64_t r = task * kRowsPerTask; r < end; ++r) {
-      const float* in = x + r * width;
-      double squares = 0;
-      for (std::int64_t c = 0; c < width; ++c) squares += static_cast<double>(in[c]) * in[c];
-      const float s = static_cast<float>(1.0 / std::sqrt(squares / width + eps));
-      rstd[r] = s;
-      float* out = y + r * width;
-      for (std::int64_t c = 0; c < width; ++c) out[c] = in[c] * s * gamma[c];
-    }
+    for (std::int64_t r = task * kRowsPerTask; r < end; ++r)
+      rstd[r] = layers::rms_norm_row(x + r * width, width, gamma, eps, y + r * width);
   });
 }
 

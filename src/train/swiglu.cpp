@@ -1,9 +1,12 @@
 // SwiGLU forward/backward (formulas in swiglu.h), in fixed chunks: each element's arithmetic
-// depends on that element only, so the results do not depend on the thread count.
+// depends on that element only, so the results do not depend on the thread count. The forward
+// is the inference FFN's gate (layers::swiglu_gate), one formula for both executors.
 #include "train/swiglu.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "layers/feed_forward.h"
 
 namespace headcount::train {
 namespace {
@@ -14,8 +17,8 @@ float sigmoid(float a) { return 1.0f / (1.0f + std::exp(-a)); }
 
 void swiglu_forward(Context& ctx, const float* a, const float* b, float* h, std::int64_t n) {
   ctx.parallel_for((n + kChunk - 1) / kChunk, [&](std::int64_t task, int) {
-    const std::int64_t end = std::min(n, (task + 1) * kChunk);
-    for (std::int64_t i = task * kChunk; i < end; ++i) h[i] = a[i] * sigmoid(a[i]) * b[i];
+    const std::int64_t i = task * kChunk;
+    layers::swiglu_gate(a + i, b + i, h + i, std::min(kChunk, n - i));
   });
 }
 
