@@ -173,6 +173,44 @@ bool acyclic(std::int64_t n, const std::vector<std::pair<int, int>>& arcs) {
   return removed == n;
 }
 
+// The dev and test splits (E-B picks on one and reports the other): each is the half of the
+// held-out side its hash bit says, so no row is in both, none is a training row, and the
+// training batches are those of the task without a split.
+TEST(ExperimentTasks, MultiRetrievalDevAndTestAreDisjointHalvesOfTheHeldOutSide) {
+  const json base{
+      {"name", "multi-retrieval"},  {"mode", "key-value"}, {"p", 4}, {"keys", 4}, {"seq_len", 12},
+      {"validation_sequences", 256}};
+  json dev_config = base, test_config = base;
+  dev_config["split"] = "dev";
+  test_config["split"] = "test";
+  const auto all = make_task(base), dev = make_task(dev_config), test = make_task(test_config);
+  EXPECT_EQ(dev->describe().at("split"), "dev");
+  EXPECT_EQ(test->describe().at("split"), "test");
+  const auto rows = [](const train::Task& task) {
+    std::set<std::vector<std::int32_t>> out;
+    const Batch b = task.validation_batch(0, 256);
+    for (std::int64_t r = 0; r < b.batch; ++r)
+      out.emplace(b.tokens.begin() + r * b.seq_len, b.tokens.begin() + (r + 1) * b.seq_len);
+    return out;
+  };
+  const auto dev_rows = rows(*dev), test_rows = rows(*test);
+  EXPECT_GT(dev_rows.size(), 200u);  // 256 draws from 4^24 sequences: almost all distinct
+  EXPECT_GT(test_rows.size(), 200u);
+  for (const auto& row : dev_rows) EXPECT_EQ(test_rows.count(row), 0u);
+  for (std::int64_t step = 0; step < 8; ++step) {
+    const Batch plain = all->train_batch(3, step, 32), split = dev->train_batch(3, step, 32);
+    EXPECT_EQ(plain.tokens, split.tokens);
+    for (std::int64_t r = 0; r < split.batch; ++r) {
+      const std::vector<std::int32_t> row(split.tokens.begin() + r * split.seq_len,
+                                          split.tokens.begin() + (r + 1) * split.seq_len);
+      EXPECT_EQ(dev_rows.count(row) + test_rows.count(row), 0u);
+    }
+  }
+  json bad = base;
+  bad["split"] = "train";
+  expect_error([&] { make_task(bad); }, {"task.split", "train"});
+}
+
 TEST(ExperimentTasks, EspGraphsAndRowsFollowTheDefinition) {
   for (const char* graph : {"cyclic", "acyclic"}) {
     for (const std::int64_t seed : {1, 2, 3}) {

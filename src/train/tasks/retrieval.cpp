@@ -54,10 +54,11 @@ class RetrievalTask final : public SyntheticTask {
     classes_ = count_sequences(p_, fetched);
     const std::int64_t validation =
         read.integer("validation_sequences", kDefaultValidationSequences, 1, 1 << 20);
+    const HeldOut held_out = read_held_out(read);
     read.finish();
     check(count_sequences(keys_ * p_, seq_len_) >= 64, ConfigReader::key("p"),
           "p^seq_len >= 64 (enough distinct rows)", count_sequences(keys_ * p_, seq_len_));
-    build_validation(validation);
+    build_validation(validation, held_out);
   }
 
   std::string name() const override { return "multi-retrieval"; }
