@@ -15,5 +15,7 @@ Experiment make_esp_paper_v2(const ExperimentOptions& options);      // esp_pape
 Experiment make_head_sweep_tuned(const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C)
 Experiment make_head_sweep_budget(
     const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C d)
+Experiment make_retrieval_learnability(
+    const ExperimentOptions& options);  // retrieval_learnability.cpp (E-B)
 
 }  // namespace headcount::experiments

@@ -31,6 +31,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-A v2: esp-paper with every bias frozen at zero in every cell (the "
                   "theorem's model class; registered after v1's pilot)",
        .make = make_esp_paper_v2},
+      {.name = "retrieval-learnability",
+       .summary = "E-B: multi-retrieval key-value (a content relation and an offset), h = 1..8, "
+                  "attention + MLP and attention-only, success counts on test; pair control",
+       .make = make_retrieval_learnability},
       {.name = "head-sweep-tuned",
        .summary = "E-C: char LM, h = 1..32 heads of 64/h at fixed d_model, lr per cell from a "
                   "pilot on dev, 5 paired seeds on test, plus head_dim 16 at h = 32",
