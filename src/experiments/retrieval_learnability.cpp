@@ -32,9 +32,11 @@ constexpr std::int64_t kDModel = 64, kFfnWidth = 256, kSeqLen = 32, kBatch = 32;
 constexpr std::int64_t kHeads[] = {1, 2, 4, 8};
 constexpr std::int64_t kControlHeads[] = {1, 8};
 constexpr double kSuccess = 0.95;
-// Steps of every run. The protocol expects about 1,500; the probe fixes the number (R10) and it
-// is recorded in the pre-registration before the pilot runs.
-constexpr std::int64_t kSteps = 1500;
+// Steps of every run, from the probe (bench/results/2026-12-06-retrieval-learnability-probe.json,
+// recorded in bench/prereg/retrieval-learnability-v1.md before the pilot): R10's largest
+// multiple of 100 within 0.85 x 11 min x 2 lanes for the pilot's and the test's runs. The
+// protocol expected about 1,500; the steps here take 1.7-4.8 ms.
+constexpr std::int64_t kSteps = 3600;
 constexpr std::int64_t kQuickSteps = 100;
 constexpr std::int64_t kDevEvery = 100;  // a dev point every 100 steps (the steps to 0.95)
 constexpr int kEvaluationSeeds = 8;
