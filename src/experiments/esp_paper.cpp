@@ -107,17 +107,10 @@ json at_final(RunView& v) {
   return out;
 }
 
-struct Arm {
-  std::int64_t successes = 0, runs = 0;
-};
+using Arm = ExperimentResult::Successes;
 
 Arm successes(const ExperimentResult& r, const std::string& id) {
-  Arm a;
-  for (const RunRecord* run : r.runs_of(r.cell_index(id))) {
-    ++a.runs;
-    if (run->measures.at("final").at("solved").get<bool>()) ++a.successes;
-  }
-  return a;
+  return r.successes(id, "solved");
 }
 
 // Every H1 run above its ceiling (the test's and the pilot's), and whether any stays above with
@@ -165,11 +158,6 @@ Excess excess_runs(const ExperimentResult& r) {
   return x;
 }
 
-bool has_cell(const ExperimentResult& r, const std::string& id) {
-  return std::any_of(r.experiment->cells.begin(), r.experiment->cells.end(),
-                     [&](const Cell& c) { return c.id == id; });
-}
-
 std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
   ClaimVerdict v{.id = "esp-paper.one-head-capped",
                  .claim =
@@ -188,7 +176,7 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
   for (const std::int64_t d : kWidths)
     for (const char* arm : {"H1", "H2"}) {
       const std::string id = cell_id(kGraphs[0], d, arm);
-      if (!has_cell(r, id)) continue;  // --quick runs a subset
+      if (!r.has_cell(id)) continue;  // --quick runs a subset
       const Arm a = successes(r, id);
       const bool passed = a.successes >= std::min<std::int64_t>(kGateSuccesses, a.runs);
       gate_passed = gate_passed && passed;
@@ -206,7 +194,7 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
     return {v};
   }
   // --quick has d 16 only.
-  const std::int64_t primary_d = has_cell(r, cell_id(kGraphs[1], 64, "H2")) ? 64 : 16;
+  const std::int64_t primary_d = r.has_cell(cell_id(kGraphs[1], 64, "H2")) ? 64 : 16;
   const Arm h2 = successes(r, cell_id(kGraphs[1], primary_d, "H2"));
   const Arm h1 = successes(r, cell_id(kGraphs[1], primary_d, "H1"));
   const FisherComparison f =

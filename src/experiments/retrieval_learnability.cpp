@@ -97,22 +97,10 @@ json at_final(RunView& v) {
           {"success", m.accuracy >= kSuccess}};
 }
 
-struct Count {
-  std::int64_t successes = 0, runs = 0;
-};
+using Count = ExperimentResult::Successes;
 
 Count successes(const ExperimentResult& r, const std::string& id) {
-  Count c;
-  for (const RunRecord* run : r.runs_of(r.cell_index(id))) {
-    ++c.runs;
-    if (run->measures.at("final").at("success").get<bool>()) ++c.successes;
-  }
-  return c;
-}
-
-bool has_cell(const ExperimentResult& r, const std::string& id) {
-  return std::any_of(r.experiment->cells.begin(), r.experiment->cells.end(),
-                     [&](const Cell& c) { return c.id == id; });
+  return r.successes(id, "success");
 }
 
 // The first dev point at or above 0.95, or -1 where the run never got there.
@@ -143,7 +131,7 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
   bool control_passed = true;
   for (const std::int64_t h : kControlHeads) {
     const std::string id = cell_id("pair", kMlp, h);
-    if (!has_cell(r, id)) continue;  // --quick has no control
+    if (!r.has_cell(id)) continue;  // --quick has no control
     const Count c = successes(r, id);
     control_passed = control_passed && c.successes == c.runs;
     control.push_back(count_json(id, c));
@@ -152,13 +140,13 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
   std::int64_t best = 0, best_runs = 0;
   for (const std::int64_t h : kHeads) {
     const std::string id = cell_id("key-value", kMlp, h);
-    if (has_cell(r, id)) {
+    if (r.has_cell(id)) {
       const Count c = successes(r, id);
       counts.push_back(count_json(id, c));
       if (c.successes >= best) best = c.successes, best_runs = c.runs;
     }
     const std::string only = cell_id("key-value", kAttentionOnly, h);
-    if (has_cell(r, only)) attention_only.push_back(count_json(only, successes(r, only)));
+    if (r.has_cell(only)) attention_only.push_back(count_json(only, successes(r, only)));
   }
   const bool some_h_learns = best >= std::min<std::int64_t>(kGateSuccesses, best_runs);
   v.numbers["gate"] = {{"pair_control", control},

@@ -104,6 +104,21 @@ std::size_t ExperimentResult::cell_index(const std::string& id) const {
   fail("cell", concat("expected a cell of ", experiment->name, ", got \"", id, "\""));
 }
 
+bool ExperimentResult::has_cell(const std::string& id) const {
+  return std::any_of(experiment->cells.begin(), experiment->cells.end(),
+                     [&](const Cell& c) { return c.id == id; });
+}
+
+ExperimentResult::Successes ExperimentResult::successes(const std::string& id,
+                                                        const std::string& flag) const {
+  Successes s;
+  for (const RunRecord* run : runs_of(cell_index(id))) {
+    ++s.runs;
+    if (run->measures.at("final").at(flag).get<bool>()) ++s.successes;
+  }
+  return s;
+}
+
 train::TaskMetrics evaluate(Context& ctx, train::Model& model, const train::Task& task,
                             std::int64_t batch, std::int64_t count) {
   return train::evaluate_model(ctx, model, task, batch, count);

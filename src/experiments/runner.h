@@ -66,6 +66,14 @@ struct ExperimentResult {
   std::vector<const RunRecord*> runs_of(std::size_t index) const;
   // The cell index whose id is `id`; Error otherwise.
   std::size_t cell_index(const std::string& id) const;
+  // Whether the experiment has a cell `id` (a --quick grid runs a subset).
+  bool has_cell(const std::string& id) const;
+  // The runs of cell `id` whose final measure `flag` (a boolean from the at_final hook, e.g.
+  // "solved") is true, of how many: the success counts the protocol's Fisher rules compare.
+  struct Successes {
+    std::int64_t successes = 0, runs = 0;
+  };
+  Successes successes(const std::string& id, const std::string& flag) const;
   const CellStats& stats(const std::string& id) const { return cells[cell_index(id)]; }
 };
 
