@@ -16,6 +16,7 @@ Experiment make_head_sweep_tuned(const ExperimentOptions& options);  // head_swe
 Experiment make_head_sweep_budget(
     const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C d)
 Experiment make_retrieval_learnability(
-    const ExperimentOptions& options);  // retrieval_learnability.cpp (E-B)
+    const ExperimentOptions& options);                           // retrieval_learnability.cpp (E-B)
+Experiment make_mqar_headdim(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D)
 
 }  // namespace headcount::experiments

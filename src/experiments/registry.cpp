@@ -35,6 +35,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-B: multi-retrieval key-value (a content relation and an offset), h = 1..8, "
                   "attention + MLP and attention-only, success counts on test; pair control",
        .make = make_retrieval_learnability},
+      {.name = "mqar-headdim",
+       .summary = "E-D: MQAR (8 pairs, 64 keys), 2 layers, h = 1..32 heads of 64/h plus h = 32 "
+                  "at head_dim 16; lr per cell from a pilot on dev, 5 paired seeds on test",
+       .make = make_mqar_headdim},
       {.name = "head-sweep-tuned",
        .summary = "E-C: char LM, h = 1..32 heads of 64/h at fixed d_model, lr per cell from a "
                   "pilot on dev, 5 paired seeds on test, plus head_dim 16 at h = 32",

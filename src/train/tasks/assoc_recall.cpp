@@ -41,10 +41,11 @@ class AssocRecallTask final : public SyntheticTask {
     seq_len_ = read.integer("seq_len", 2 * (pairs_ + queries_), 2 * (pairs_ + queries_), 1 << 16);
     const std::int64_t validation =
         read.integer("validation_sequences", kDefaultValidationSequences, 1, 1 << 20);
+    const HeldOut held_out = read_held_out(read);
     read.finish();
     check(keys_ * values_ >= 64, ConfigReader::key("keys"),
           "keys x values >= 64 (enough distinct rows)", keys_ * values_);
-    build_validation(validation);
+    build_validation(validation, held_out);
   }
 
   std::string name() const override { return "assoc-recall"; }

@@ -1,0 +1,192 @@
+// mqar-headdim: the claims protocol's E-D (bench/prereg/mqar-headdim-v1.md). Heads too narrow
+// to separate many keys lose recall, and the loss is not simply one of head count:
+//   task    assoc-recall (MQAR, src/train/tasks/assoc_recall.cpp): 8 pairs, 8 queries, 64 keys,
+//           64 values, seq 32 (no filler); dev for the pilot, test for the verdict (the two
+//           halves of the held-out side, synthetic_task.h), read once at the end;
+//   models  2 layers, d_model 64, d_ff 256; main series h in {1, 4, 16, 32} of head_dim 64/h
+//           (equal weights and multiply-adds); control h = 32 at head_dim 16 (width 512);
+//   stages  probe -> pilot (seed 101 x lr {1e-3, 3e-3, 1e-2}, dev) -> test (seeds 1..5).
+// Rule: h = 4 (head_dim 16) against main h = 32 (head_dim 2), paired test accuracy; the control
+// says whether h = 32 loses because its heads are narrow or because they are many.
+#include <algorithm>
+
+#include "experiments/experiments.h"
+#include "experiments/runner.h"
+#include "headcount/error.h"
+
+namespace headcount::experiments {
+namespace {
+
+using detail::concat;
+using nlohmann::json;
+
+constexpr std::int64_t kMainHeads[] = {1, 4, 16, 32};
+constexpr std::int64_t kDModel = 64, kControlHeads = 32, kControlHeadDim = 16, kBatch = 32;
+// Steps of every run: the probe fixes them (R10) and the pre-registration records them before
+// the pilot runs. The protocol expected about 1,500.
+constexpr std::int64_t kSteps = 1500;
+constexpr std::int64_t kQuickSteps = 100;
+constexpr int kEvaluationSeeds = 5;
+constexpr double kGateAccuracy = 0.90;
+
+std::string main_id(std::int64_t h) { return concat("h=", h); }
+const std::string kControlId = concat("h=", kControlHeads, " hd=", kControlHeadDim);
+
+train::TrainConfig cell_config(std::int64_t heads, std::int64_t head_dim, std::int64_t steps,
+                               const std::string& split) {
+  train::TrainConfig c;
+  c.task = {{"name", "assoc-recall"}, {"num_pairs", 8}, {"num_queries", 8}, {"keys", 64},
+            {"values", 64},           {"seq_len", 32},  {"split", split}};
+  c.model = {.context = 32,
+             .layers = 2,
+             .d_model = kDModel,
+             .heads = heads,
+             .head_dim = head_dim,
+             .d_ff = 4 * kDModel};
+  c.optim = {.lr = 3e-3,  // the quick run's; the pilot sets every cell's own
+             .min_lr = 3e-4,
+             .warmup_steps = std::min<std::int64_t>(100, steps / 10),
+             .decay_steps = steps,
+             .beta1 = 0.9,
+             .beta2 = 0.99,
+             .eps = 1e-8,
+             .weight_decay = 0.1,
+             .grad_clip = 1.0};
+  c.steps = steps;
+  c.batch = kBatch;
+  return c;
+}
+
+// The best main cell's dev accuracy at the pilot: from the pilot document a test-stage result
+// carries, or from the runs themselves when this result is the pilot.
+double best_pilot_accuracy(const ExperimentResult& r) {
+  double best = 0;
+  const auto is_main = [](const std::string& id) { return id != kControlId; };
+  if (r.options.pilot.is_object()) {
+    for (const json& run : r.options.pilot.at("runs"))
+      if (is_main(run.at("cell").get<std::string>()))
+        best = std::max(best, run.at("final").at("validation_accuracy").get<double>());
+    return best;
+  }
+  for (const RunRecord& run : r.runs)
+    if (is_main(r.experiment->cells[run.cell].id)) best = std::max(best, run.final.accuracy);
+  return best;
+}
+
+// Runs of a cell at or above 0.90 test accuracy, reported beside the verdict.
+json success_counts(const ExperimentResult& r) {
+  json out = json::object();
+  for (std::size_t i = 0; i < r.experiment->cells.size(); ++i) {
+    std::int64_t wins = 0, runs = 0;
+    for (const RunRecord* run : r.runs_of(i)) {
+      ++runs;
+      wins += run->final.accuracy >= kGateAccuracy;
+    }
+    out[r.experiment->cells[i].id] = concat(wins, "/", runs);
+  }
+  return out;
+}
+
+std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
+  const MetricKind accuracy = MetricKind::accuracy;
+  ClaimVerdict v{
+      .id = "mqar-headdim.narrow-heads-hurt-recall",
+      .claim =
+          "heads too narrow to separate many keys lose recall (h = 4 of head_dim 16 against h = "
+          "32 of head_dim 2), and not simply because they are many (h = 32 at head_dim 16)",
+      .rule =
+          "bench/prereg/mqar-headdim-v1.md: gate: the best main cell >= 0.90 dev accuracy at the "
+          "pilot and h = 4 >= 0.90 test mean; primary h=4 vs main h=32, paired test accuracy "
+          "(95 % t-interval excludes 0 and |mean| > 0.02); confirmed iff h=4 beats main h=32 and "
+          "does not beat the control h=32 hd=16; refuted iff main h=32 is equivalent to h=4 or "
+          "beats it; not shown otherwise (worded 'more heads hurt' when h=4 beats both)"};
+  const double pilot_best = best_pilot_accuracy(r);
+  const std::string split = main_id(4), narrow = main_id(kControlHeads);
+  const Gate pilot_gate = gate("the best main cell's dev accuracy at the pilot >= 0.90", accuracy,
+                               kGateAccuracy, pilot_best);
+  const Gate test_gate =
+      gate("h = 4 test accuracy mean >= 0.90", accuracy, kGateAccuracy, r.stats(split).mean);
+  v.numbers["gate"] = {to_json(pilot_gate), to_json(test_gate)};
+  v.numbers["successes_at_0.90"] = success_counts(r);
+  if (!pilot_gate.passed || !test_gate.passed) {
+    v.verdict = Verdict::not_learned;
+    v.reason = concat("the gate failed: best pilot dev accuracy ", pilot_best,
+                      ", h = 4 test mean ", r.stats(split).mean,
+                      " (each must be >= 0.90; the protocol's ladder then re-pilots 4 pairs)");
+    return {v};
+  }
+  if (!r.has_cell(narrow) || r.stats(split).n < 2) {
+    v.verdict = Verdict::not_shown;
+    v.reason = "a --quick smoke run: no paired interval";
+    return {v};
+  }
+  const PairedComparison main = paired_compare(r.stats(split), r.stats(narrow), accuracy);
+  const PairedComparison control = paired_compare(r.stats(split), r.stats(kControlId), accuracy);
+  v.numbers["primary"] = to_json(main);
+  v.numbers["h4_vs_control"] = to_json(control);
+  const bool beats_main = main.winner == split, beats_control = control.winner == split;
+  const std::string numbers =
+      concat("h=4 - h=32 = ", main.mean, " [", main.low, ", ", main.high, "]; h=4 - control = ",
+             control.mean, " [", control.low, ", ", control.high, "], n ", main.n);
+  if (beats_main && !beats_control) {
+    v.verdict = Verdict::confirmed;
+    v.reason = numbers;
+  } else if (main.equivalent || main.winner == narrow) {
+    v.verdict = Verdict::refuted;
+    v.reason = concat(numbers, ": head_dim 2 is enough at this size");
+  } else {
+    v.verdict = Verdict::not_shown;
+    v.reason = concat(numbers, beats_main && beats_control ? ": more heads hurt" : "");
+  }
+  return {v};
+}
+
+}  // namespace
+
+Experiment make_mqar_headdim(const ExperimentOptions& o) {
+  const std::int64_t steps = o.steps > 0 ? o.steps : o.quick ? kQuickSteps : kSteps;
+  // Pilots pick on dev; the test stage (and a --quick smoke run) score test.
+  const std::string split = o.stage == Stage::pilot ? "dev" : "test";
+  Experiment e{.name = "mqar-headdim",
+               .summary =
+                   "E-D: MQAR (8 pairs, 64 keys) at h = 1..32 heads of 64/h, plus h = 32 at "
+                   "head_dim 16; test accuracy, paired seeds",
+               .claim =
+                   "heads too narrow to separate many keys lose recall, and the loss is not "
+                   "simply one of head count"};
+  e.metric_kind = MetricKind::accuracy;
+  e.metric = "validation_accuracy";
+  e.sweep_label = "heads";
+  e.series_label = "series";
+  e.eval_points = 1;  // test is read once, at the end (R3)
+  e.lr_grid = {1e-3, 3e-3, 1e-2};
+  e.prereg = "bench/prereg/mqar-headdim-v1.md";
+  e.budget_seconds = 1140;
+  e.evaluation_seeds = kEvaluationSeeds;
+  for (const std::int64_t h : kMainHeads) {
+    if (o.quick && h != 4 && h != kControlHeads) continue;
+    e.cells.push_back(
+        {.id = main_id(h),
+         .labels = {{"series", "main (head_dim 64/h)"}, {"heads", h}, {"head_dim", kDModel / h}},
+         .config = cell_config(h, kDModel / h, steps, split)});
+  }
+  if (!o.quick)
+    e.cells.push_back({.id = kControlId,
+                       .labels = {{"series", "control (head_dim 16)"},
+                                  {"heads", kControlHeads},
+                                  {"head_dim", kControlHeadDim}},
+                       .config = cell_config(kControlHeads, kControlHeadDim, steps, split)});
+  e.budget = concat(
+      "assoc-recall (MQAR): 8 pairs, 8 queries, 64 keys, 64 values, seq 32; 2 layers, d_model "
+      "64, d_ff 256; batch 32, ",
+      steps, " steps, AdamW (0.9, 0.99), weight decay 0.1, clip 1, warm-up ",
+      std::min<std::int64_t>(100, steps / 10), ", cosine to lr/10; ",
+      o.quick ? "--quick: h 4 and 32, not evidence."
+              : "lr per cell from the pilot on dev (seed 101), then seeds 1-5 scored once on "
+                "test; steps from the probe (R10: 19 minutes on 2 idle cores).",
+      " Split: ", split, ".");
+  e.judge = judge;
+  return e;
+}
+
+}  // namespace headcount::experiments

@@ -1,0 +1,75 @@
+// The claims protocol's E-D (mqar-headdim): its judge on hand-made per-seed test accuracies (the
+// gate's two halves and every branch of the rule), and the MQAR task's dev and test splits.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "experiments/experiments.h"
+#include "experiments/runner.h"
+#include "headcount/train/task.h"
+
+namespace headcount::testing {
+namespace {
+
+namespace ex = headcount::experiments;
+using nlohmann::json;
+
+ex::ClaimVerdict judge(const ex::Experiment& e, std::map<std::string, std::vector<double>> acc,
+                       double pilot_best = 0.97) {
+  ex::ExperimentResult r{.experiment = &e};
+  r.options.pilot = {{"runs", {{{"cell", "h=4"}, {"final", {{"validation_accuracy", pilot_best}}}},
+                               {{"cell", "h=32 hd=16"}, {"final", {{"validation_accuracy", 1.0}}}}}}};
+  for (const ex::Cell& c : e.cells)
+    r.cells.push_back(ex::cell_stats(
+        c.id, acc.count(c.id) ? acc.at(c.id) : std::vector<double>{0.5, 0.5, 0.5, 0.5, 0.5}));
+  return e.judge(r).at(0);
+}
+
+TEST(MqarHeaddim, JudgeFollowsTheRegisteredRule) {
+  const ex::Experiment e = ex::make_mqar_headdim({});
+  ASSERT_EQ(e.cells.size(), 5u);
+  EXPECT_EQ(e.prereg, "bench/prereg/mqar-headdim-v1.md");
+  const std::vector<double> good = {0.97, 0.96, 0.98, 0.97, 0.96};
+  const std::vector<double> poor = {0.60, 0.62, 0.58, 0.61, 0.59};
+  const std::vector<double> near_good = {0.971, 0.958, 0.979, 0.972, 0.961};
+  // The gate: the pilot's best main cell, or h = 4's test mean, below 0.90 (the control's 1.0 at
+  // the pilot does not count: it is not a main cell).
+  EXPECT_EQ(judge(e, {{"h=4", good}}, 0.85).verdict, ex::Verdict::not_learned);
+  EXPECT_EQ(judge(e, {{"h=4", poor}}).verdict, ex::Verdict::not_learned);
+  // Confirmed: h = 4 beats the narrow h = 32, not the control.
+  auto v = judge(e, {{"h=4", good}, {"h=32", poor}, {"h=32 hd=16", near_good}});
+  EXPECT_EQ(v.verdict, ex::Verdict::confirmed) << v.reason;
+  // h = 4 beats both: not shown, "more heads hurt".
+  v = judge(e, {{"h=4", good}, {"h=32", poor}, {"h=32 hd=16", poor}});
+  EXPECT_EQ(v.verdict, ex::Verdict::not_shown);
+  EXPECT_NE(v.reason.find("more heads hurt"), std::string::npos);
+  // Refuted: head_dim 2 is as good (equivalent) or better.
+  EXPECT_EQ(judge(e, {{"h=4", good}, {"h=32", near_good}}).verdict, ex::Verdict::refuted);
+  EXPECT_EQ(judge(e, {{"h=4", poor}, {"h=32", good}}, 0.97).verdict, ex::Verdict::not_learned);
+  EXPECT_EQ(judge(e, {{"h=4", {0.91, 0.92, 0.90, 0.93, 0.91}}, {"h=32", good}}).verdict,
+            ex::Verdict::refuted);
+}
+
+TEST(MqarHeaddim, DevAndTestSplitsAreDisjoint) {
+  const json base{{"name", "assoc-recall"}, {"keys", 64}, {"values", 64}, {"seq_len", 32}};
+  json dev = base, test = base;
+  dev["split"] = "dev";
+  test["split"] = "test";
+  const auto rows = [](const json& config) {
+    const auto task = train::make_task(config);
+    const train::Batch b = task->validation_batch(0, 512);
+    std::set<std::vector<std::int32_t>> out;
+    for (std::int64_t r = 0; r < b.batch; ++r)
+      out.emplace(b.tokens.begin() + r * b.seq_len, b.tokens.begin() + (r + 1) * b.seq_len);
+    return out;
+  };
+  const auto d = rows(dev), t = rows(test);
+  EXPECT_EQ(d.size(), 512u);
+  EXPECT_EQ(t.size(), 512u);
+  for (const auto& row : d) EXPECT_EQ(t.count(row), 0u);
+}
+
+}  // namespace
+}  // namespace headcount::testing
