@@ -22,9 +22,10 @@ using nlohmann::json;
 
 constexpr std::int64_t kMainHeads[] = {1, 4, 16, 32};
 constexpr std::int64_t kDModel = 64, kControlHeads = 32, kControlHeadDim = 16, kBatch = 32;
-// Steps of every run: the probe fixes them (R10) and the pre-registration records them before
-// the pilot runs. The protocol expected about 1,500.
-constexpr std::int64_t kSteps = 1500;
+// Steps of every run, from the probe (bench/results/2026-12-06-mqar-headdim-probe.json, recorded
+// in bench/prereg/mqar-headdim-v1.md before the pilot): R10's largest multiple of 100 within
+// 0.85 x 19 min x 2 lanes. The protocol expected about 1,500; steps take 5.2-24.7 ms here.
+constexpr std::int64_t kSteps = 4400;
 constexpr std::int64_t kQuickSteps = 100;
 constexpr int kEvaluationSeeds = 5;
 constexpr double kGateAccuracy = 0.90;
