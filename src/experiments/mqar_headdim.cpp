@@ -22,10 +22,10 @@ using nlohmann::json;
 
 constexpr std::int64_t kMainHeads[] = {1, 4, 16, 32};
 constexpr std::int64_t kDModel = 64, kControlHeads = 32, kControlHeadDim = 16, kBatch = 32;
-// Steps of every run, from the probe (bench/results/2026-12-06-mqar-headdim-probe.json, recorded
-// in bench/prereg/mqar-headdim-v1.md before the pilot): R10's largest multiple of 100 within
-// 0.85 x 19 min x 2 lanes. The protocol expected about 1,500; steps take 5.2-24.7 ms here.
-constexpr std::int64_t kSteps = 4400;
+// Steps of every run, from each version's probe (bench/results/2026-12-06-mqar-headdim[-v2]-probe
+// .json, recorded in its pre-registration before its pilot): R10's largest multiple of 100
+// within 0.85 x 19 min x 2 lanes. The protocol expected about 1,500; v1's steps take 5.2-24.7 ms.
+constexpr std::int64_t kSteps[] = {4400, 4400};
 constexpr std::int64_t kQuickSteps = 100;
 constexpr int kEvaluationSeeds = 5;
 constexpr double kGateAccuracy = 0.90;
@@ -33,12 +33,20 @@ constexpr double kGateAccuracy = 0.90;
 std::string main_id(std::int64_t h) { return concat("h=", h); }
 const std::string kControlId = concat("h=", kControlHeads, " hd=", kControlHeadDim);
 
-train::TrainConfig cell_config(std::int64_t heads, std::int64_t head_dim, std::int64_t steps,
-                               const std::string& split) {
+// The task's rung: v1 the protocol's default, v2 its ladder's next rung (registered after v1's
+// pilot failed the gate): fewer pairs to recall in a shorter row, the same keys and values.
+struct Rung {
+  std::int64_t pairs, seq_len;
+};
+constexpr Rung kRungs[] = {{8, 32}, {4, 16}};
+
+train::TrainConfig cell_config(const Rung& rung, std::int64_t heads, std::int64_t head_dim,
+                               std::int64_t steps, const std::string& split) {
   train::TrainConfig c;
-  c.task = {{"name", "assoc-recall"}, {"num_pairs", 8}, {"num_queries", 8}, {"keys", 64},
-            {"values", 64},           {"seq_len", 32},  {"split", split}};
-  c.model = {.context = 32,
+  c.task = {{"name", "assoc-recall"}, {"num_pairs", rung.pairs}, {"num_queries", rung.pairs},
+            {"keys", 64},             {"values", 64},            {"seq_len", rung.seq_len},
+            {"split", split}};
+  c.model = {.context = rung.seq_len,
              .layers = 2,
              .d_model = kDModel,
              .heads = heads,
@@ -96,7 +104,7 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
           "heads too narrow to separate many keys lose recall (h = 4 of head_dim 16 against h = "
           "32 of head_dim 2), and not simply because they are many (h = 32 at head_dim 16)",
       .rule =
-          "bench/prereg/mqar-headdim-v1.md: gate: the best main cell >= 0.90 dev accuracy at the "
+          "bench/prereg/mqar-headdim-v1.md and v2 (the ladder's 4 pairs): gate: the best main cell >= 0.90 dev accuracy at the "
           "pilot and h = 4 >= 0.90 test mean; primary h=4 vs main h=32, paired test accuracy "
           "(95 % t-interval excludes 0 and |mean| > 0.02); confirmed iff h=4 beats main h=32 and "
           "does not beat the control h=32 hd=16; refuted iff main h=32 is equivalent to h=4 or "
@@ -144,14 +152,15 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
 
 }  // namespace
 
-Experiment make_mqar_headdim(const ExperimentOptions& o) {
-  const std::int64_t steps = o.steps > 0 ? o.steps : o.quick ? kQuickSteps : kSteps;
+Experiment make_mqar_headdim_version(const ExperimentOptions& o, int version) {
+  const Rung& rung = kRungs[version - 1];
+  const std::int64_t steps = o.steps > 0 ? o.steps : o.quick ? kQuickSteps : kSteps[version - 1];
   // Pilots pick on dev; the test stage (and a --quick smoke run) score test.
   const std::string split = o.stage == Stage::pilot ? "dev" : "test";
-  Experiment e{.name = "mqar-headdim",
-               .summary =
-                   "E-D: MQAR (8 pairs, 64 keys) at h = 1..32 heads of 64/h, plus h = 32 at "
-                   "head_dim 16; test accuracy, paired seeds",
+  Experiment e{.name = version == 1 ? "mqar-headdim" : concat("mqar-headdim-v", version),
+               .summary = concat("E-D: MQAR (", rung.pairs,
+                                 " pairs, 64 keys) at h = 1..32 heads of 64/h, plus h = 32 at "
+                                 "head_dim 16; test accuracy, paired seeds"),
                .claim =
                    "heads too narrow to separate many keys lose recall, and the loss is not "
                    "simply one of head count"};
@@ -161,7 +170,7 @@ Experiment make_mqar_headdim(const ExperimentOptions& o) {
   e.series_label = "series";
   e.eval_points = 1;  // test is read once, at the end (R3)
   e.lr_grid = {1e-3, 3e-3, 1e-2};
-  e.prereg = "bench/prereg/mqar-headdim-v1.md";
+  e.prereg = concat("bench/prereg/mqar-headdim-v", version, ".md");
   e.budget_seconds = 1140;
   e.evaluation_seeds = kEvaluationSeeds;
   for (const std::int64_t h : kMainHeads) {
@@ -169,17 +178,18 @@ Experiment make_mqar_headdim(const ExperimentOptions& o) {
     e.cells.push_back(
         {.id = main_id(h),
          .labels = {{"series", "main (head_dim 64/h)"}, {"heads", h}, {"head_dim", kDModel / h}},
-         .config = cell_config(h, kDModel / h, steps, split)});
+         .config = cell_config(rung, h, kDModel / h, steps, split)});
   }
   if (!o.quick)
     e.cells.push_back({.id = kControlId,
                        .labels = {{"series", "control (head_dim 16)"},
                                   {"heads", kControlHeads},
                                   {"head_dim", kControlHeadDim}},
-                       .config = cell_config(kControlHeads, kControlHeadDim, steps, split)});
+                       .config = cell_config(rung, kControlHeads, kControlHeadDim, steps, split)});
   e.budget = concat(
-      "assoc-recall (MQAR): 8 pairs, 8 queries, 64 keys, 64 values, seq 32; 2 layers, d_model "
-      "64, d_ff 256; batch 32, ",
+      "assoc-recall (MQAR): ", rung.pairs, " pairs, ", rung.pairs,
+      " queries, 64 keys, 64 values, seq ", rung.seq_len,
+      "; 2 layers, d_model 64, d_ff 256; batch 32, ",
       steps, " steps, AdamW (0.9, 0.99), weight decay 0.1, clip 1, warm-up ",
       std::min<std::int64_t>(100, steps / 10), ", cosine to lr/10; ",
       o.quick ? "--quick: h 4 and 32, not evidence."
@@ -188,6 +198,11 @@ Experiment make_mqar_headdim(const ExperimentOptions& o) {
       " Split: ", split, ".");
   e.judge = judge;
   return e;
+}
+
+Experiment make_mqar_headdim(const ExperimentOptions& o) { return make_mqar_headdim_version(o, 1); }
+Experiment make_mqar_headdim_v2(const ExperimentOptions& o) {
+  return make_mqar_headdim_version(o, 2);
 }
 
 }  // namespace headcount::experiments

@@ -39,6 +39,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-D: MQAR (8 pairs, 64 keys), 2 layers, h = 1..32 heads of 64/h plus h = 32 "
                   "at head_dim 16; lr per cell from a pilot on dev, 5 paired seeds on test",
        .make = make_mqar_headdim},
+      {.name = "mqar-headdim-v2",
+       .summary = "E-D v2: mqar-headdim on the ladder's next rung, 4 pairs and 4 queries in rows "
+                  "of 16 (registered after v1's pilot failed the gate)",
+       .make = make_mqar_headdim_v2},
       {.name = "head-sweep-tuned",
        .summary = "E-C: char LM, h = 1..32 heads of 64/h at fixed d_model, lr per cell from a "
                   "pilot on dev, 5 paired seeds on test, plus head_dim 16 at h = 32",
