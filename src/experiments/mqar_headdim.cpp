@@ -24,8 +24,9 @@ constexpr std::int64_t kMainHeads[] = {1, 4, 16, 32};
 constexpr std::int64_t kDModel = 64, kControlHeads = 32, kControlHeadDim = 16, kBatch = 32;
 // Steps of every run, from each version's probe (bench/results/2026-12-06-mqar-headdim[-v2]-probe
 // .json, recorded in its pre-registration before its pilot): R10's largest multiple of 100
-// within 0.85 x 19 min x 2 lanes. The protocol expected about 1,500; v1's steps take 5.2-24.7 ms.
-constexpr std::int64_t kSteps[] = {4400, 4400};
+// within 0.85 x 19 min x 2 lanes. The protocol expected about 1,500; v1's steps take 5.2-24.7
+// ms, v2's 2.7-11.5.
+constexpr std::int64_t kSteps[] = {4400, 9200};
 constexpr std::int64_t kQuickSteps = 100;
 constexpr int kEvaluationSeeds = 5;
 constexpr double kGateAccuracy = 0.90;
