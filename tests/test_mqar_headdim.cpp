@@ -19,8 +19,9 @@ using nlohmann::json;
 ex::ClaimVerdict judge(const ex::Experiment& e, std::map<std::string, std::vector<double>> acc,
                        double pilot_best = 0.97) {
   ex::ExperimentResult r{.experiment = &e};
-  r.options.pilot = {{"runs", {{{"cell", "h=4"}, {"final", {{"validation_accuracy", pilot_best}}}},
-                               {{"cell", "h=32 hd=16"}, {"final", {{"validation_accuracy", 1.0}}}}}}};
+  r.options.pilot = {{"runs",
+                      {{{"cell", "h=4"}, {"final", {{"validation_accuracy", pilot_best}}}},
+                       {{"cell", "h=32 hd=16"}, {"final", {{"validation_accuracy", 1.0}}}}}}};
   for (const ex::Cell& c : e.cells)
     r.cells.push_back(ex::cell_stats(
         c.id, acc.count(c.id) ? acc.at(c.id) : std::vector<double>{0.5, 0.5, 0.5, 0.5, 0.5}));
@@ -50,6 +51,22 @@ TEST(MqarHeaddim, JudgeFollowsTheRegisteredRule) {
   EXPECT_EQ(judge(e, {{"h=4", poor}, {"h=32", good}}, 0.97).verdict, ex::Verdict::not_learned);
   EXPECT_EQ(judge(e, {{"h=4", {0.91, 0.92, 0.90, 0.93, 0.91}}, {"h=32", good}}).verdict,
             ex::Verdict::refuted);
+}
+
+// v2 is the protocol's ladder rung: the same grid and rule on 4 pairs in rows of 16.
+TEST(MqarHeaddim, VersionTwoIsTheLaddersNextRung) {
+  const ex::Experiment v1 = ex::make_mqar_headdim({}), v2 = ex::make_mqar_headdim_v2({});
+  EXPECT_EQ(v2.name, "mqar-headdim-v2");
+  EXPECT_EQ(v2.prereg, "bench/prereg/mqar-headdim-v2.md");
+  ASSERT_EQ(v2.cells.size(), v1.cells.size());
+  for (std::size_t i = 0; i < v2.cells.size(); ++i) {
+    EXPECT_EQ(v2.cells[i].id, v1.cells[i].id);
+    EXPECT_EQ(v2.cells[i].config.task.at("num_pairs"), 4);
+    EXPECT_EQ(v2.cells[i].config.task.at("seq_len"), 16);
+    EXPECT_EQ(v2.cells[i].config.model.context, 16);
+    EXPECT_EQ(v2.cells[i].config.model.heads, v1.cells[i].config.model.heads);
+    EXPECT_EQ(v1.cells[i].config.task.at("num_pairs"), 8);
+  }
 }
 
 TEST(MqarHeaddim, DevAndTestSplitsAreDisjoint) {

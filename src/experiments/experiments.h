@@ -17,7 +17,8 @@ Experiment make_head_sweep_budget(
     const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C d)
 Experiment make_retrieval_learnability(
     const ExperimentOptions& options);                           // retrieval_learnability.cpp (E-B)
-Experiment make_mqar_headdim(const ExperimentOptions& options);     // mqar_headdim.cpp (E-D)
+Experiment make_mqar_headdim(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D)
 Experiment make_mqar_headdim_v2(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v2)
+Experiment make_mqar_headdim_v3(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v3)
 
 }  // namespace headcount::experiments

@@ -43,6 +43,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-D v2: mqar-headdim on the ladder's next rung, 4 pairs and 4 queries in rows "
                   "of 16 (registered after v1's pilot failed the gate)",
        .make = make_mqar_headdim_v2},
+      {.name = "mqar-headdim-v3",
+       .summary = "E-D v3: v2 with the pilot's lr grid a third lower (3e-4 / 1e-3 / 3e-3), "
+                  "registered after v2's test, where only the cell piloted at 3e-4 learned",
+       .make = make_mqar_headdim_v3},
       {.name = "head-sweep-tuned",
        .summary = "E-C: char LM, h = 1..32 heads of 64/h at fixed d_model, lr per cell from a "
                   "pilot on dev, 5 paired seeds on test, plus head_dim 16 at h = 32",
