@@ -19,6 +19,7 @@
 
 #include "experiments/experiments.h"
 #include "experiments/runner.h"
+#include "experiments/stages.h"
 #include "headcount/error.h"
 #include "train/tasks/esp_graphs.h"
 
@@ -63,11 +64,7 @@ train::TrainConfig cell_config(const Graph& g, std::int64_t d, std::int64_t head
              .head_dim = d / heads,
              .d_ff = ffn ? 4 * d : 0,
              .attention_only = !ffn};
-  c.optim = {.lr = lr,
-             .min_lr = lr / 10,
-             .warmup_steps = std::min<std::int64_t>(100, steps / 10),
-             .decay_steps = steps,
-             .weight_decay = 0};
+  c.optim = protocol_optim(lr, steps, 0);
   c.steps = steps;
   // The whole enumeration: 2m sequences (m = 28, 56, 8 arcs on 8 vertices).
   c.batch = 2 * static_cast<std::int64_t>(train::tasks::esp_graph_arcs(g.name, kVertices).size());

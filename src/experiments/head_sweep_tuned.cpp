@@ -15,6 +15,7 @@
 #include "experiments/experiments.h"
 #include "experiments/result.h"
 #include "experiments/runner.h"
+#include "experiments/stages.h"
 #include "headcount/error.h"
 
 namespace headcount::experiments {
@@ -46,15 +47,7 @@ train::TrainConfig cell_config(std::int64_t heads, std::int64_t head_dim, std::i
              .heads = heads,
              .head_dim = head_dim,
              .d_ff = 4 * kDModel};
-  c.optim = {.lr = 3e-3,
-             .min_lr = 3e-4,
-             .warmup_steps = std::min<std::int64_t>(100, steps / 10),
-             .decay_steps = steps,
-             .beta1 = 0.9,
-             .beta2 = 0.99,
-             .eps = 1e-8,
-             .weight_decay = 0.1,
-             .grad_clip = 1.0};
+  c.optim = protocol_optim(3e-3, steps, 0.1);
   c.steps = steps;
   c.batch = batch;
   return c;

@@ -20,6 +20,7 @@
 
 #include "experiments/experiments.h"
 #include "experiments/runner.h"
+#include "experiments/stages.h"
 #include "headcount/error.h"
 
 namespace headcount::experiments {
@@ -75,11 +76,7 @@ train::TrainConfig cell_config(const std::string& task, const std::string& arch,
              .d_ff = mlp ? kFfnWidth : 0,
              .attention_only = !mlp};
   const double lr = 3e-3;  // the quick run's; the pilot sets every cell's own
-  c.optim = {.lr = lr,
-             .min_lr = lr / 10,
-             .warmup_steps = std::min<std::int64_t>(100, steps / 10),
-             .decay_steps = steps,
-             .weight_decay = 0.01};
+  c.optim = protocol_optim(lr, steps, 0.01);
   c.steps = steps;
   c.batch = kBatch;
   return c;

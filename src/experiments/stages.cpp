@@ -76,6 +76,18 @@ double load_average() {
   return load;
 }
 
+train::OptimConfig protocol_optim(double lr, std::int64_t steps, double weight_decay) {
+  return {.lr = lr,
+          .min_lr = lr / 10,
+          .warmup_steps = std::min<std::int64_t>(100, steps / 10),
+          .decay_steps = steps,
+          .beta1 = 0.9,
+          .beta2 = 0.99,
+          .eps = 1e-8,
+          .weight_decay = weight_decay,
+          .grad_clip = 1.0};
+}
+
 void set_learning_rate(const Experiment& e, train::TrainConfig& config, double lr) {
   if (e.set_lr) {
     e.set_lr(config, lr);

@@ -40,6 +40,11 @@ ExperimentResult run_test(Context& ctx, const Experiment& experiment,
 // every timing the protocol asks for on an idle host (R10), never used in a decision.
 double load_average();
 
+// The protocol's optimiser for a run of `steps` at `lr`: AdamW β (0.9, 0.99), eps 1e-8, gradient
+// clipping 1.0, warm-up min(100, steps / 10), cosine to lr / 10, the given weight decay. Every
+// protocol experiment builds its cells' optim from it (the pilot then sets each cell's lr).
+train::OptimConfig protocol_optim(double lr, std::int64_t steps, double weight_decay);
+
 // The default lr setter: optim.lr = lr, optim.min_lr = lr / 10 (cosine to lr / 10, R4).
 void set_learning_rate(const Experiment& experiment, train::TrainConfig& config, double lr);
 
