@@ -11,6 +11,8 @@ import json
 import math
 import sys
 
+from claims_svg import dashed, open_svg, panel as framed_panel, write
+
 CELLS = ["h=1", "h=4", "h=16", "h=32", "h=32 hd=16"]
 LABELS = ["1 × 64", "4 × 16", "16 × 4", "32 × 2", "32 × 16"]
 PANEL_W, PANEL_H, MARGIN = 300, 220, 56
@@ -37,19 +39,10 @@ def panel(svg, x0, y0, pilot, test):
     name = pilot["experiment"]["name"]
     task = pilot["runs"][0]["config"]["task"]
     steps = pilot["runs"][0]["config"]["train"]["steps"]
-    svg.append(f'<rect x="{x0}" y="{y0}" width="{PANEL_W}" height="{PANEL_H}" fill="none" '
-               'stroke="#888"/>')
-    svg.append(f'<text x="{x0 + PANEL_W / 2}" y="{y0 - 22}" text-anchor="middle" '
-               f'font-weight="bold">{name}</text>')
+    framed_panel(svg, x0, y0, PANEL_W, PANEL_H, name, y_of, title_gap=22)
     svg.append(f'<text x="{x0 + PANEL_W / 2}" y="{y0 - 8}" text-anchor="middle">'
                f'{task["num_pairs"]} pairs, seq {task["seq_len"]}, {steps} steps</text>')
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        svg.append(f'<line x1="{x0 - 4}" x2="{x0}" y1="{y_of(tick)}" y2="{y_of(tick)}" '
-                   'stroke="#888"/>')
-        svg.append(f'<text x="{x0 - 6}" y="{y_of(tick) + 4}" text-anchor="end">{tick:g}</text>')
-    guess = elimination_guess(task["num_pairs"])
-    svg.append(f'<line x1="{x0}" x2="{x0 + PANEL_W}" y1="{y_of(guess)}" y2="{y_of(guess)}" '
-               'stroke="black" stroke-dasharray="5,4"/>')
+    dashed(svg, x0, x0 + PANEL_W, y_of(elimination_guess(task["num_pairs"])))
     for ci, cell in enumerate(CELLS):
         svg.append(f'<text x="{x_of(ci)}" y="{y0 + PANEL_H + 16}" text-anchor="middle">'
                    f'{LABELS[ci]}</text>')
@@ -75,18 +68,14 @@ def main(out_path, specs):
         pairs.append((pilot, test))
     width = MARGIN + len(pairs) * (PANEL_W + MARGIN)
     height = PANEL_H + 2 * MARGIN + 40
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           'font-family="sans-serif" font-size="12">',
-           f'<rect width="{width}" height="{height}" fill="white"/>']
+    svg = open_svg(width, height)
     for i, (pilot, test) in enumerate(pairs):
         panel(svg, MARGIN + i * (PANEL_W + MARGIN), MARGIN, pilot, test)
     ly = MARGIN + PANEL_H + 44
     svg.append(f'<text x="{MARGIN}" y="{ly}">heads × head_dim. Dots: dev accuracy at each pilot '
                'lr (light 1e-4 … dark 3e-2); ticks: test accuracy per seed at the pick; dashed: '
                'the elimination guess H_N/N</text>')
-    svg.append('</svg>')
-    with open(out_path, "w") as f:
-        f.write("\n".join(svg) + "\n")
+    write(svg, out_path)
 
 
 if __name__ == "__main__":

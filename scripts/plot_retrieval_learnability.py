@@ -10,6 +10,8 @@ Usage: scripts/plot_retrieval_learnability.py RESULT.json OUT.svg
 import json
 import sys
 
+from claims_svg import dashed, legend_dot, open_svg, panel, write
+
 ARCHS = [("attn+MLP", "attention + MLP"), ("attn-only", "attention-only")]
 HEADS = [1, 2, 4, 8]
 SUCCESS = 0.95
@@ -23,9 +25,7 @@ def main(result_path, out_path):
     labels = {c["id"]: c["labels"] for c in r["cells"]}
     width = MARGIN + len(ARCHS) * (PANEL_W + MARGIN)
     height = PANEL_H + 2 * MARGIN + 34
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           'font-family="sans-serif" font-size="12">',
-           f'<rect width="{width}" height="{height}" fill="white"/>']
+    svg = open_svg(width, height)
     for ai, (arch, title) in enumerate(ARCHS):
         x0, y0 = MARGIN + ai * (PANEL_W + MARGIN), MARGIN
 
@@ -35,16 +35,8 @@ def main(result_path, out_path):
         def x_of(hi, offset=0.0):
             return x0 + (hi + 0.5) * PANEL_W / len(HEADS) + offset
 
-        svg.append(f'<rect x="{x0}" y="{y0}" width="{PANEL_W}" height="{PANEL_H}" fill="none" '
-                   'stroke="#888"/>')
-        svg.append(f'<text x="{x0 + PANEL_W / 2}" y="{y0 - 24}" text-anchor="middle" '
-                   f'font-weight="bold">{title}</text>')
-        for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-            svg.append(f'<line x1="{x0 - 4}" x2="{x0}" y1="{y_of(tick)}" y2="{y_of(tick)}" '
-                       'stroke="#888"/>')
-            svg.append(f'<text x="{x0 - 6}" y="{y_of(tick) + 4}" text-anchor="end">{tick:g}</text>')
-        svg.append(f'<line x1="{x0}" x2="{x0 + PANEL_W}" y1="{y_of(SUCCESS)}" '
-                   f'y2="{y_of(SUCCESS)}" stroke="black" stroke-dasharray="5,4"/>')
+        panel(svg, x0, y0, PANEL_W, PANEL_H, title, y_of, title_gap=24)
+        dashed(svg, x0, x0 + PANEL_W, y_of(SUCCESS))
         counts = {}
         for run in r["runs"]:
             lab = labels[run["cell"]]
@@ -69,14 +61,11 @@ def main(result_path, out_path):
                            f'{wins}/{runs}</text>')
     ly, lx = MARGIN + PANEL_H + 44, MARGIN
     for name, color in (("key-value", KEY_VALUE), ("pair control", CONTROL)):
-        svg.append(f'<circle cx="{lx}" cy="{ly - 4}" r="4" fill="{color}"/>')
-        svg.append(f'<text x="{lx + 8}" y="{ly}">{name}</text>')
+        legend_dot(svg, lx, ly, color, name)
         lx += 110
     svg.append(f'<text x="{lx}" y="{ly}">test accuracy per seed; on top: runs at or above '
                '0.95 (dashed)</text>')
-    svg.append('</svg>')
-    with open(out_path, "w") as f:
-        f.write("\n".join(svg) + "\n")
+    write(svg, out_path)
 
 
 if __name__ == "__main__":
