@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Interleaved A/B of two headcount binaries on one `headcount bench` suite: A's and B's JSON runs
-# alternate in each round (so a drift of the host hits both), then each row's B/A ratio of the
-# median seconds over the rounds is printed, with the spread of the per-round ratios. Rows are
-# matched by their shape fields, so a row only one binary has is listed as unmatched.
+# alternate, A B then B A (so a drift of the host hits both and neither always runs first); then
+# each row's B/A ratio of the median seconds over the rounds is printed, with the spread of the
+# per-round ratios. Rows are matched by their shape fields; rows only one binary has are counted
+# as unmatched.
 #
 #   bench/suite_ab.sh BIN_A BIN_B SUITE [ROUNDS=3] [extra bench options...]
 #
@@ -22,7 +23,9 @@ echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
   "options: $*, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 echo "# A: $a   B: $b"
 for ((r = 0; r < rounds; ++r)); do
-  for side in a b; do
+  order="a b"
+  ((r % 2)) && order="b a"  # A B, B A, A B, ...: neither binary always runs first
+  for side in $order; do
     bin=$a
     [[ $side == b ]] && bin=$b
     "$bin" bench --suite "$suite" --json "$@" > "$work/$side.$r.json" 2> "$work/err" ||
