@@ -1,11 +1,15 @@
 // The claims protocol's E-D (mqar-headdim): its judge on hand-made per-seed test accuracies (the
-// gate's two halves and every branch of the rule), and the MQAR task's dev and test splits.
+// gate's two halves and every branch of the rule), v2 as the ladder's rung, a quick run through the
+// CLI, and the MQAR task's dev and test splits.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <vector>
 
+#include "cli_runner.h"
 #include "experiments/experiments.h"
 #include "experiments/runner.h"
 #include "headcount/train/task.h"
@@ -67,6 +71,26 @@ TEST(MqarHeaddim, VersionTwoIsTheLaddersNextRung) {
     EXPECT_EQ(v2.cells[i].config.model.heads, v1.cells[i].config.model.heads);
     EXPECT_EQ(v1.cells[i].config.task.at("num_pairs"), 8);
   }
+}
+
+// The quick run end to end through the CLI: it names v2's pre-registration, trains on the 4-pair
+// rung and scores the test split (a --quick run is not a pilot).
+TEST(MqarHeaddim, QuickRunOfVersionTwoScoresTest) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("hc-ed-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const CliResult r =
+      run_cli("experiment mqar-headdim-v2 --quick --threads 2 --quiet --json-out '" +
+              (dir / "r.json").string() + "' --out '" + (dir / "r.html").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(cli_runner_detail::slurp(dir / "r.json"));
+  EXPECT_EQ(j.at("prereg").at("path"), "bench/prereg/mqar-headdim-v2.md");
+  EXPECT_EQ(j.at("cells").size(), 2u);
+  EXPECT_EQ(j.at("task").at("split"), "test");
+  EXPECT_EQ(j.at("task").at("num_pairs"), 4);
+  EXPECT_EQ(j.at("verdicts").at(0).at("verdict"), "task not learned");
+  fs::remove_all(dir);
 }
 
 TEST(MqarHeaddim, DevAndTestSplitsAreDisjoint) {
