@@ -211,4 +211,22 @@ void allreduce_gradients(MPI_Comm comm, std::vector<train::Parameter>& params, d
 void make_data_parallel(MPI_Comm comm, train::Trainer& trainer,
                         const DataParallelOptions& options = {}, CommStats* comm_stats = nullptr);
 
+// ---- Heads over ranks, training ----
+
+// Makes `trainer` rank comm's slice of a heads-parallel (tensor-parallel) run, collective: in
+// every block the rank keeps its K/V heads with their query heads (split_heads) and d_ff / P of
+// the FFN, b_o and b_down on rank 0; the embeddings, norms and head are replicated
+// (src/distributed/heads_training.cpp has the data path). Each step every rank runs the whole
+// batch; per block the forward all-reduces the attention's and the FFN's partial outputs and
+// the backward the partial gradients of their inputs (4 * batch * seq_len * d_model floats a
+// block, 2 attention-only), the clipping norm one double; every rank evaluates, the checkpoint
+// gathers the whole model and rank 0 (the writer) writes it, readable by a one-process run.
+// Before any work the ranks agree: P divides every layer's kv_heads and d_ff, the trainer is
+// not a data-parallel replica, and the same parameters (a hash) everywhere. Relative to one
+// process: each head's attention is computed whole on one rank; the sums over heads (W_o) and
+// FFN columns (W_down) and the backward's sums into dL/dh are regrouped (docs/distributed.md).
+// `comm` and `comm_stats` must outlive the trainer's training.
+void make_heads_parallel(MPI_Comm comm, train::Trainer& trainer, const Watchdog& watchdog = {},
+                         CommStats* comm_stats = nullptr);
+
 }  // namespace headcount::distributed

@@ -79,6 +79,7 @@ struct Model::Impl {
   std::vector<std::int64_t> key_lengths;  // the last forward's key padding (its backward uses it)
   bool hidden_ready = false;  // forward_hidden ran and nothing has used the buffers since
   Kernel hidden_kernel = Kernel::streaming;
+  Model::PartialSum partial_sum;  // tensor parallel: sums a block's partial output over ranks
 };
 
 namespace {
@@ -159,6 +160,8 @@ Model::Model(const ModelConfig& config, std::uint64_t seed)
   }
   m.gates.assign(m.gate_offset.back(), 1.0f);
 }
+
+void Model::set_partial_sum(PartialSum sum) { impl_->partial_sum = std::move(sum); }
 
 std::int64_t Model::parameter_count() const {
   std::int64_t count = 0;
@@ -335,6 +338,12 @@ AttentionBlockSaved attention_saved(BlockBuffers& buf, bool gated) {
           .lse = buf.lse.data<float>()};
 }
 
+// A tensor-parallel slice's partial sum of a block's output (or of its input's gradient) over
+// the ranks; nothing in one process.
+void sum_over_ranks(const Model::Impl& m, float* data, std::int64_t count) {
+  if (m.partial_sum) m.partial_sum(data, count);
+}
+
 void add(Context& ctx, const float* a, const float* b, float* out, std::int64_t n) {
   constexpr std::int64_t kChunk = 16384;
   ctx.parallel_for((n + kChunk - 1) / kChunk, [&](std::int64_t task, int) {
@@ -464,11 +473,13 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
                    buf.ln1_rstd.data<float>());
       attention_block_forward(ctx, shape, attention_weights(r, bi), h1, gates,
                               attention_saved(buf, gated), a, probs);
+      sum_over_ranks(m, a, N * D);
       add(ctx, x, a, mid, N * D);
     } else {
       float* s1 = buf.ln1_in_or_h1.data<float>();
       attention_block_forward(ctx, shape, attention_weights(r, bi), x, gates,
                               attention_saved(buf, gated), a, probs);
+      sum_over_ranks(m, a, N * D);
       add(ctx, x, a, s1, N * D);
       layer_norm_forward(ctx, s1, N, D, r.value(bi.ln1_w), r.value(bi.ln1_b), mid,
                          buf.ln1_mean.data<float>(), buf.ln1_rstd.data<float>(), c.ln_eps);
@@ -479,10 +490,12 @@ void run_blocks(Context& ctx, const Run& r, std::int64_t B, std::int64_t T,
       norm_forward(ctx, r, bi.ln2_w, bi.ln2_b, mid, N, h2, buf.ln2_mean.data<float>(),
                    buf.ln2_rstd.data<float>());
       ffn_forward(ctx, r, bi, buf, h2, N, a);
+      sum_over_ranks(m, a, N * D);
       add(ctx, mid, a, next, N * D);
     } else {
       float* s2 = buf.ln2_in_or_h2.data<float>();
       ffn_forward(ctx, r, bi, buf, mid, N, a);
+      sum_over_ranks(m, a, N * D);
       add(ctx, mid, a, s2, N * D);
       layer_norm_forward(ctx, s2, N, D, r.value(bi.ln2_w), r.value(bi.ln2_b), next,
                          buf.ln2_mean.data<float>(), buf.ln2_rstd.data<float>(), c.ln_eps);
@@ -640,6 +653,7 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
       if (!c.attention_only) {
         // x_next = mid + FFN(norm2(mid)): d_x flows to mid directly and through the FFN.
         ffn_backward(ctx, r, bi, buf, buf.ln2_in_or_h2.data<const float>(), d_x, N, d_a, false);
+        sum_over_ranks(m, d_a, N * D);
         norm_backward(ctx, r, bi.ln2_w, bi.ln2_b, mid, d_a, buf.ln2_mean.data<const float>(),
                       buf.ln2_rstd.data<const float>(), N, d_x, true);
       }
@@ -648,6 +662,7 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
       attn.dy = d_x;
       attn.dx = d_a;
       attention_block_backward(ctx, shape, attention_weights(r, bi), attn, attn_grads);
+      sum_over_ranks(m, d_a, N * D);
       norm_backward(ctx, r, bi.ln1_w, bi.ln1_b, x, d_a, buf.ln1_mean.data<const float>(),
                     buf.ln1_rstd.data<const float>(), N, d_x, true);
     } else {
@@ -664,8 +679,15 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
                                   .dx = d_a,
                                   .dgamma = r.grad(bi.ln2_w),
                                   .dbeta = r.grad(bi.ln2_b)});
-        // d_a = d_s2 goes to mid directly and through the FFN (added to it).
-        ffn_backward(ctx, r, bi, buf, mid, d_a, N, d_a, true);
+        // d_a = d_s2 goes to mid directly and through the FFN (added to it). A tensor-parallel
+        // slice's FFN gives a partial dL/dmid, summed over the ranks before d_s2 is added.
+        if (m.partial_sum) {
+          ffn_backward(ctx, r, bi, buf, mid, d_a, N, d_b, false);
+          sum_over_ranks(m, d_b, N * D);
+          add(ctx, d_a, d_b, d_a, N * D);
+        } else {
+          ffn_backward(ctx, r, bi, buf, mid, d_a, N, d_a, true);
+        }
         d_mid = d_a;
       }
       // mid = LN1(s1), s1 = x + Attn(x): d_s1 goes to x directly and through the attention.
@@ -684,6 +706,7 @@ void run_blocks_backward(Context& ctx, const Run& r, std::int64_t B, std::int64_
       attn.dy = d_s1;
       attn.dx = d_x;
       attention_block_backward(ctx, shape, attention_weights(r, bi), attn, attn_grads);
+      sum_over_ranks(m, d_x, N * D);
       add(ctx, d_x, d_s1, d_x, N * D);
     }
   }

@@ -88,19 +88,34 @@ double learning_rate(const OptimConfig& c, std::int64_t step) {
   return c.min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) * (c.lr - c.min_lr);
 }
 
-double clip_grad_norm(std::vector<Parameter>& params, double max_norm) {
-  // Four interleaved double sums per tensor (a fixed order, so the same on every run),
-  // added in a fixed order: the independent chains let the loop run at the FMA rate.
+namespace {
+
+// Four interleaved double sums (a fixed order, so the same on every run), added in a fixed
+// order: the independent chains let the loop run at the FMA rate.
+double grad_squares(const Parameter& p) {
+  const float* g = p.grad.data<const float>();
+  const std::int64_t n = p.grad.numel();
+  double part[4] = {0, 0, 0, 0};
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) part[k] += static_cast<double>(g[i + k]) * g[i + k];
+  for (; i < n; ++i) part[0] += static_cast<double>(g[i]) * g[i];
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+}  // namespace
+
+double clip_grad_norm(std::vector<Parameter>& params, double max_norm, const ShardedNorm* sharded) {
   double squares = 0;
-  for (const Parameter& p : params) {
-    const float* g = p.grad.data<const float>();
-    const std::int64_t n = p.grad.numel();
-    double part[4] = {0, 0, 0, 0};
-    std::int64_t i = 0;
-    for (; i + 4 <= n; i += 4)
-      for (int k = 0; k < 4; ++k) part[k] += static_cast<double>(g[i + k]) * g[i + k];
-    for (; i < n; ++i) part[0] += static_cast<double>(g[i]) * g[i];
-    squares += (part[0] + part[1]) + (part[2] + part[3]);
+  if (sharded == nullptr) {
+    for (const Parameter& p : params) squares += grad_squares(p);
+  } else {
+    HEADCOUNT_CHECK(sharded->sharded.size() == params.size(), "sharded",
+                    concat(params.size(), " entries (one per parameter)"), sharded->sharded.size());
+    double parts = 0, replicated = 0;
+    for (std::size_t i = 0; i < params.size(); ++i)
+      (sharded->sharded[i] ? parts : replicated) += grad_squares(params[i]);
+    squares = sharded->sum_over_ranks(parts) + replicated;
   }
   const double total = std::sqrt(squares);
   HEADCOUNT_CHECK(std::isfinite(total), "gradient norm", "a finite value (the loss diverged)",

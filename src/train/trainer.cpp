@@ -66,11 +66,14 @@ Trainer::Trainer(Context& ctx, const TrainConfig& config)
   HEADCOUNT_CHECK(config.batch >= 1, "batch", ">= 1", config.batch);
   config_.model = model_.config();
   config_.optim = resolve(config.optim, config.steps);
+  whole_parameter_count_ = model_.parameter_count();
 }
 
 std::int64_t Trainer::tokens_per_step() const { return config_.batch * task_->seq_len(); }
 
 void Trainer::set_replica(Replica replica) {
+  HEADCOUNT_CHECK(!tensor_parallel_, "data parallel", "a trainer that is not heads parallel",
+                  "a heads-parallel rank");
   HEADCOUNT_CHECK(replica.row_begin >= 0 && replica.row_begin < replica.row_end &&
                       replica.row_end <= config_.batch,
                   "replica rows",
@@ -96,6 +99,42 @@ Batch batch_rows(const Batch& b, std::int64_t begin, std::int64_t end) {
 
 }  // namespace
 
+void Trainer::set_tensor_parallel(TensorParallel plan) {
+  HEADCOUNT_CHECK(!replica_, "tensor parallel", "a trainer that is not a data-parallel replica",
+                  "a replica");
+  HEADCOUNT_CHECK(plan.take && plan.gather && plan.norm.sum_over_ranks, "tensor parallel",
+                  "take, gather and the norm's sum", "a missing function");
+  std::vector<Parameter>& whole = model_.parameters();
+  std::vector<Parameter>& part = plan.slice.parameters();
+  HEADCOUNT_CHECK(part.size() == whole.size() && plan.norm.sharded.size() == whole.size(),
+                  "tensor parallel slice", concat(whole.size(), " parameters"), part.size());
+  AdamW adam(part, config_.optim);
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    HEADCOUNT_CHECK(part[i].name == whole[i].name, concat("tensor parallel parameter ", i),
+                    whole[i].name, part[i].name);
+    auto take = [&](const Tensor& from, Tensor& to) {
+      const Tensor t = plan.take(i, from);
+      HEADCOUNT_CHECK(t.shape() == to.shape(), concat("the part of ", whole[i].name),
+                      shape_string(to.shape()), shape_string(t.shape()));
+      std::copy_n(t.data<const float>(), t.numel(), to.data<float>());
+    };
+    take(whole[i].value, part[i].value);
+    take(adam_.first_moments()[i], adam.first_moments()[i]);
+    take(adam_.second_moments()[i], adam.second_moments()[i]);
+  }
+  adam.set_steps_taken(adam_.steps_taken());
+  model_ = std::move(plan.slice);
+  adam_ = std::move(adam);
+  tensor_parallel_ = TensorParallelRest{
+      .gather = std::move(plan.gather), .norm = std::move(plan.norm), .writer = plan.writer};
+}
+
+bool Trainer::writer() const {
+  if (replica_) return replica_->writer;
+  if (tensor_parallel_) return tensor_parallel_->writer;
+  return true;
+}
+
 double Trainer::train_step() {
   const Batch batch = task_->train_batch(config_.seed, step_, config_.batch);
   StepResult result;
@@ -115,7 +154,8 @@ double Trainer::train_step() {
   }
   HEADCOUNT_CHECK(std::isfinite(result.loss), "loss",
                   concat("a finite value at step ", step_, " (the run diverged)"), result.loss);
-  const double norm = clip_grad_norm(model_.parameters(), config_.optim.grad_clip);
+  const double norm = clip_grad_norm(model_.parameters(), config_.optim.grad_clip,
+                                     tensor_parallel_ ? &tensor_parallel_->norm : nullptr);
   const double lr = learning_rate(config_.optim, step_);
   adam_.step(ctx_, model_.parameters(), lr);
   losses_.push_back(result.loss);
@@ -170,15 +210,18 @@ void Trainer::run(const std::string& out_dir) {
   std::int64_t window_steps = 0;
   const std::int64_t first = step_;
   // A data-parallel replica other than the writer only trains: its parameters are the writer's.
-  const bool writer = !replica_ || replica_->writer;
+  // Every tensor-parallel rank evaluates and gathers checkpoints (both are collective); the
+  // writer alone logs and writes.
+  const bool writer = this->writer();
+  const bool follows = writer || tensor_parallel_;
   while (step_ < config_.steps) {
     const double loss = train_step();
     ++window_steps;
-    if (!writer) continue;
+    if (!follows) continue;
     if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && step_ < config_.steps) {
       record_validation();
       const TaskMetrics& m = validation_.back().metrics;
-      if (config_.log_every > 0)
+      if (writer && config_.log_every > 0)
         std::fprintf(stderr,
                      "step %lld  validation loss %.4f  accuracy %.4f  sequence accuracy %.4f\n",
                      static_cast<long long>(step_), m.loss, m.accuracy, m.sequence_accuracy);
@@ -186,7 +229,8 @@ void Trainer::run(const std::string& out_dir) {
     if (!out_dir.empty() && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 &&
         step_ < config_.steps)
       save(out_dir);
-    if (config_.log_every > 0 && (step_ % config_.log_every == 0 || step_ == config_.steps)) {
+    if (writer && config_.log_every > 0 &&
+        (step_ % config_.log_every == 0 || step_ == config_.steps)) {
       const auto now = Clock::now();
       const double window = std::chrono::duration<double>(now - window_start).count();
       const double elapsed = std::chrono::duration<double>(now - start).count();
@@ -200,20 +244,38 @@ void Trainer::run(const std::string& out_dir) {
       window_steps = 0;
     }
   }
-  if (!writer) return;
+  if (!follows) return;
   record_validation();
   if (!out_dir.empty()) save(out_dir);
 }
 
-std::vector<NamedTensor> Trainer::checkpoint_tensors() const {
+std::vector<NamedTensor> Trainer::checkpoint_tensors(std::vector<Tensor>* gathered) const {
   std::vector<NamedTensor> out;
   const std::vector<Parameter>& params = model_.parameters();
-  for (std::size_t i = 0; i < params.size(); ++i)
-    out.push_back({.name = params[i].name, .view = params[i].value.view()});
-  for (std::size_t i = 0; i < params.size(); ++i)
-    out.push_back({.name = "adamw.m." + params[i].name, .view = adam_.first_moments()[i].view()});
-  for (std::size_t i = 0; i < params.size(); ++i)
-    out.push_back({.name = "adamw.v." + params[i].name, .view = adam_.second_moments()[i].view()});
+  const std::size_t n = params.size();
+  if (tensor_parallel_) {
+    HEADCOUNT_CHECK(gathered != nullptr, "checkpoint_tensors", "a buffer for the gathered tensors",
+                    "none");
+    gathered->clear();
+    gathered->reserve(3 * n);
+    for (std::size_t i = 0; i < n; ++i)
+      gathered->push_back(tensor_parallel_->gather(i, params[i].value));
+    for (std::size_t i = 0; i < n; ++i)
+      gathered->push_back(tensor_parallel_->gather(i, adam_.first_moments()[i]));
+    for (std::size_t i = 0; i < n; ++i)
+      gathered->push_back(tensor_parallel_->gather(i, adam_.second_moments()[i]));
+  }
+  auto view = [&](std::size_t k, const Tensor& own) {
+    return tensor_parallel_ ? (*gathered)[k].view() : own.view();
+  };
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back({.name = params[i].name, .view = view(i, params[i].value)});
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back(
+        {.name = "adamw.m." + params[i].name, .view = view(n + i, adam_.first_moments()[i])});
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back(
+        {.name = "adamw.v." + params[i].name, .view = view(2 * n + i, adam_.second_moments()[i])});
   return out;
 }
 
@@ -229,14 +291,16 @@ json Trainer::state() const {
           {"preset", config_.preset},
           {"step", step_},
           {"adamw_steps", adam_.steps_taken()},
-          {"parameters", model_.parameter_count()},
+          {"parameters", whole_parameter_count_},
           {"tokens_per_step", tokens_per_step()},
           {"curve", {{"loss", losses_}, {"lr", lrs_}, {"grad_norm", grad_norms_}}},
           {"validation", validation}};
 }
 
 void Trainer::save(const std::string& dir) const {
-  save_checkpoint(dir, kCheckpointStem, checkpoint_tensors(), state());
+  std::vector<Tensor> gathered;
+  const std::vector<NamedTensor> tensors = checkpoint_tensors(&gathered);  // collective if split
+  if (writer()) save_checkpoint(dir, kCheckpointStem, tensors, state());
 }
 
 std::unique_ptr<Trainer> Trainer::resume(Context& ctx, const std::string& dir, std::int64_t steps) {

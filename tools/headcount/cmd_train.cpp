@@ -123,7 +123,7 @@ void run_and_report(const TrainArgs& a, train::Trainer& trainer) {
         "train: %s, %lld parameters, %lld layers x %lld heads (kv %lld, head_dim %lld), d_model "
         "%lld, "
         "batch %lld x %lld tokens, steps %lld -> %lld, %d thread%s\n",
-        trainer.task().name().c_str(), static_cast<long long>(trainer.model().parameter_count()),
+        trainer.task().name().c_str(), static_cast<long long>(trainer.parameter_count()),
         static_cast<long long>(c.model.layers), static_cast<long long>(c.model.heads),
         static_cast<long long>(c.model.kv_heads), static_cast<long long>(c.model.head_dim),
         static_cast<long long>(c.model.d_model), static_cast<long long>(c.batch),
@@ -182,7 +182,8 @@ void run_train(const TrainArgs& a) {
          .timeout_seconds = a.timeout,
          .bucket_bytes =
              std::max<std::int64_t>(4, static_cast<std::int64_t>(a.bucket_mib * 1048576.0)),
-         .run_writer = [&](train::Trainer& trainer) { run_and_report(a, trainer); }});
+         .run_writer = [&](train::Trainer& trainer) { run_and_report(a, trainer); },
+         .out = a.out});
     return;
   }
   Context ctx({.threads = a.threads});
@@ -240,8 +241,10 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--quiet", args->quiet, "no progress on stderr");
   cmd->add_option("--parallel", args->parallel,
                   "under mpirun: data (each rank trains on its rows of every batch, gradients "
-                  "all-reduced; rank 0 evaluates and writes; equal to one process within the "
-                  "bound of docs/distributed.md)");
+                  "all-reduced; rank 0 evaluates and writes) or heads (each rank holds kv_heads "
+                  "/ P K/V heads with their query heads and d_ff / P of the FFN, partial outputs "
+                  "all-reduced; rank 0 writes the whole model); equal to one process within the "
+                  "bounds of docs/distributed.md");
   cmd->add_option("--timeout", args->timeout,
                   "with --parallel: seconds a rank waits for the others before the job is ended, "
                   "naming the rank that did not arrive (0: forever)")

@@ -32,7 +32,7 @@ struct DistributedEmbedJob {
 void run_distributed_embed(const DistributedEmbedJob& job);
 
 struct DistributedTrainJob {
-  std::string parallel;  // "data"
+  std::string parallel;  // "data" or "heads"
   // Every rank: builds the trainer (the same run on every rank; may throw Error).
   std::function<std::unique_ptr<train::Trainer>(Context&)> make;
   int threads = 1;
@@ -40,8 +40,10 @@ struct DistributedTrainJob {
   std::int64_t bucket_bytes = std::int64_t{25} << 20;
   // Rank 0: runs the trainer (writing checkpoints) and reports, as the one-process command.
   std::function<void(train::Trainer&)> run_writer;
+  std::string out;  // the checkpoint directory: heads-parallel ranks all gather into it
 };
-// Data-parallel training over the ranks (headcount::distributed::make_data_parallel).
+// Data-parallel (headcount::distributed::make_data_parallel) or heads-parallel
+// (make_heads_parallel) training over the ranks.
 void run_distributed_train(const DistributedTrainJob& job);
 
 }  // namespace headcount::cli

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -171,6 +172,16 @@ class Model {
   std::vector<std::vector<std::vector<double>>> sequence_gate_grads() const;
   // After forward(..., keep_probs): layer l's probabilities [B, heads, T, T].
   const Tensor& probs(std::int64_t layer) const;
+
+  // Heads over ranks (tensor parallel, Megatron-LM; headcount::distributed::make_heads_parallel
+  // sets it): this model is one rank's slice of a wider one (its heads' columns of W_qkv and
+  // rows of W_o, its columns of the FFN's W_up / W_gate and rows of W_down), and `sum` adds a
+  // buffer of `count` floats over the ranks, in place. Each block's attention output and FFN
+  // output are then summed before the residual add (the forward's two sums per block), and the
+  // gradients of their inputs after the backward's (two more), so every other activation and
+  // gradient is the same on every rank. Unset (the default): one process, nothing summed.
+  using PartialSum = std::function<void(float* data, std::int64_t count)>;
+  void set_partial_sum(PartialSum sum);
 
   struct Impl;  // the activation buffers (opaque; defined in src/train/model.cpp)
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,17 @@ OptimConfig optim_config_from_json(const nlohmann::json& json);
 // The learning rate of 0-based step `step`.
 double learning_rate(const OptimConfig& config, std::int64_t step);
 
-// Returns the total norm before clipping.
-double clip_grad_norm(std::vector<Parameter>& params, double max_norm);
+// A model split over ranks (tensor parallel): parameter i holds a part of a wider tensor when
+// sharded[i] (its squares are summed over the ranks by sum_over_ranks), else the same values
+// on every rank (counted once). The norm is then the whole model's, the same on every rank.
+struct ShardedNorm {
+  std::vector<char> sharded;
+  std::function<double(double)> sum_over_ranks;
+};
+
+// Returns the total norm before clipping (the whole model's when `sharded` is given).
+double clip_grad_norm(std::vector<Parameter>& params, double max_norm,
+                      const ShardedNorm* sharded = nullptr);
 
 class AdamW {
  public:

@@ -67,6 +67,22 @@ struct Replica {
   bool writer = true;
 };
 
+// One rank of a heads-parallel (tensor-parallel) run (headcount::distributed::make_heads_parallel
+// builds it): every rank runs every step on the whole batch with its slice of the model, whose
+// partial sums (Model::set_partial_sum) make the activations and the replicated parameters'
+// gradients the same on every rank; the gradient norm is the whole model's (`norm`); every
+// rank evaluates (the forward is collective) and gathers the checkpoint's tensors, the writer
+// alone logs and writes the files, which hold the whole model as one process would.
+struct TensorParallel {
+  Model slice;  // this rank's model, its partial sum set; its values are taken on installing
+  // This rank's part of parameter i's whole tensor (its value and AdamW's moments alike).
+  std::function<Tensor(std::size_t i, const Tensor& whole)> take;
+  // Collective: parameter i's whole tensor from every rank's part (on every rank).
+  std::function<Tensor(std::size_t i, const Tensor& part)> gather;
+  ShardedNorm norm;
+  bool writer = true;
+};
+
 class Trainer {
  public:
   // Builds the task, resolves the model config against it, initialises the model from the seed.
@@ -92,6 +108,15 @@ class Trainer {
   void set_replica(Replica replica);
   const Replica* replica() const { return replica_ ? &*replica_ : nullptr; }
 
+  // Makes this trainer one rank of a heads-parallel run: the model becomes plan.slice with its
+  // parameters and both AdamW moments taken from the whole model's (so a resumed run splits
+  // too). Throws Error when a replica is set or the slice's parameters are not the model's
+  // (names, order).
+  void set_tensor_parallel(TensorParallel plan);
+  bool tensor_parallel() const { return tensor_parallel_.has_value(); }
+  // The whole model's parameter count (a tensor-parallel rank's model() holds a slice).
+  std::int64_t parameter_count() const { return whole_parameter_count_; }
+
   // One training step (see the file comment); returns its loss.
   double train_step();
   // Mean metrics over the validation batches (weighted by scored positions; sequences for
@@ -111,7 +136,10 @@ class Trainer {
   std::int64_t tokens_per_step() const;
 
  private:
-  std::vector<NamedTensor> checkpoint_tensors() const;
+  // Views of the parameters and moments; a tensor-parallel rank gathers the whole tensors into
+  // `gathered` (collective) and views those.
+  std::vector<NamedTensor> checkpoint_tensors(std::vector<Tensor>* gathered = nullptr) const;
+  bool writer() const;
   void record_validation();
 
   Context& ctx_;
@@ -124,6 +152,13 @@ class Trainer {
   std::vector<ValidationPoint> validation_;
   std::vector<float> logits_;
   std::optional<Replica> replica_;
+  struct TensorParallelRest {  // TensorParallel less its model (moved into model_)
+    std::function<Tensor(std::size_t, const Tensor&)> gather;
+    ShardedNorm norm;
+    bool writer = true;
+  };
+  std::optional<TensorParallelRest> tensor_parallel_;
+  std::int64_t whole_parameter_count_ = 0;
 };
 
 // Mean metrics of `model` over the first `count` validation batches of `task` (0: all of them),

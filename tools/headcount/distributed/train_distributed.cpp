@@ -1,8 +1,11 @@
-// `headcount train --parallel data` under mpirun: every rank builds the same run (config,
-// preset or checkpoint), the ranks agree that each could, make_data_parallel makes each a
-// replica (its rows of every global batch, gradients all-reduced in buckets under the
-// watchdog), and rank 0 runs the command's own loop and report (validation, checkpoints, the
-// summary) while the others only train.
+// `headcount train --parallel data|heads` under mpirun: every rank builds the same run (config,
+// preset or checkpoint), the ranks agree that each could, then
+//  - data: make_data_parallel makes each a replica (its rows of every global batch, gradients
+//    all-reduced in buckets under the watchdog); rank 0 runs the command's own loop and report
+//    (validation, checkpoints, the summary) while the others only train;
+//  - heads: make_heads_parallel makes each a slice of the model (its heads, its FFN columns);
+//    every rank runs the loop (validation and the checkpoint gather are collective), rank 0
+//    reports and writes.
 #include <mpi.h>
 
 #include <cstdio>
@@ -25,24 +28,42 @@ void run_distributed_train(const DistributedTrainJob& job) {
   std::unique_ptr<train::Trainer> trainer;
   distributed::CommStats comm;
   try {
-    distributed::detail::agree(
-        MPI_COMM_WORLD,
-        [&] {
-          check(job.parallel == "data", "--parallel",
-                "data (the heads split of training is not built yet)", job.parallel);
-          check(job.timeout_seconds >= 0, "--timeout", ">= 0 seconds", job.timeout_seconds);
-          trainer = job.make(ctx);
-        },
-        {.timeout_seconds = job.timeout_seconds});
-    distributed::make_data_parallel(
-        MPI_COMM_WORLD, *trainer,
-        {.bucket_bytes = job.bucket_bytes, .watchdog = {.timeout_seconds = job.timeout_seconds}},
-        &comm);
+    distributed::detail::agree(MPI_COMM_WORLD,
+                               [&] {
+                                 check(job.parallel == "data" || job.parallel == "heads",
+                                       "--parallel", "data or heads", job.parallel);
+                                 check(job.timeout_seconds >= 0, "--timeout", ">= 0 seconds",
+                                       job.timeout_seconds);
+                                 trainer = job.make(ctx);
+                               },
+                               {.timeout_seconds = job.timeout_seconds});
+    if (job.parallel == "heads")
+      distributed::make_heads_parallel(MPI_COMM_WORLD, *trainer,
+                                       {.timeout_seconds = job.timeout_seconds}, &comm);
+    else
+      distributed::make_data_parallel(
+          MPI_COMM_WORLD, *trainer,
+          {.bucket_bytes = job.bucket_bytes, .watchdog = {.timeout_seconds = job.timeout_seconds}},
+          &comm);
   } catch (const Error& e) {
     exit_on_collective_error(e.what());
   }
   try {
-    if (rank == 0) {
+    if (job.parallel == "heads") {
+      if (rank == 0) {
+        job.run_writer(*trainer);
+        std::fprintf(stderr,
+                     "heads parallel: %d rank%s, rank 0 holds %lld of %lld parameters; it "
+                     "all-reduced %lld bytes in %lld calls, waiting %.3f s of %.3f s\n",
+                     P, P == 1 ? "" : "s",
+                     static_cast<long long>(trainer->model().parameter_count()),
+                     static_cast<long long>(trainer->parameter_count()),
+                     static_cast<long long>(comm.bytes_sent), static_cast<long long>(comm.messages),
+                     comm.wait_seconds, comm.total_seconds);
+      } else {
+        trainer->run(job.out);
+      }
+    } else if (rank == 0) {
       job.run_writer(*trainer);
       std::fprintf(
           stderr,
