@@ -37,6 +37,7 @@
 
 #include "headcount/attention.h"
 #include "headcount/attention_backward.h"
+#include "headcount/compress.h"
 #include "headcount/context.h"
 #include "headcount/encoder.h"
 #include "headcount/multi_head_attention.h"
@@ -210,6 +211,25 @@ void allreduce_gradients(MPI_Comm comm, std::vector<train::Parameter>& params, d
 // trainer's training.
 void make_data_parallel(MPI_Comm comm, train::Trainer& trainer,
                         const DataParallelOptions& options = {}, CommStats* comm_stats = nullptr);
+
+// ---- Heads over ranks, the encoder ----
+
+// Rank `rank` of `ranks`' slice of an encoder: in every layer the K/V heads split_heads gives
+// it with their query heads (the others removed as prune_heads removes heads), its
+// intermediate_size / ranks FFN columns, and the attention's and FFN's output biases on rank 0
+// only (zero elsewhere). Throws Error when ranks does not divide a layer's kv_heads or
+// intermediate_size. Not collective (heads_parallel_encoder calls it on every rank).
+EncoderWeights heads_parallel_slice(const EncoderWeights& weights, int ranks, int rank);
+
+// The encoder of `weights` with its heads and FFN split over the ranks of `comm`, collective:
+// each rank builds its slice (the ranks agree first that each could); the encoder's forward,
+// embed_batch and embed are then collective (every rank calls them with the same input) and
+// give every rank the whole encoder's result: per layer two MPI_Allreduce of [rows, d_model]
+// floats, after the attention and after the FFN. Relative to one process: each head is
+// computed whole on one rank; the sums over heads (W_o) and FFN columns (W_down) are regrouped
+// (docs/distributed.md). `comm` and `comm_stats` must outlive the encoder's calls.
+BertEncoder heads_parallel_encoder(MPI_Comm comm, const EncoderWeights& weights,
+                                   const Watchdog& watchdog = {}, CommStats* comm_stats = nullptr);
 
 // ---- Heads over ranks, training ----
 

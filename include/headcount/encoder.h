@@ -145,6 +145,13 @@ class BertEncoder {
   BertEncoder& operator=(BertEncoder&&) noexcept;
 
   const EncoderConfig& config() const;
+
+  // Heads over ranks (headcount::distributed::heads_parallel_encoder sets it): this encoder is
+  // one rank's slice of a wider one (some of each layer's heads, a share of the FFN columns)
+  // and `sum` adds `count` floats over the ranks in place; every layer's attention output and
+  // FFN output are then summed before their residual add and LayerNorm, so the residual stream
+  // (and every embedding) is the whole model's on every rank. Unset: one process.
+  void set_partial_sum(std::function<void(float* data, std::int64_t count)> sum);
   const WordPieceTokenizer& tokenizer() const;
   DType dtype() const;  // the projections' dtype (EncoderLoadOptions)
   std::int64_t dim() const { return config().hidden_size; }

@@ -51,7 +51,8 @@ struct BertEncoder::Impl {
   Tensor word, position, token_type;  // [vocab, d], [max_positions, d], [types, d]
   NormWeights embedding_norm;
   std::vector<EncoderLayer> layers;
-  DType dtype = DType::f32;  // of the packed projections
+  DType dtype = DType::f32;                               // of the packed projections
+  std::function<void(float*, std::int64_t)> partial_sum;  // a heads-parallel slice's
 
   Impl(EncoderConfig c, WordPieceTokenizer t) : config(std::move(c)), tokenizer(std::move(t)) {}
 };
@@ -170,6 +171,10 @@ BertEncoder::BertEncoder(BertEncoder&&) noexcept = default;
 BertEncoder& BertEncoder::operator=(BertEncoder&&) noexcept = default;
 
 const EncoderConfig& BertEncoder::config() const { return impl_->config; }
+
+void BertEncoder::set_partial_sum(std::function<void(float*, std::int64_t)> sum) {
+  impl_->partial_sum = std::move(sum);
+}
 const WordPieceTokenizer& BertEncoder::tokenizer() const { return impl_->tokenizer; }
 DType BertEncoder::dtype() const { return impl_->dtype; }
 
@@ -261,10 +266,12 @@ void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorVie
         options.observe_attention(l, params);
       };
     layer.attention.forward(ctx, x_view, sublayer_view, attention_options);
+    if (impl_->partial_sum) impl_->partial_sum(sublayer, rows * d);
     layers::add_layer_norm(ctx, x, sublayer, rows, d,
                            layer.attention_norm.gamma.data<const float>(),
                            layer.attention_norm.beta.data<const float>(), eps);
     layer.ffn.forward(ctx, x, rows, ffn_hidden, sublayer);
+    if (impl_->partial_sum) impl_->partial_sum(sublayer, rows * d);
     layers::add_layer_norm(ctx, x, sublayer, rows, d, layer.output_norm.gamma.data<const float>(),
                            layer.output_norm.beta.data<const float>(), eps);
   }
