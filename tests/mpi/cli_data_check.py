@@ -84,6 +84,29 @@ with tempfile.TemporaryDirectory() as tmp:
         if r1.returncode == 0 and rp.returncode == 0:
             with open(one_npy, "rb") as a, open(p_npy, "rb") as b:
                 expect(a.read() == b.read(), f"embed npy over {ranks} ranks: bitwise the one process's")
+        # --split heads: every rank holds 1/P of each layer's heads and FFN. One rank: bitwise.
+        # More: within tests/mpi/test_heads_encoder.cpp's derived bound for all-MiniLM-L6-v2
+        # (4x the measured effect of the regrouping's backward error: 8.4e-5 on its sentences).
+        h_npy = os.path.join(tmp, "heads.npy")
+        rh = run(["embed", text, "--format", "npy", "--out", h_npy, "--threads", "1",
+                  "--distributed", "--split", "heads"], ranks)
+        check_ran(rh, f"embed --distributed --split heads over {ranks} ranks")
+        expect(f"heads over {ranks} rank" in rh.stderr, "rank 0 reports the heads split")
+        if r1.returncode == 0 and rh.returncode == 0:
+            import numpy as np
+            a, b = np.load(one_npy), np.load(h_npy)
+            diff = float(np.max(np.abs(a.astype(np.float64) - b)))
+            if ranks == 1:
+                expect(diff == 0.0, "embed --split heads, one rank: bitwise the one process's")
+            else:
+                expect(a.shape == b.shape and diff <= 8.4e-5,
+                       f"embed --split heads over {ranks} ranks: largest difference {diff:.3g}")
+        bad_h = os.path.join(tmp, "bad-heads.npy")
+        r = run(["embed", text, "--format", "npy", "--out", bad_h, "--distributed", "--split", "heads",
+                 "--dtype", "bf16"], ranks)
+        lines = [line for line in r.stderr.splitlines() if line.startswith("headcount: error")]
+        expect(r.returncode == 2 and len(lines) == 1 and "--dtype" in lines[0] and not os.path.exists(bad_h),
+               f"embed --split heads --dtype bf16: exit 2, one line: {lines}")
         j1 = run(["embed", "-", "--threads", "1"], stdin=SENTENCES)
         jp = run(["embed", "-", "--threads", "1", "--distributed"], ranks, stdin=SENTENCES)
         check_ran(jp, f"embed --distributed jsonl over {ranks} ranks")

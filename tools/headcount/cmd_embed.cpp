@@ -24,8 +24,9 @@ struct EmbedArgs {
   std::int64_t batch = 32;
   bool no_normalize = false;
   int threads = 0;
-  bool distributed = false;  // under mpirun: the sentences split over the ranks
-  double timeout = 600;      // --timeout (with --distributed)
+  bool distributed = false;         // under mpirun: the sentences split over the ranks
+  std::string split = "sentences";  // --split (with --distributed): sentences | heads
+  double timeout = 600;             // --timeout (with --distributed)
 };
 
 void append_float(std::string& line, float value) {
@@ -99,6 +100,15 @@ void run_embed(const EmbedArgs& a) {
     run_distributed_embed(
         {.read = [&] { return check_and_read(a); },
          .load = [&] { return load_encoder(a.model, parse_dtype_option(a.dtype)); },
+         .split = a.split,
+         .load_weights =
+             [&] {
+               check(a.dtype == "fp32", "--dtype",
+                     "fp32 with --split heads (the slices are cut "
+                     "from the fp32 weights)",
+                     a.dtype);
+               return read_encoder_weights(resolve_model_dir(a.model));
+             },
          .options = options,
          .threads = resolve_threads(a.threads),
          .timeout_seconds = a.timeout,
@@ -139,8 +149,13 @@ void register_embed(CLI::App& app) {
   cmd->add_flag("--no-normalize", a->no_normalize, "Mean pooling without L2 normalisation");
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--distributed", a->distributed,
-                "Under mpirun: split the sentences over the ranks (rank 0 reads the input and "
-                "writes the output, bitwise the one-process embeddings)");
+                "Under mpirun: split the work over the ranks (rank 0 reads the input and "
+                "writes the output)");
+  cmd->add_option("--split", a->split,
+                  "With --distributed: sentences (each rank embeds a shard; bitwise the "
+                  "one-process embeddings) or heads (each rank holds 1/P of every layer's heads "
+                  "and FFN, two all-reduces a layer; within the bound of docs/distributed.md)")
+      ->capture_default_str();
   cmd->add_option("--timeout", a->timeout,
                   "With --distributed: seconds a rank waits for the others before the job is "
                   "ended, naming the rank that did not arrive (0: forever)")

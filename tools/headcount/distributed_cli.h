@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "headcount/compress.h"
 #include "headcount/context.h"
 #include "headcount/encoder.h"
 #include "headcount/tensor.h"
@@ -20,15 +21,19 @@ struct DistributedEmbedJob {
   std::function<std::vector<std::string>()> read;
   // Every rank: loads the encoder (may throw Error).
   std::function<BertEncoder()> load;
+  // "sentences" (each rank embeds its shard) or "heads" (each rank holds a slice of every
+  // layer's heads and FFN; load_weights then reads the whole fp32 weights it is cut from).
+  std::string split = "sentences";
+  std::function<EncoderWeights()> load_weights;
   EmbedOptions options;  // progress: rank 0's shard
   int threads = 1;
   double timeout_seconds = 600;
   // Rank 0: writes the embeddings [sentences, dim] of the sentences, in input order.
   std::function<void(const std::vector<std::string>&, const Tensor&)> write;
 };
-// The sentences split over the ranks (headcount::distributed::embed_sentences); rank 0 reads
-// and writes, the others touch no file. Errors before the work: every rank exits 2, rank 0
-// printing the line.
+// The sentences split over the ranks (headcount::distributed::embed_sentences) or the heads
+// (heads_parallel_encoder); rank 0 reads and writes, the others touch no file. Errors before the
+// work: every rank exits 2, rank 0 printing the line.
 void run_distributed_embed(const DistributedEmbedJob& job);
 
 struct DistributedTrainJob {

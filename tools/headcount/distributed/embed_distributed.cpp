@@ -1,10 +1,12 @@
-// `headcount embed --distributed` under mpirun. Messages, in order:
+// `headcount embed --distributed [--split sentences|heads]` under mpirun. Messages, in order:
 //   1. agree: rank 0's options and input (read there only: mpirun gives stdin to rank 0);
 //   2. the sentences broadcast from rank 0 (their lengths, then their bytes);
 // every wait under the watchdog (--timeout).
 //   3. agree: every rank loaded the encoder (each from the same model directory);
-//   4. embed_sentences: each rank embeds its contiguous shard, rank 0 gathers the rows in
-//      input order (waits under the watchdog);
+//   4. sentences: embed_sentences: each rank embeds its contiguous shard, rank 0 gathers the
+//      rows in input order (waits under the watchdog);
+//      heads: every rank embeds every sentence with its slice of the encoder
+//      (heads_parallel_encoder), two all-reduces a layer and forward;
 //   5. rank 0 writes the output as the one-process command does.
 #include <mpi.h>
 
@@ -75,13 +77,33 @@ void run_distributed_embed(const DistributedEmbedJob& job) {
         },
         watchdog);
     bcast_sentences(sentences, rank, watchdog);
+    const bool heads = job.split == "heads";
+    std::optional<EncoderWeights> weights;
     distributed::detail::agree(
-        MPI_COMM_WORLD, [&] { encoder.emplace(job.load()); }, watchdog);
+        MPI_COMM_WORLD,
+        [&] {
+          check(job.split == "sentences" || heads, "--split", "sentences or heads", job.split);
+          if (heads)
+            weights.emplace(job.load_weights());
+          else
+            encoder.emplace(job.load());
+        },
+        watchdog);
+    if (heads) {
+      encoder.emplace(
+          distributed::heads_parallel_encoder(MPI_COMM_WORLD, *weights, watchdog, &comm));
+      weights.reset();  // the whole weights: only the slice is kept
+    }
     Context ctx({.threads = job.threads});
     EmbedOptions options = job.options;
     if (rank != 0) options.progress = nullptr;
-    embeddings = distributed::embed_sentences(MPI_COMM_WORLD, ctx, *encoder, sentences, options,
-                                              watchdog, &comm);
+    if (heads) {
+      Tensor all = encoder->embed(ctx, sentences, options);
+      if (rank == 0) embeddings = std::move(all);
+    } else {
+      embeddings = distributed::embed_sentences(MPI_COMM_WORLD, ctx, *encoder, sentences, options,
+                                                watchdog, &comm);
+    }
   } catch (const Error& e) {
     // Every error up to here is every rank's (the agreements, embed_sentences' own checks).
     exit_on_collective_error(e.what());
@@ -90,6 +112,16 @@ void run_distributed_embed(const DistributedEmbedJob& job) {
   job.write(sentences, embeddings);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (job.split == "heads") {
+    std::fprintf(stderr,
+                 "embed: %lld sentences, heads over %d rank%s (rank 0 holds %lld heads of each "
+                 "layer, FFN width %lld), rank 0 all-reduced %lld bytes, %.3f s\n",
+                 static_cast<long long>(sentences.size()), P, P == 1 ? "" : "s",
+                 static_cast<long long>(encoder->config().layer_heads(0)),
+                 static_cast<long long>(encoder->config().intermediate_size),
+                 static_cast<long long>(comm.bytes_sent), seconds);
+    return;
+  }
   std::fprintf(stderr,
                "embed: %lld sentences over %d rank%s (rank 0: %lld), rank 0 received %lld bytes, "
                "%.3f s\n",
