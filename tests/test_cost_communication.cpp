@@ -30,6 +30,26 @@ TEST(CommunicationCost, RingAndHeadsBytesPerRank) {
   EXPECT_EQ(one.ring_backward_bytes, 0);
   EXPECT_EQ(one.allreduce_wire_bytes, 0);
   EXPECT_EQ(one.gather_bytes, 0);
+  EXPECT_EQ(one.block_forward_bytes, 0);
+  EXPECT_EQ(one.block_train_step_bytes, 0);
+}
+
+// A whole block over heads (the encoder, training): the FFN's all-reduce beside the
+// attention's, and in training the backward's two.
+TEST(CommunicationCost, HeadsSplitOfAWholeBlock) {
+  const CostConfig c{.d_model = 384, .heads = 12, .seq_len = 128, .batch = 4, .d_ff = 1536};
+  const CommunicationCost cost = communication_cost(c, 3);
+  ASSERT_TRUE(cost.block_possible);
+  EXPECT_EQ(cost.block_forward_bytes, 2 * std::int64_t{4} * 128 * 384 * 4);
+  EXPECT_EQ(cost.block_train_step_bytes, 2 * cost.block_forward_bytes);
+  // 5 divides neither 12 heads nor 1536; 4 divides the heads but a d_ff of 1538 not.
+  EXPECT_FALSE(communication_cost(c, 5).block_possible);
+  CostConfig odd = c;
+  odd.d_ff = 1538;
+  const CommunicationCost four = communication_cost(odd, 4);
+  EXPECT_TRUE(four.heads_possible);
+  EXPECT_FALSE(four.block_possible);
+  EXPECT_EQ(four.block_forward_bytes, 0);
 }
 
 TEST(CommunicationCost, SplitsThatCannotRunAreFlagged) {

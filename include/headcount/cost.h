@@ -110,6 +110,14 @@ CostReport estimate_cost(const CostConfig& config);
 //                                    received); ring_bytes_per_step, its step
 //   ring backward:                 P-1 K/V blocks on, then P blocks of dK/dV (the same
 //                                    size) following them and home: ring_backward_bytes
+//   heads over ranks, a whole block (encoder or training; the FFN split too, so P must also
+//                                    divide d_ff: block_possible): the forward all-reduces
+//                                    the attention's and the FFN's partial outputs,
+//                                    block_forward_bytes = 2*4*B*n*d; a training step also the
+//                                    backward's two partial input gradients,
+//                                    block_train_step_bytes = 4*4*B*n*d; both 0 for one rank
+//                                    (nothing to sum). A training step adds 8 bytes (the
+//                                    clipping norm's double) for the whole model.
 // P must divide kv_heads (heads) and 2P divide seq_len (ring), as the splits require;
 // otherwise the split's term is 0 and its `*_possible` flag false.
 struct CommunicationCost {
@@ -117,6 +125,8 @@ struct CommunicationCost {
   bool heads_possible = false, ring_possible = false;
   std::int64_t allreduce_bytes = 0, allreduce_wire_bytes = 0, gather_bytes = 0;
   std::int64_t ring_bytes = 0, ring_bytes_per_step = 0, ring_backward_bytes = 0;
+  bool block_possible = false;
+  std::int64_t block_forward_bytes = 0, block_train_step_bytes = 0;
 };
 CommunicationCost communication_cost(const CostConfig& config, int ranks);
 

@@ -192,6 +192,11 @@ CommunicationCost communication_cost(const CostConfig& config, int ranks) {
         out.allreduce_bytes % P * 2 * (P - 1) / P;  // 2(P-1)/P of it, rounded down
     out.gather_bytes =
         P == 1 ? 0 : product(stage, {4, c.batch, c.seq_len, c.heads / P, c.v_head_dim + 1});
+    if (c.d_ff % P == 0) {
+      out.block_possible = true;
+      out.block_forward_bytes = P == 1 ? 0 : product(stage, {2, out.allreduce_bytes});
+      out.block_train_step_bytes = P == 1 ? 0 : product(stage, {4, out.allreduce_bytes});
+    }
   }
   if (c.seq_len % (2 * P) == 0 && c.kv_len == c.seq_len) {
     out.ring_possible = true;

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "headcount/cost.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
 #include "headcount/train/trainer.h"
@@ -167,8 +168,17 @@ void every_step_matches_one_process(const train::TrainConfig& c) {
   // Handed to MPI per step: 4 sums of [N, d_model] floats a block (2 forward, 2 backward; none
   // on one rank, whose outputs are whole) and the norm's double.
   const i64 N = c.batch * one.task().seq_len();
-  const i64 block_sums = P == 1 ? 0 : c.model.layers * 4 * N * c.model.d_model * 4;
-  EXPECT_EQ(stats.bytes_sent, c.steps * (block_sums + 8));
+  const CommunicationCost cost = communication_cost({.d_model = c.model.d_model,
+                                                     .heads = c.model.heads,
+                                                     .kv_heads = c.model.kv_heads,
+                                                     .head_dim = c.model.head_dim,
+                                                     .seq_len = one.task().seq_len(),
+                                                     .batch = c.batch,
+                                                     .d_ff = c.model.d_ff},
+                                                    P);
+  ASSERT_TRUE(cost.block_possible);
+  EXPECT_EQ(cost.block_train_step_bytes, P == 1 ? 0 : 4 * N * c.model.d_model * 4);
+  EXPECT_EQ(stats.bytes_sent, c.steps * (c.model.layers * cost.block_train_step_bytes + 8));
   fs::remove_all(dir);
 }
 
