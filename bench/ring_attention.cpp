@@ -158,8 +158,9 @@ int main(int argc, char** argv) {
     const double eta = 2 * (gamma(D + 1) * G + 2 * u * G) + 4 * u;
     const double eps_o = (2 * eta + gamma(3.0 * n + 2)) * Vmax,
                  eps_l = eta + gamma(2.0 * n) + 2 * u * Lmax;
-    const double bound_o = 2 * eps_o + (2 * eps_l + (2 * P + 4) * u) * Vmax;
-    const double bound_l = 2 * eps_l + gamma(P + 2) + 2 * u * Lmax;
+    const double K = 1 + double(P - 1) * double(distributed::ring_layout(n, P, 0).pieces());
+    const double bound_o = 2 * eps_o + (2 * eps_l + (2 * K + 4) * u) * Vmax;
+    const double bound_l = 2 * eps_l + gamma(K + 2) + 2 * u * Lmax;
 
     double max_o = 0, max_l = 0;
     i64 bitwise_differ = 0;

@@ -19,9 +19,10 @@
 //  - Sequence over ranks (ring attention, Liu et al. 2023). The sequence of n rows is cut
 //    into 2P chunks of n / (2P); rank r holds chunks r and 2P-1-r (zig-zag: under a causal
 //    mask every rank then has the same number of visible (query, key) pairs, so none idles)
-//    of Q, K and V. K/V blocks travel round the ring (MPI_Isend / MPI_Irecv to rank r+1 from
-//    rank r-1) while the local streaming kernel runs on the block in hand; each block gives a
-//    partial (O, lse) merged exactly by log-sum-exp, with the decode kernel's merge.
+//    of Q, K and V. At step t every rank attends to the K/V block of rank r - t, which arrives
+//    in pieces (MPI_Isend / MPI_Irecv, shifted by t) while the local streaming kernel runs on
+//    the piece in hand; each piece gives a partial (O, lse) merged exactly by log-sum-exp,
+//    with the decode kernel's merge.
 //
 // Errors: bad shapes or counts throw headcount::Error on every rank, before any message of
 // the computation is sent (the ranks agree first: a rank with bad input makes every rank
@@ -134,20 +135,25 @@ struct RingLayout {
   std::int64_t seq_len = 0, chunk = 0;
   std::int64_t first = 0, second = 0;
   std::int64_t local_rows() const { return 2 * chunk; }
+  // The pieces a block travels in (ring_attention): min(8, local_rows()). Each row merges at
+  // most 1 + (ranks - 1) * pieces() partials.
+  std::int64_t pieces() const { return local_rows() < 8 ? local_rows() : 8; }
   std::int64_t global_row(std::int64_t local) const {
     return local < chunk ? first + local : second + local - chunk;
   }
 };
 RingLayout ring_layout(std::int64_t seq_len, int ranks, int rank);
 
-// Ring attention forward, collective. params hold this rank's rows in the zig-zag layout:
+// Ring attention forward, collective. Each block goes to the ranks that need it in
+// RingLayout::pieces() pieces, two in memory at a time (src/distributed/ring.cpp says why).
+// params hold this rank's rows in the zig-zag layout:
 // q [B, 2*chunk, heads, head_dim], k and v [B, 2*chunk, kv_heads, *], out [B, 2*chunk, heads,
 // v_head_dim], lse (optional) [B, heads, 2*chunk]; seq_len = ranks * 2 * chunk. causal and
 // key_lengths are those of the whole sequence (key_lengths[b] <= seq_len); scale as usual.
 // Not available: window, bias, probs (an Error says so). Self-attention: q_len = kv_len.
-// Each K/V block passes every rank once; the partials are merged in the order the blocks
-// arrive (fixed: block r, r-1, ..., r+1), so the result is the same on every run. With one
-// rank it is bitwise the streaming kernel; with more, within the bound in docs/distributed.md.
+// Each K/V block reaches every rank once; the partials are merged in a fixed order (block r,
+// r-1, ..., r+1, each piece by piece), so the result is the same on every run. With one rank
+// it is bitwise the streaming kernel; with more, within the bound in docs/distributed.md.
 AttentionStats ring_attention(MPI_Comm comm, Context& ctx, const AttentionParams& params,
                               CommStats* comm_stats = nullptr, const Watchdog& watchdog = {});
 

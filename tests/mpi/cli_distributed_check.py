@@ -44,7 +44,8 @@ def ring_bound(q, k, v, lse, P):
     eta = 2 * (gamma(D + 1) * G + 2 * U * G) + 4 * U
     eps_o = (2 * eta + gamma(3 * n + 2)) * vmax
     eps_l = eta + gamma(2 * n) + 2 * U * lmax
-    return 2 * eps_o + (2 * eps_l + (2 * P + 4) * U) * vmax, 2 * eps_l + gamma(P + 2) + 2 * U * lmax
+    K = 1 + (P - 1) * min(8, n // P)  # partials per row: the own block, the others in pieces
+    return 2 * eps_o + (2 * eps_l + (2 * K + 4) * U) * vmax, 2 * eps_l + gamma(K + 2) + 2 * U * lmax
 
 
 def grad_bound(q, k, v, g, o1, l1, causal, key_lengths, P, bo, bl):

@@ -11,12 +11,13 @@
 //    once per tile (< m), and P.V summed over m terms:
 //      |O - O*| <= eps_O = (2 eta + gamma_(3m+2)) * Vmax,  |lse - lse*| <= eps_l = eta +
 //      gamma_(2m) + 2 u Lmax.
-//  - the merge of P partials: weights e^(lse_s - M) / L off by 2 eps_l + (P + 3) u relative
-//    (the lse errors, exp, a sum of P terms, the division), the weighted sum of P terms
-//    (P + 1) u:  |O_ring - O*| <= eps_O + (2 eps_l + (2P + 4) u) Vmax,  |lse_ring - lse*| <=
-//    eps_l + gamma_(P+2) + 2 u Lmax.
-// So |O_ring - O_1| <= 2 eps_O + (2 eps_l + (2P + 4) u) Vmax and |lse_ring - lse_1| <= 2 eps_l +
-// gamma_(P+2) + 2 u Lmax, m = n (the ring's partials see fewer keys). A lost or doubled block,
+//  - the merge of K partials (K = 1 + (P - 1) * pieces: the own block, then each other block in
+//    RingLayout::pieces() pieces): weights e^(lse_s - M) / L off by 2 eps_l + (K + 3) u
+//    relative (the lse errors, exp, a sum of K terms, the division), the weighted sum of K
+//    terms (K + 1) u:  |O_ring - O*| <= eps_O + (2 eps_l + (2K + 4) u) Vmax,  |lse_ring - lse*|
+//    <= eps_l + gamma_(K+2) + 2 u Lmax.
+// So |O_ring - O_1| <= 2 eps_O + (2 eps_l + (2K + 4) u) Vmax and |lse_ring - lse_1| <= 2 eps_l +
+// gamma_(K+2) + 2 u Lmax, m = n (the ring's partials see fewer keys). A lost or doubled piece,
 // a wrong mask or a wrong merge weight errs by O(Vmax), far above it.
 #include <gtest/gtest.h>
 
@@ -104,8 +105,9 @@ void check_ring(const RingCase& rc) {
   const double eta = 2 * (gamma_n(double(D + 1)) * G + 2 * kU * G) + 4 * kU;
   const double eps_o = (2 * eta + gamma_n(double(3 * n + 2))) * Vmax;
   const double eps_l = eta + gamma_n(double(2 * n)) + 2 * kU * Lmax;
-  const double bound_o = 2 * eps_o + (2 * eps_l + (2 * P + 4) * kU) * Vmax;
-  const double bound_l = 2 * eps_l + gamma_n(double(P + 2)) + 2 * kU * Lmax;
+  const double K = 1 + double(P - 1) * double(lay.pieces());  // partials merged per row
+  const double bound_o = 2 * eps_o + (2 * eps_l + (2 * K + 4) * kU) * Vmax;
+  const double bound_l = 2 * eps_l + gamma_n(K + 2) + 2 * kU * Lmax;
 
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = 0; t < lay.local_rows(); ++t)
@@ -133,7 +135,7 @@ void check_ring(const RingCase& rc) {
           }
         }
       }
-  // Communication: P - 1 steps, each sending this rank's whole K/V block on.
+  // Communication: P - 1 steps, each sending this rank's whole K/V block (in pieces).
   const CommunicationCost cost = communication_cost({.d_model = H * D,
                                                      .heads = H,
                                                      .kv_heads = Hkv,
