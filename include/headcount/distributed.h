@@ -124,6 +124,20 @@ AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
                                const AttentionParams& params, CommStats* comm_stats = nullptr,
                                const Watchdog& watchdog = {});
 
+// Its backward, collective: params as for attention_heads with out and lse (required by the
+// streaming backward) at least this rank's heads' (what attention_heads leaves on every rank);
+// grads whole-problem views: d_out read (replicated), d_q, d_k, d_v written: every head's on
+// rank 0, this rank's heads' elsewhere (d_bias: none). A K/V head and its query heads are on
+// one rank, so dK and dV are each computed whole there: bitwise one process's. dQ is too when
+// the kernel splits a head's keys into the same number of chunks as for the whole problem
+// (attention_backward_streaming: a function of batch x kv_heads); otherwise its per-chunk
+// partials are regrouped (docs/distributed.md has the bound).
+AttentionBackwardStats attention_heads_backward(MPI_Comm comm, Context& ctx, Kernel kernel,
+                                                const AttentionParams& params,
+                                                const AttentionGrads& grads,
+                                                CommStats* comm_stats = nullptr,
+                                                const Watchdog& watchdog = {});
+
 // ---- Sequence over ranks ----
 
 // The zig-zag layout: of n = seq_len rows cut into 2 * ranks chunks of `chunk` rows, rank

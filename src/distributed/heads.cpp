@@ -293,4 +293,111 @@ AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
   return stats;
 }
 
+namespace {
+
+// Copies the heads [begin, begin + count) (dimension 2) of a [B, rows, heads, dim] view to a
+// contiguous buffer at `p`, or back; returns the position after them.
+float* heads_block(const TensorView& t, i64 begin, i64 count, float* p, bool unpack) {
+  for (i64 b = 0; b < t.shape[0]; ++b)
+    for (i64 r = 0; r < t.shape[1]; ++r)
+      for (i64 h = 0; h < count; ++h)
+        for (i64 e = 0; e < t.shape[3]; ++e, ++p) {
+          float& x = t.ptr<float>()[t.offset({b, r, begin + h, e})];
+          if (unpack)
+            x = *p;
+          else
+            *p = x;
+        }
+  return p;
+}
+
+}  // namespace
+
+AttentionBackwardStats attention_heads_backward(MPI_Comm comm, Context& ctx, Kernel kernel,
+                                                const AttentionParams& params,
+                                                const AttentionGrads& grads, CommStats* comm_stats,
+                                                const Watchdog& watchdog) {
+  const auto start = std::chrono::steady_clock::now();
+  const int rank = detail::comm_rank(comm), ranks = detail::comm_size(comm);
+  AttentionShape shape;
+  HeadSplit split;
+  detail::agree(
+      comm,
+      [&] {
+        HEADCOUNT_CHECK(grads.d_bias.empty(), "d_bias",
+                        "none (the heads split does not gather a bias gradient)", "a tensor");
+        HEADCOUNT_CHECK(params.probs_mode == ProbsMode::none, "probs_mode", "none",
+                        "per_head or averaged");
+        shape = validate(params);
+        validate_backward(params, grads);
+        split = split_heads(shape.heads, shape.kv_heads, ranks, rank);
+      },
+      watchdog);
+  const std::vector<i64> dims{shape.batch,    shape.q_len,    shape.kv_len,    shape.heads,
+                              shape.kv_heads, shape.head_dim, shape.v_head_dim};
+  detail::agree(
+      comm, [&] { detail::agree_values(comm, dims, "attention shape", watchdog); }, watchdog);
+
+  // This rank's heads (a K/V head's query heads are all here, so its dK, dV are whole).
+  AttentionParams local = params;
+  local.q = head_slice(params.q, 2, split.head_begin, split.heads);
+  local.k = head_slice(params.k, 2, split.kv_head_begin, split.kv_heads);
+  local.v = head_slice(params.v, 2, split.kv_head_begin, split.kv_heads);
+  local.out = head_slice(params.out, 2, split.head_begin, split.heads);
+  if (!params.lse.empty()) local.lse = head_slice(params.lse, 1, split.head_begin, split.heads);
+  if (!params.bias.empty() && params.bias.shape[1] == shape.heads)
+    local.bias = head_slice(params.bias, 1, split.head_begin, split.heads);
+  const AttentionGrads local_grads{
+      .d_out = head_slice(grads.d_out, 2, split.head_begin, split.heads),
+      .d_q = head_slice(grads.d_q, 2, split.head_begin, split.heads),
+      .d_k = head_slice(grads.d_k, 2, split.kv_head_begin, split.kv_heads),
+      .d_v = head_slice(grads.d_v, 2, split.kv_head_begin, split.kv_heads),
+      .d_bias = {}};
+  const AttentionBackwardStats stats = attention_backward(ctx, kernel, local, local_grads);
+
+  // Gather dQ, dK, dV of every rank's heads on rank 0, one message per rank.
+  const i64 B = shape.batch, hl = split.heads, kvl = split.kv_heads;
+  const i64 floats = B * shape.q_len * hl * shape.head_dim +
+                     B * shape.kv_len * kvl * (shape.head_dim + shape.v_head_dim);
+  HEADCOUNT_CHECK(floats <= INT32_MAX, "d_q, d_k, d_v",
+                  "at most 2^31 - 1 floats per rank to gather", floats);
+  std::vector<float> buffer(static_cast<std::size_t>(floats));
+  auto pack = [&](const HeadSplit& sp, bool unpack) {
+    float* p = buffer.data();
+    p = heads_block(grads.d_q, sp.head_begin, sp.heads, p, unpack);
+    p = heads_block(grads.d_k, sp.kv_head_begin, sp.kv_heads, p, unpack);
+    heads_block(grads.d_v, sp.kv_head_begin, sp.kv_heads, p, unpack);
+  };
+  const auto wait_start = std::chrono::steady_clock::now();
+  if (rank == 0) {
+    for (int r = 1; r < ranks; ++r) {
+      MPI_Request request;
+      detail::check_mpi(
+          MPI_Irecv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 3, comm, &request),
+          "Irecv");
+      detail::wait_watched(comm, {&request, 1}, std::array{r}, watchdog,
+                           "the gathering of the heads' gradients on rank 0", nullptr);
+      pack(split_heads(shape.heads, shape.kv_heads, ranks, r), true);
+      if (comm_stats) comm_stats->bytes_received += floats * 4;
+    }
+  } else {
+    pack(split, false);
+    MPI_Request request;
+    detail::check_mpi(
+        MPI_Isend(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 3, comm, &request),
+        "Isend");
+    detail::wait_watched(comm, {&request, 1}, std::array{0}, watchdog,
+                         "the gathering of the heads' gradients (rank 0 receiving)", nullptr);
+    if (comm_stats) {
+      comm_stats->bytes_sent += floats * 4;
+      comm_stats->messages += 1;
+    }
+  }
+  if (comm_stats) {
+    comm_stats->wait_seconds += detail::seconds_since(wait_start);
+    comm_stats->total_seconds += detail::seconds_since(start);
+  }
+  return stats;
+}
+
 }  // namespace headcount::distributed

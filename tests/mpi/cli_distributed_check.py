@@ -159,6 +159,25 @@ with tempfile.TemporaryDirectory() as tmp:
                 excess = np.abs(a.astype(np.float64) - b) - bound
                 expect(float(excess.max()) <= 0, f"ring --grad-out {name}: beyond the bound by {excess.max()}")
 
+    # Heads with --grad-out: each rank's heads' backward, gathered. The forward is bitwise, so
+    # dK and dV (a K/V head's query heads all on its rank) are too; dQ's per-chunk partials may
+    # be regrouped (the kernel's chunk count follows batch x kv_heads, fewer on a rank): within
+    # the ring backward's bound above with the forward exact (bo = bl = 0) and up to n chunks.
+    rp = run(inputs + extra + [a for pair in zip(flags, dist) for a in pair] + ["--distributed", "heads"], ranks)
+    expect(rp.returncode == 0, f"heads --grad-out: {rp.stderr}")
+    if r1.returncode == 0 and rp.returncode == 0:
+        o1, l1, dq1, dk1, dv1 = (np.load(x) for x in one)
+        op, lp, dqp, dkp, dvp = (np.load(x) for x in dist)
+        expect(all(a.tobytes() == b.tobytes() for a, b in zip((o1, l1, dk1, dv1), (op, lp, dkp, dvp))),
+               f"heads --grad-out over {ranks} ranks: out, lse, dk, dv not bitwise")
+        bq = grad_bound(q, k, v, g, o1, l1, True, key_lengths, n, 0.0, 0.0)[0]
+        excess = np.abs(dq1.astype(np.float64) - dqp) - bq
+        expect(float(excess.max()) <= 0, f"heads --grad-out dq: beyond the bound by {excess.max()}")
+        if ranks == 1:
+            expect(dq1.tobytes() == dqp.tobytes(), "heads --grad-out with one rank: dq not bitwise")
+        print(f"note: heads --grad-out over {ranks} ranks: dq largest difference "
+              f"{float(np.abs(dq1.astype(np.float64) - dqp).max()):.3g}, bitwise {dq1.tobytes() == dqp.tobytes()}")
+
     bad = []
     if ranks > 1:
         # kv_heads 1 < ranks; with 3 ranks also kv_heads 4, which 3 does not divide.

@@ -8,9 +8,10 @@
 //   3. the inputs: heads: q, k, v (and bias) broadcast whole; ring: each rank's zig-zag rows
 //      of q, k, v sent to it;
 //   4. the split's own computation (headcount/distributed.h);
-//   5. the outputs back on rank 0: heads: attention_heads gathers them; ring: each rank
-//      sends its rows of out (and lse), and with --grad-out (ring only) its rows of dO went
-//      out in step 3 and its rows of dq, dk, dv (ring_attention_backward) come back here.
+//   5. the outputs back on rank 0: heads: attention_heads gathers them (with --grad-out dO
+//      is broadcast too and attention_heads_backward gathers dq, dk, dv); ring: each rank
+//      sends its rows of out (and lse), and with --grad-out its rows of dO went out in step 3
+//      and its rows of dq, dk, dv (ring_attention_backward) come back here.
 // A rank that dies: MPI_COMM_WORLD keeps MPI's default handler (errors are fatal), and
 // mpirun ends the whole job, naming the rank (docs/distributed.md; tested by
 // tests/mpi/rank_kill_check.py). A rank that stops without dying: every wait here and in the
@@ -233,6 +234,21 @@ void serve(Header h, const AttentionParams* whole, const AttentionGrads* whole_g
     bcast_floats(p.v.ptr<float>(), numel(h.v), watchdog);
     if (!h.bias.empty()) bcast_floats(p.bias.ptr<float>(), numel(h.bias), watchdog);
     dist::attention_heads(MPI_COMM_WORLD, ctx, h.kernel, p, &comm, watchdog);
+    if (h.has_grads) {
+      // dO replicated; each rank's heads' backward on its slices of out and lse (what the
+      // forward left it); dQ, dK, dV gathered on rank 0.
+      Tensor d_out, d_q, d_k, d_v;
+      AttentionGrads g = whole_grads ? *whole_grads : AttentionGrads{};
+      if (!whole_grads) {
+        d_out = Tensor(DType::f32, {B, n, H, Dv});
+        d_q = Tensor(DType::f32, h.q);
+        d_k = Tensor(DType::f32, h.k);
+        d_v = Tensor(DType::f32, h.v);
+        g = {.d_out = d_out.view(), .d_q = d_q.view(), .d_k = d_k.view(), .d_v = d_v.view()};
+      }
+      bcast_floats(g.d_out.ptr<float>(), B * n * H * Dv, watchdog);
+      dist::attention_heads_backward(MPI_COMM_WORLD, ctx, h.kernel, p, g, &comm, watchdog);
+    }
   } else {
     const i64 D = h.q[3];
     std::vector<float> buffer;
@@ -367,10 +383,10 @@ void run_distributed_attention(const std::string& mode_name, double timeout_seco
               [&] {
                 const AttentionShape s = validate(params);
                 if (mode == Mode::heads) {
-                  check(grads == nullptr, "--grad-out",
-                        "none with --distributed heads (the gradients over ranks are ring's: "
-                        "--distributed ring)",
-                        "a path");
+                  if (grads != nullptr)
+                    check(grads->d_bias.empty(), "--grad-bias",
+                          "none with --distributed heads (the bias gradient is not gathered)",
+                          "a path");
                   dist::split_heads(s.heads, s.kv_heads, P, 0);
                 } else {
                   check(kernel == Kernel::streaming, "--kernel",
