@@ -200,7 +200,11 @@ TEST(HeadsParallelTraining, CheckpointHoldsTheWholeModel) {
   train::Trainer split(ctx, c);
   hd::make_heads_parallel(MPI_COMM_WORLD, split, {.timeout_seconds = 60});
   for (i64 s = 0; s < c.steps; ++s) split.train_step();
-  const fs::path dir = fs::temp_directory_path() / "headcount-heads-train-checkpoint";
+  // One directory per job (rank 0's pid): CTest runs the 1- to 4-rank jobs side by side.
+  int job = getpid();
+  MPI_Bcast(&job, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const fs::path dir =
+      fs::temp_directory_path() / ("headcount-heads-train-checkpoint-" + std::to_string(job));
   if (world_rank() == 0) fs::remove_all(dir);
   split.save(dir.string());  // collective; rank 0 writes
   MPI_Barrier(MPI_COMM_WORLD);
