@@ -20,5 +20,14 @@ Experiment make_retrieval_learnability(
 Experiment make_mqar_headdim(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D)
 Experiment make_mqar_headdim_v2(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v2)
 Experiment make_mqar_headdim_v3(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v3)
+Experiment make_scale_envelope(const ExperimentOptions& options);   // scale_envelope.cpp (E-E)
+
+// E-C's char-LM cell (head_sweep_tuned.cpp), which E-E reuses: h heads of head_dim over d_model
+// 64, 2 layers, d_ff 256, context 64, batch 16 (--quick: 1 layer, context 32, batch 8), the
+// protocol's optimiser at lr 3e-3 (the pilot sets each cell's), scored on `split`.
+train::TrainConfig head_sweep_tuned_cell(std::int64_t heads, std::int64_t head_dim,
+                                         std::int64_t steps, const std::string& split, bool quick);
+// E-C's step count N (from its probe), or its --quick count.
+std::int64_t head_sweep_tuned_steps(bool quick);
 
 }  // namespace headcount::experiments

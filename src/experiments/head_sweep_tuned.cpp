@@ -36,9 +36,13 @@ constexpr double kGateMargin = 0.25;  // nats/char below the bigram baseline
 std::string main_id(std::int64_t h) { return concat("h=", h); }
 const std::string kControlId = concat("h=", kControlHeads, " hd=", kControlHeadDim);
 
-train::TrainConfig cell_config(std::int64_t heads, std::int64_t head_dim, std::int64_t steps,
-                               const std::string& split, std::int64_t context, std::int64_t layers,
-                               std::int64_t batch) {
+}  // namespace
+
+std::int64_t head_sweep_tuned_steps(bool quick) { return quick ? kQuickSteps : kSteps; }
+
+train::TrainConfig head_sweep_tuned_cell(std::int64_t heads, std::int64_t head_dim,
+                                         std::int64_t steps, const std::string& split, bool quick) {
+  const std::int64_t context = quick ? 32 : 64, layers = quick ? 1 : 2, batch = quick ? 8 : 16;
   train::TrainConfig c;
   c.task = {{"name", "char-lm"}, {"seq_len", context}, {"split", split}};
   c.model = {.context = context,
@@ -52,6 +56,8 @@ train::TrainConfig cell_config(std::int64_t heads, std::int64_t head_dim, std::i
   c.batch = batch;
   return c;
 }
+
+namespace {
 
 ClaimVerdict verdict_from(std::string id, std::string claim, std::string rule) {
   return {.id = std::move(id), .claim = std::move(claim), .rule = std::move(rule)};
@@ -252,15 +258,15 @@ Experiment make_head_sweep_tuned(const ExperimentOptions& o) {
     e.cells.push_back(
         {.id = main_id(h),
          .labels = {{"series", "main (head_dim 64/h)"}, {"heads", h}, {"head_dim", kDModel / h}},
-         .config = cell_config(h, kDModel / h, steps, split, context, layers, batch)});
+         .config = head_sweep_tuned_cell(h, kDModel / h, steps, split, o.quick)});
   }
   if (!o.quick)
-    e.cells.push_back({.id = kControlId,
-                       .labels = {{"series", "control (head_dim 16)"},
-                                  {"heads", kControlHeads},
-                                  {"head_dim", kControlHeadDim}},
-                       .config = cell_config(kControlHeads, kControlHeadDim, steps, split, context,
-                                             layers, batch)});
+    e.cells.push_back(
+        {.id = kControlId,
+         .labels = {{"series", "control (head_dim 16)"},
+                    {"heads", kControlHeads},
+                    {"head_dim", kControlHeadDim}},
+         .config = head_sweep_tuned_cell(kControlHeads, kControlHeadDim, steps, split, o.quick)});
   e.budget = concat("char-lm (data/pride-and-prejudice.txt), ", layers, " layers, d_model ",
                     kDModel, ", d_ff ", 4 * kDModel, ", context ", context, ", batch ", batch, ", ",
                     steps, " steps, AdamW (0.9, 0.99), weight decay 0.1, clip 1, warm-up ",

@@ -55,6 +55,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-C (d): head-sweep-tuned's main series at N/4 steps with its own pilot; the "
                   "gap h=4 - h=1 against the budget (--compare-with the N test)",
        .make = make_head_sweep_budget},
+      {.name = "scale-envelope",
+       .summary = "E-E: E-C's char LM at h = 1 and 16, score scale none / 1/sqrt(d_k) / "
+                  "1/sqrt(d), W_Q/W_K init 0.02 or 0.125 (10 cells), lr per cell from a pilot",
+       .make = make_scale_envelope},
   };
 }
 

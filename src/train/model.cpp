@@ -141,13 +141,22 @@ Model::Model(const ModelConfig& config, std::uint64_t seed)
 
   // Init in parameter order from one stream: matrices ~ N(0, init_std), LayerNorm weights 1,
   // every bias 0.
+  // With qk_init_std, W_qkv's Q and K columns (the first (heads + kv_heads) head_dim of each
+  // row) take that std: the same draws, scaled.
   NormalSampler normal(seed);
   for (Parameter& p : params_) {
     float* v = p.value.data<float>();
     const bool is_ln_weight = p.name.find("ln") != std::string::npos && p.name.ends_with(".weight");
     if (p.value.rank() >= 2) {
+      std::int64_t qk_cols = 0;  // W_qkv's Q and K columns: (heads + kv_heads) * head_dim
+      if (c.qk_init_std > 0 && p.name.ends_with(".attn.w_qkv")) {
+        const std::int64_t layer = std::stoll(p.name.substr(7, p.name.find('.', 7) - 7));
+        qk_cols = (c.heads_in(layer) + c.kv_heads_in(layer)) * c.head_dim;
+      }
+      const std::int64_t cols = p.value.size(p.value.rank() - 1);
       for (std::int64_t i = 0; i < p.value.numel(); ++i)
-        v[i] = static_cast<float>(normal.next() * c.init_std);
+        v[i] =
+            static_cast<float>(normal.next() * (i % cols < qk_cols ? c.qk_init_std : c.init_std));
     } else if (is_ln_weight) {
       std::fill(v, v + p.value.numel(), 1.0f);
     }

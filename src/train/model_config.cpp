@@ -35,6 +35,8 @@ ModelConfig resolve(const ModelConfig& config) {
                   *c.scale);
   HEADCOUNT_CHECK(std::isfinite(c.init_std) && c.init_std > 0, "model.init_std",
                   "a finite value > 0", c.init_std);
+  HEADCOUNT_CHECK(std::isfinite(c.qk_init_std) && c.qk_init_std >= 0, "model.qk_init_std",
+                  "a finite value >= 0 (0: init_std)", c.qk_init_std);
   HEADCOUNT_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0, "model.ln_eps", "a finite value > 0",
                   c.ln_eps);
   // Sizes stay far inside what the GEMM's BLAS integers and the tensors can index.
@@ -96,6 +98,7 @@ json to_json(const ModelConfig& c) {
          {"ln_eps", c.ln_eps}};
   j["scale"] = c.scale ? json(*c.scale) : json(nullptr);
   if (c.frozen_biases) j["frozen_biases"] = true;  // absent = false: older files stay the same
+  if (c.qk_init_std > 0) j["qk_init_std"] = c.qk_init_std;  // absent = 0, likewise
   // The Llama pieces only when set: files without them read as before.
   if (c.rms_norm) j["rms_norm"] = true;
   if (c.rope_base != 0) j["rope_base"] = c.rope_base;
@@ -126,14 +129,14 @@ ModelConfig model_config_from_json(const json& j) {
       "vocab",     "context", "layers",      "d_model",        "heads",         "kv_heads",
       "head_dim",  "d_ff",    "scale",       "norm",           "causal",        "attention_only",
       "init_std",  "ln_eps",  "layer_heads", "layer_kv_heads", "frozen_biases", "rms_norm",
-      "rope_base", "swiglu",  "biases",      "tied_head"};
+      "rope_base", "swiglu",  "biases",      "tied_head",      "qk_init_std"};
   for (const auto& item : j.items())
     HEADCOUNT_CHECK(
         known.count(item.key()) == 1, "model",
         "known fields (vocab, context, layers, d_model, "
         "heads, kv_heads, head_dim, d_ff, scale, norm, causal, attention_only, init_std, ln_eps, "
         "layer_heads, layer_kv_heads, frozen_biases, rms_norm, rope_base, swiglu, biases, "
-        "tied_head)",
+        "tied_head, qk_init_std)",
         concat("\"", item.key(), "\""));
   ModelConfig c;
   c.vocab = integer(j, "vocab", c.vocab);
@@ -171,6 +174,11 @@ ModelConfig model_config_from_json(const json& j) {
     HEADCOUNT_CHECK(j.at("rope_base").is_number(), "model.rope_base", "a number",
                     j.at("rope_base").dump());
     c.rope_base = j.at("rope_base").get<float>();
+  }
+  if (j.contains("qk_init_std")) {
+    HEADCOUNT_CHECK(j.at("qk_init_std").is_number(), "model.qk_init_std", "a number",
+                    j.at("qk_init_std").dump());
+    c.qk_init_std = j.at("qk_init_std").get<float>();
   }
   if (j.contains("init_std")) {
     HEADCOUNT_CHECK(j.at("init_std").is_number(), "model.init_std", "a number",

@@ -53,7 +53,12 @@ struct ModelConfig {
   bool causal = true;           // decoder (true) or bidirectional encoder (false)
   bool attention_only = false;  // no FFN sub-blocks (attention-only transformer)
   float init_std = 0.02f;       // normal init of weights; biases zero, LayerNorm weight one
-  float ln_eps = 1e-5f;         // every LayerNorm's eps (PyTorch's default; BERT uses 1e-12)
+  // The W_Q and W_K columns of every W_qkv at this std instead (0: init_std). The claims
+  // protocol's E-E: at 1/sqrt(d_model) the components of q and k have unit variance after
+  // LayerNorm, so Var(q.k) = head_dim, the premise of Vaswani et al.'s footnote 4. The same draws
+  // of the one stream, scaled: a model at 0 is bitwise the one before this field existed.
+  float qk_init_std = 0;
+  float ln_eps = 1e-5f;  // every LayerNorm's eps (PyTorch's default; BERT uses 1e-12)
   // Every bias vector (LayerNorm, attention Q/K/V and output, FFN, output head) held at its
   // initial zero: the backward leaves their gradients zero, so no optimizer moves them. The ESP
   // theorem's one-head ceiling (experiments/esp_paper.cpp) is proved for a model without free
