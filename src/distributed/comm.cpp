@@ -78,4 +78,13 @@ void agree_values(MPI_Comm comm, std::span<const std::int64_t> values, const cha
                         " to ", both[i], " (entry ", i, ")"));
 }
 
+std::int64_t parameter_hash(const std::vector<train::Parameter>& params) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const train::Parameter& p : params) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(p.value.data<const float>());
+    for (std::int64_t i = 0; i < p.value.numel() * 4; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return static_cast<std::int64_t>(h >> 1);
+}
+
 }  // namespace headcount::distributed::detail

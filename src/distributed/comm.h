@@ -10,6 +10,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "headcount/distributed.h"
 
@@ -30,6 +31,10 @@ void agree(MPI_Comm comm, const std::function<void()>& local_checks, const Watch
 // Throws Error naming `what` unless every rank passed the same values.
 void agree_values(MPI_Comm comm, std::span<const std::int64_t> values, const char* what,
                   const Watchdog& watchdog = {});
+
+// FNV-1a over every parameter's bytes: equal on two ranks iff (barring a collision) the
+// parameters are bitwise equal. Kept off INT64_MIN (agree_values negates).
+std::int64_t parameter_hash(const std::vector<train::Parameter>& params);
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

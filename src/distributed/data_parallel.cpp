@@ -73,21 +73,6 @@ void allreduce_gradients(MPI_Comm comm, std::vector<train::Parameter>& params, d
   if (comm_stats) comm_stats->total_seconds += detail::seconds_since(start);
 }
 
-namespace {
-
-// FNV-1a over every parameter's bytes: equal on two ranks iff (barring a collision) the
-// parameters are bitwise equal.
-i64 parameter_hash(const std::vector<train::Parameter>& params) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const train::Parameter& p : params) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(p.value.data<const float>());
-    for (i64 i = 0; i < p.value.numel() * 4; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-  }
-  return static_cast<i64>(h >> 1);  // agree_values negates: keep it off INT64_MIN
-}
-
-}  // namespace
-
 void make_data_parallel(MPI_Comm comm, train::Trainer& trainer, const DataParallelOptions& options,
                         CommStats* comm_stats) {
   const int rank = detail::comm_rank(comm), size = detail::comm_size(comm);
@@ -104,7 +89,7 @@ void make_data_parallel(MPI_Comm comm, train::Trainer& trainer, const DataParall
       options.watchdog);
   const i64 shape[] = {batch, trainer.step(), trainer.config().steps,
                        static_cast<i64>(trainer.model().parameters().size()),
-                       parameter_hash(trainer.model().parameters())};
+                       detail::parameter_hash(trainer.model().parameters())};
   detail::agree_values(comm, shape, "data parallel (batch, step, steps, parameters, their hash)",
                        options.watchdog);
   const RowShard rows = shard_rows(batch, size, rank);

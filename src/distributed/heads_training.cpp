@@ -134,15 +134,6 @@ Tensor copy_of(const Tensor& t) {
   return out;
 }
 
-i64 parameter_hash(const std::vector<train::Parameter>& params) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const train::Parameter& p : params) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(p.value.data<const float>());
-    for (i64 i = 0; i < p.value.numel() * 4; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-  }
-  return static_cast<i64>(h >> 1);
-}
-
 }  // namespace
 
 void make_heads_parallel(MPI_Comm comm, train::Trainer& trainer, const Watchdog& watchdog,
@@ -171,7 +162,7 @@ void make_heads_parallel(MPI_Comm comm, train::Trainer& trainer, const Watchdog&
       watchdog);
   const i64 shape[] = {trainer.step(), trainer.config().steps, trainer.config().batch,
                        static_cast<i64>(trainer.model().parameters().size()),
-                       parameter_hash(trainer.model().parameters())};
+                       detail::parameter_hash(trainer.model().parameters())};
   detail::agree_values(comm, shape, "heads parallel (step, steps, batch, parameters, their hash)",
                        watchdog);
 
