@@ -59,6 +59,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-E: E-C's char LM at h = 1 and 16, score scale none / 1/sqrt(d_k) / "
                   "1/sqrt(d), W_Q/W_K init 0.02 or 0.125 (10 cells), lr per cell from a pilot",
        .make = make_scale_envelope},
+      {.name = "small-heads",
+       .summary = "E-G: E-C's char-LM models at h = 1, 4, 8 (retrained, deterministic): "
+                  "previous-token, induction and sink heads; pruning by importance (--seeds 5)",
+       .make = make_small_heads},
   };
 }
 
