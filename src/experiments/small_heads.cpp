@@ -60,7 +60,8 @@ train::Batch repeated_batch(std::int64_t vocab, std::int64_t copy, std::int64_t 
       for (std::int64_t i = 0; i < copy; ++i) {
         b.tokens.push_back(symbols[static_cast<std::size_t>(i)]);
         const bool scored = (which == 0) == first && i + 1 < copy;
-        b.targets.push_back(scored ? symbols[static_cast<std::size_t>(i + 1)] : train::Batch::kIgnore);
+        b.targets.push_back(scored ? symbols[static_cast<std::size_t>(i + 1)]
+                                   : train::Batch::kIgnore);
       }
   }
   return b;
@@ -103,11 +104,10 @@ json measure(RunView& run) {
   const std::int64_t L = c.model.layers, H = c.model.heads, vocab = c.model.vocab;
   json out;
   // Where each head looks on the test windows.
-  const train::Relation sink{.name = "first token",
-                             .positions = [](const train::Batch&, std::int64_t, std::int64_t t) {
-                               return t > 0 ? std::vector<std::int64_t>{0}
-                                            : std::vector<std::int64_t>{};
-                             }};
+  const train::Relation sink{
+      .name = "first token", .positions = [](const train::Batch&, std::int64_t, std::int64_t t) {
+        return t > 0 ? std::vector<std::int64_t>{0} : std::vector<std::int64_t>{};
+      }};
   const train::HeadProbeResult look = train::probe_heads(
       run.ctx, model, task, {train::offset_relation(1), sink}, c.batch, /*max_batches=*/8);
   // Prefix matching and the repeat-loss drop on the repeated sequences.
@@ -127,8 +127,8 @@ json measure(RunView& run) {
     const train::Batch two = repeated_batch(vocab, copy, r, kRepeatBatch, false);
     first_loss += model.forward(run.ctx, one, nullptr) * static_cast<double>(scored(one));
     first_n += scored(one);
-    second_loss +=
-        model.forward(run.ctx, two, nullptr, {.keep_probs = true}) * static_cast<double>(scored(two));
+    second_loss += model.forward(run.ctx, two, nullptr, {.keep_probs = true}) *
+                   static_cast<double>(scored(two));
     second_n += scored(two);
     for (std::int64_t l = 0; l < L; ++l)
       train::accumulate_head_probe(model.probs(l), two, after,
@@ -182,7 +182,8 @@ json measure(RunView& run) {
   json by_importance = json::object(), random_mean = json::object();
   for (const double f : kFractions) {
     const auto masked = static_cast<std::int64_t>(std::llround(f * static_cast<double>(L * H)));
-    by_importance[concat(f)] = test_loss(run.ctx, model, task, c.batch, masked_gates(L, H, order, masked));
+    by_importance[concat(f)] =
+        test_loss(run.ctx, model, task, c.batch, masked_gates(L, H, order, masked));
     double sum = 0;
     for (int k = 0; k < kRandomOrders; ++k) {
       std::vector<std::int64_t> shuffled(order);
@@ -261,6 +262,20 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
                       kGateDrop, drop);
   spec.numbers = {{"gate", to_json(g)}, {"per_seed", per_seed}};
   prune.numbers = {{"gate", to_json(g)}};
+  // The models are E-C's: their test losses equal its JSON's, seed by seed (--compare-with).
+  const json& ec = r.options.compare_with;
+  if (ec.is_object()) {
+    int same = 0, compared = 0;
+    for (const json& run : ec.at("runs"))
+      for (const RunRecord& mine : r.runs)
+        if (run.at("seed").get<std::uint64_t>() == mine.seed &&
+            run.at("cell").get<std::string>() == r.experiment->cells[mine.cell].id) {
+          ++compared;
+          same += run.at("final").at("validation_loss").get<double>() == mine.final.loss;
+        }
+    spec.numbers["e_c_models"] = {{"compared", compared}, {"bitwise_equal_test_loss", same}};
+  }
+
   if (!g.passed) {
     for (ClaimVerdict* v : {&spec, &prune}) {
       v->verdict = Verdict::not_learned;
@@ -282,30 +297,19 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
   }
   const PairedComparison increase =
       paired_compare(cell_stats("masked 50%", masked), cell_stats("full", full), MetricKind::loss);
-  const PairedComparison vs_random = paired_compare(
-      cell_stats("importance order", masked), cell_stats("random orders", random), MetricKind::loss);
+  const PairedComparison vs_random =
+      paired_compare(cell_stats("importance order", masked), cell_stats("random orders", random),
+                     MetricKind::loss);
   prune.numbers["primary"] = to_json(increase);
   prune.numbers["importance_vs_random"] = to_json(vs_random);
   const bool beats_random = vs_random.winner == "importance order";
   prune.verdict = increase.high < kMargin && beats_random ? Verdict::confirmed
                   : increase.low > kMargin                ? Verdict::refuted
                                                           : Verdict::not_shown;
-  prune.reason = concat("50 % masked - full = ", increase.mean, " nats/char [", increase.low, ", ",
-                        increase.high, "] (margin ", kMargin, "); importance - random = ",
-                        vs_random.mean, " [", vs_random.low, ", ", vs_random.high, "]");
-  // The models are E-C's: their test losses equal its JSON's, seed by seed (--compare-with).
-  const json& ec = r.options.compare_with;
-  if (ec.is_object()) {
-    int same = 0, compared = 0;
-    for (const json& run : ec.at("runs"))
-      for (const RunRecord& mine : r.runs)
-        if (run.at("seed").get<std::uint64_t>() == mine.seed &&
-            run.at("cell").get<std::string>() == r.experiment->cells[mine.cell].id) {
-          ++compared;
-          same += run.at("final").at("validation_loss").get<double>() == mine.final.loss;
-        }
-    spec.numbers["e_c_models"] = {{"compared", compared}, {"bitwise_equal_test_loss", same}};
-  }
+  prune.reason =
+      concat("50 % masked - full = ", increase.mean, " nats/char [", increase.low, ", ",
+             increase.high, "] (margin ", kMargin, "); importance - random = ", vs_random.mean,
+             " [", vs_random.low, ", ", vs_random.high, "]");
   return {spec, prune};
 }
 
@@ -314,10 +318,12 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
 Experiment make_small_heads(const ExperimentOptions& o) {
   const std::int64_t steps = o.steps > 0 ? o.steps : head_sweep_tuned_steps(o.quick);
   Experiment e{.name = "small-heads",
-               .summary = "E-G: E-C's char-LM models at h = 1, 4, 8 (retrained, deterministic): "
-                          "previous-token, induction and sink heads; pruning by importance",
-               .claim = "the heads of a small trained model specialise (a previous-token and an "
-                        "induction head), and many of them can be pruned"};
+               .summary =
+                   "E-G: E-C's char-LM models at h = 1, 4, 8 (retrained, deterministic): "
+                   "previous-token, induction and sink heads; pruning by importance",
+               .claim =
+                   "the heads of a small trained model specialise (a previous-token and an "
+                   "induction head), and many of them can be pruned"};
   e.metric_kind = MetricKind::loss;
   e.metric = "validation_loss";
   e.sweep_label = "heads";
@@ -334,11 +340,12 @@ Experiment make_small_heads(const ExperimentOptions& o) {
                        .config = c});
   }
   e.at_final = measure;
-  e.budget = concat("E-C's test models retrained (2,400 steps at lr 1e-2, seeds as given; "
-                    "deterministic, so E-C's own), then forward passes only: head probes on the "
-                    "test windows, 256 repeated random sequences, importance on dev and masked "
-                    "test losses at h = 8. ",
-                    o.quick ? "--quick: h = 8, one layer, 60 steps, not evidence." : "");
+  e.budget = concat(
+      "E-C's test models retrained (2,400 steps at lr 1e-2, seeds as given; "
+      "deterministic, so E-C's own), then forward passes only: head probes on the "
+      "test windows, 256 repeated random sequences, importance on dev and masked "
+      "test losses at h = 8. ",
+      o.quick ? "--quick: h = 8, one layer, 60 steps, not evidence." : "");
   e.judge = judge;
   return e;
 }

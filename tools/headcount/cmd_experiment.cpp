@@ -224,8 +224,11 @@ void run_experiment_command(const ExperimentArgs& a) {
                                 .source_dir = HEADCOUNT_SOURCE_DIR};
   HEADCOUNT_CHECK(a.envelope.empty() || options.stage == ex::Stage::test, "--envelope",
                   "only with --stage test", concat("\"", a.envelope, "\""));
-  HEADCOUNT_CHECK(a.compare_with.empty() || options.stage == ex::Stage::test, "--compare-with",
-                  "only with --stage test", concat("\"", a.compare_with, "\""));
+  HEADCOUNT_CHECK(
+      a.compare_with.empty() || options.stage == ex::Stage::test || options.stage == ex::Stage::run,
+      "--compare-with",
+      "only with --stage test (or an experiment without stages, e.g. small-heads)",
+      concat("\"", a.compare_with, "\""));
   HEADCOUNT_CHECK(options.stage != ex::Stage::pilot || a.first_seed == 1, "--first-seed",
                   "none with --stage pilot (the pilot seed is fixed, 101)", a.first_seed);
   // Read before the experiment is made, so that its factory can check it before any training.
@@ -296,7 +299,8 @@ void register_experiment(CLI::App& app) {
                   "grid, e.g. esp-paper)");
   cmd->add_option("--compare-with", args->compare_with,
                   "--stage test: a result of the same design at another budget (head-sweep-budget "
-                  "judges the gap's slope against it)");
+                  "judges the gap's slope against it); small-heads: E-C's test result, whose "
+                  "models it retrains (their test losses must be equal)");
   cmd->add_option("--envelope", args->envelope,
                   "--stage test: the pilot's result JSON (each cell's learning rate)");
   cmd->add_option_function<std::int64_t>(
