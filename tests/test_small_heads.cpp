@@ -28,10 +28,11 @@ json run_measures(double prev, double induction, double drop, double full, doubl
                        {"head", h},
                        {"previous_token", l == 0 && h == 0 ? prev : 0.05},
                        {"prefix_matching", l == 1 && h == 0 ? induction : 0.05}});
-  return {{"heads", heads},
-          {"repeat_loss", {{"drop", drop}}},
-          {"pruning",
-           {{"full", full}, {"by_importance", {{"0.5", masked}}}, {"random_mean", {{"0.5", random}}}}}};
+  return {
+      {"heads", heads},
+      {"repeat_loss", {{"drop", drop}}},
+      {"pruning",
+       {{"full", full}, {"by_importance", {{"0.5", masked}}}, {"random_mean", {{"0.5", random}}}}}};
 }
 
 std::vector<ex::ClaimVerdict> judge(const ex::Experiment& e, const std::vector<json>& h8_runs) {
@@ -47,7 +48,8 @@ std::vector<ex::ClaimVerdict> judge(const ex::Experiment& e, const std::vector<j
         r.runs.push_back(run);
         losses.push_back(1.41);
       }
-    r.cells.push_back(ex::cell_stats(e.cells[i].id, losses.empty() ? std::vector<double>{1.4} : losses));
+    r.cells.push_back(
+        ex::cell_stats(e.cells[i].id, losses.empty() ? std::vector<double>{1.4} : losses));
   }
   return e.judge(r);
 }
