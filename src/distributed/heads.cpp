@@ -8,10 +8,12 @@
 // The one message per forward is the all-reduce of B * n * d floats.
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <utility>
 #include <vector>
 
 #include "distributed/comm.h"
+#include "distributed/tensor_slices.h"
 #include "distributed/watchdog.h"
 #include "headcount/distributed.h"
 #include "headcount/error.h"
@@ -45,23 +47,6 @@ HeadSplit split_heads(i64 heads, i64 kv_heads, int ranks, int rank) {
 }
 
 namespace {
-
-// Columns [begin, begin + count) of a [rows, cols] matrix.
-Tensor columns(const Tensor& w, i64 begin, i64 count) {
-  const i64 rows = w.size(0), cols = w.size(1);
-  Tensor out(DType::f32, {rows, count});
-  for (i64 r = 0; r < rows; ++r)
-    std::copy_n(w.data<const float>() + r * cols + begin, count, out.data<float>() + r * count);
-  return out;
-}
-
-// Rows [begin, begin + count) of a [rows, cols] matrix (or entries of a vector).
-Tensor rows(const Tensor& w, i64 begin, i64 count) {
-  const i64 cols = w.rank() == 2 ? w.size(1) : 1;
-  Tensor out(DType::f32, w.rank() == 2 ? std::vector<i64>{count, cols} : std::vector<i64>{count});
-  std::copy_n(w.data<const float>() + begin * cols, count * cols, out.data<float>());
-  return out;
-}
 
 // A view of heads [begin, begin + count) along dimension `dim` of a view.
 TensorView head_slice(const TensorView& t, int dim, i64 begin, i64 count) {
@@ -106,14 +91,16 @@ HeadParallelAttention::HeadParallelAttention(MPI_Comm comm, const MultiHeadAtten
   lc.heads = s.heads;
   lc.kv_heads = s.kv_heads;
   MultiHeadAttentionWeights lw;
-  lw.w_q = columns(weights.w_q, s.head_begin * c.head_dim, s.heads * c.head_dim);
-  lw.w_k = columns(weights.w_k, s.kv_head_begin * c.head_dim, s.kv_heads * c.head_dim);
-  lw.w_v = columns(weights.w_v, s.kv_head_begin * c.v_head_dim, s.kv_heads * c.v_head_dim);
-  lw.w_o = rows(weights.w_o, s.head_begin * c.v_head_dim, s.heads * c.v_head_dim);
+  lw.w_q = detail::column_range(weights.w_q, s.head_begin * c.head_dim, s.heads * c.head_dim);
+  lw.w_k = detail::column_range(weights.w_k, s.kv_head_begin * c.head_dim, s.kv_heads * c.head_dim);
+  lw.w_v =
+      detail::column_range(weights.w_v, s.kv_head_begin * c.v_head_dim, s.kv_heads * c.v_head_dim);
+  lw.w_o = detail::row_range(weights.w_o, s.head_begin * c.v_head_dim, s.heads * c.v_head_dim);
   if (c.bias) {
-    lw.b_q = rows(weights.b_q, s.head_begin * c.head_dim, s.heads * c.head_dim);
-    lw.b_k = rows(weights.b_k, s.kv_head_begin * c.head_dim, s.kv_heads * c.head_dim);
-    lw.b_v = rows(weights.b_v, s.kv_head_begin * c.v_head_dim, s.kv_heads * c.v_head_dim);
+    lw.b_q = detail::row_range(weights.b_q, s.head_begin * c.head_dim, s.heads * c.head_dim);
+    lw.b_k = detail::row_range(weights.b_k, s.kv_head_begin * c.head_dim, s.kv_heads * c.head_dim);
+    lw.b_v =
+        detail::row_range(weights.b_v, s.kv_head_begin * c.v_head_dim, s.kv_heads * c.v_head_dim);
     // b_o once: rank 0 adds it, the others add +0, which changes no value.
     lw.b_o = Tensor(DType::f32, {c.d_model});
     if (rank == 0)
@@ -198,6 +185,48 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
   return stats;
 }
 
+namespace {
+
+// Every rank's heads on rank 0, one message per rank (`tag`): the others pack their part into
+// `buffer` (pack(own rank, false)) and send it; rank 0 receives each in rank order and unpacks
+// it (pack(r, true)). Every rank's part has the buffer's size (the split is even). Waits under
+// the watchdog; `what` names the data in its messages.
+void gather_heads(MPI_Comm comm, std::vector<float>& buffer, int tag, const char* what,
+                  const Watchdog& watchdog, CommStats* comm_stats,
+                  const std::function<void(int rank, bool unpack)>& pack) {
+  const int rank = detail::comm_rank(comm), ranks = detail::comm_size(comm);
+  const i64 floats = static_cast<i64>(buffer.size());
+  const auto wait_start = std::chrono::steady_clock::now();
+  if (rank == 0) {
+    for (int r = 1; r < ranks; ++r) {
+      MPI_Request request;
+      detail::check_mpi(
+          MPI_Irecv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, tag, comm, &request),
+          "Irecv");
+      detail::wait_watched(comm, {&request, 1}, std::array{r}, watchdog,
+                           concat("the gathering of the heads' ", what, " on rank 0"), nullptr);
+      pack(r, true);
+      if (comm_stats) comm_stats->bytes_received += floats * 4;
+    }
+  } else {
+    pack(rank, false);
+    MPI_Request request;
+    detail::check_mpi(
+        MPI_Isend(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, tag, comm, &request),
+        "Isend");
+    detail::wait_watched(comm, {&request, 1}, std::array{0}, watchdog,
+                         concat("the gathering of the heads' ", what, " (rank 0 receiving)"),
+                         nullptr);
+    if (comm_stats) {
+      comm_stats->bytes_sent += floats * 4;
+      comm_stats->messages += 1;
+    }
+  }
+  if (comm_stats) comm_stats->wait_seconds += detail::seconds_since(wait_start);
+}
+
+}  // namespace
+
 AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
                                const AttentionParams& params, CommStats* comm_stats,
                                const Watchdog& watchdog) {
@@ -261,35 +290,10 @@ AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
               *p = x;
           }
   };
-  const auto wait_start = std::chrono::steady_clock::now();
-  if (rank == 0) {
-    for (int r = 1; r < ranks; ++r) {
-      MPI_Request request;
-      detail::check_mpi(
-          MPI_Irecv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 0, comm, &request),
-          "Irecv");
-      detail::wait_watched(comm, {&request, 1}, std::array{r}, watchdog,
-                           "the gathering of the heads' outputs on rank 0", nullptr);
-      pack(split_heads(shape.heads, shape.kv_heads, ranks, r), true);
-      if (comm_stats) comm_stats->bytes_received += floats * 4;
-    }
-  } else {
-    pack(split, false);
-    MPI_Request request;
-    detail::check_mpi(
-        MPI_Isend(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 0, comm, &request),
-        "Isend");
-    detail::wait_watched(comm, {&request, 1}, std::array{0}, watchdog,
-                         "the gathering of the heads' outputs (rank 0 receiving)", nullptr);
-    if (comm_stats) {
-      comm_stats->bytes_sent += floats * 4;
-      comm_stats->messages += 1;
-    }
-  }
-  if (comm_stats) {
-    comm_stats->wait_seconds += detail::seconds_since(wait_start);
-    comm_stats->total_seconds += detail::seconds_since(start);
-  }
+  gather_heads(comm, buffer, 0, "outputs", watchdog, comm_stats, [&](int r, bool unpack) {
+    pack(r == rank ? split : split_heads(shape.heads, shape.kv_heads, ranks, r), unpack);
+  });
+  if (comm_stats) comm_stats->total_seconds += detail::seconds_since(start);
   return stats;
 }
 
@@ -368,35 +372,10 @@ AttentionBackwardStats attention_heads_backward(MPI_Comm comm, Context& ctx, Ker
     p = heads_block(grads.d_k, sp.kv_head_begin, sp.kv_heads, p, unpack);
     heads_block(grads.d_v, sp.kv_head_begin, sp.kv_heads, p, unpack);
   };
-  const auto wait_start = std::chrono::steady_clock::now();
-  if (rank == 0) {
-    for (int r = 1; r < ranks; ++r) {
-      MPI_Request request;
-      detail::check_mpi(
-          MPI_Irecv(buffer.data(), static_cast<int>(floats), MPI_FLOAT, r, 3, comm, &request),
-          "Irecv");
-      detail::wait_watched(comm, {&request, 1}, std::array{r}, watchdog,
-                           "the gathering of the heads' gradients on rank 0", nullptr);
-      pack(split_heads(shape.heads, shape.kv_heads, ranks, r), true);
-      if (comm_stats) comm_stats->bytes_received += floats * 4;
-    }
-  } else {
-    pack(split, false);
-    MPI_Request request;
-    detail::check_mpi(
-        MPI_Isend(buffer.data(), static_cast<int>(floats), MPI_FLOAT, 0, 3, comm, &request),
-        "Isend");
-    detail::wait_watched(comm, {&request, 1}, std::array{0}, watchdog,
-                         "the gathering of the heads' gradients (rank 0 receiving)", nullptr);
-    if (comm_stats) {
-      comm_stats->bytes_sent += floats * 4;
-      comm_stats->messages += 1;
-    }
-  }
-  if (comm_stats) {
-    comm_stats->wait_seconds += detail::seconds_since(wait_start);
-    comm_stats->total_seconds += detail::seconds_since(start);
-  }
+  gather_heads(comm, buffer, 3, "gradients", watchdog, comm_stats, [&](int r, bool unpack) {
+    pack(r == rank ? split : split_heads(shape.heads, shape.kv_heads, ranks, r), unpack);
+  });
+  if (comm_stats) comm_stats->total_seconds += detail::seconds_since(start);
   return stats;
 }
 

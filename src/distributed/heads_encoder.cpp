@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "distributed/comm.h"
+#include "distributed/tensor_slices.h"
 #include "distributed/watchdog.h"
 #include "headcount/compress.h"
 #include "headcount/distributed.h"
@@ -21,26 +22,8 @@ namespace headcount::distributed {
 using headcount::detail::concat;
 using i64 = std::int64_t;
 
-namespace {
-
-// Rows [begin, begin + count) of a [rows, cols] matrix, or entries of a vector.
-Tensor row_range(const Tensor& t, i64 begin, i64 count) {
-  const i64 cols = t.rank() == 2 ? t.size(1) : 1;
-  Tensor out(DType::f32, t.rank() == 2 ? std::vector<i64>{count, cols} : std::vector<i64>{count});
-  std::copy_n(t.data<const float>() + begin * cols, count * cols, out.data<float>());
-  return out;
-}
-
-// Columns [begin, begin + count) of a [rows, cols] matrix.
-Tensor column_range(const Tensor& t, i64 begin, i64 count) {
-  const i64 rows = t.size(0), cols = t.size(1);
-  Tensor out(DType::f32, {rows, count});
-  for (i64 r = 0; r < rows; ++r)
-    std::copy_n(t.data<const float>() + r * cols + begin, count, out.data<float>() + r * count);
-  return out;
-}
-
-}  // namespace
+using detail::column_range;
+using detail::row_range;
 
 EncoderWeights heads_parallel_slice(const EncoderWeights& weights, int ranks, int rank) {
   const EncoderConfig& c = weights.config;
