@@ -40,25 +40,6 @@ train::Batch rows_of(const train::Batch& b, i64 begin, i64 end) {
   return out;
 }
 
-// gamma_n in double (u = 2^-53), for the loss, which is summed in double.
-double gamma_d(double n) {
-  const double u = std::ldexp(1.0, -53);
-  return n * u / (1 - n * u);
-}
-
-// Every rank holds bitwise the same parameters: the smallest and largest hash agree.
-bool same_on_every_rank(const std::vector<train::Parameter>& params) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const train::Parameter& p : params) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(p.value.data<const float>());
-    for (i64 i = 0; i < p.value.numel() * 4; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-  }
-  std::uint64_t lo = h, hi = h;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return lo == hi;
-}
-
 TEST(DataParallel, ShardRowsCoverTheRowsInOrder) {
   for (i64 rows : {0, 1, 5, 7, 12})
     for (int ranks = 1; ranks <= 5; ++ranks) {
