@@ -63,6 +63,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-G: E-C's char-LM models at h = 1, 4, 8 (retrained, deterministic): "
                   "previous-token, induction and sink heads; pruning by importance (--seeds 5)",
        .make = make_small_heads},
+      {.name = "small-heads-v2",
+       .summary = "E-G v2: small-heads at 4N = 9,600 steps (the ladder step after v1's "
+                  "induction gate failed)",
+       .make = make_small_heads_v2},
   };
 }
 

@@ -350,4 +350,16 @@ Experiment make_small_heads(const ExperimentOptions& o) {
   return e;
 }
 
+Experiment make_small_heads_v2(const ExperimentOptions& o) {
+  ExperimentOptions longer = o;
+  if (longer.steps == 0 && !o.quick) longer.steps = 4 * head_sweep_tuned_steps(false);
+  Experiment e = make_small_heads(longer);
+  e.name = "small-heads-v2";
+  e.summary =
+      "E-G v2, the ladder step after v1's gate failed: E-C's char-LM cells at 4N = 9,600 steps "
+      "(lr 1e-2, no pilot at 4N), the same measures, gate and rules";
+  e.prereg = "bench/prereg/small-heads-v2.md";
+  return e;
+}
+
 }  // namespace headcount::experiments
