@@ -89,6 +89,19 @@ TEST(SmallHeads, JudgeFollowsTheRegisteredRules) {
   EXPECT_EQ(v[1].verdict, ex::Verdict::not_shown) << v[1].reason;
 }
 
+// v2 is the ladder step: the same cells at 4N steps, its own pre-registration.
+TEST(SmallHeads, VersionTwoIsTheLongBudget) {
+  const ex::Experiment v1 = ex::make_small_heads({}), v2 = ex::make_small_heads_v2({});
+  EXPECT_EQ(v2.name, "small-heads-v2");
+  EXPECT_EQ(v2.prereg, "bench/prereg/small-heads-v2.md");
+  ASSERT_EQ(v2.cells.size(), v1.cells.size());
+  for (std::size_t i = 0; i < v2.cells.size(); ++i) {
+    EXPECT_EQ(v2.cells[i].id, v1.cells[i].id);
+    EXPECT_EQ(v2.cells[i].config.steps, 4 * v1.cells[i].config.steps);
+    EXPECT_EQ(v2.cells[i].config.optim.lr, v1.cells[i].config.optim.lr);
+  }
+}
+
 TEST(SmallHeads, QuickRunThroughTheCli) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("hc-eg-" + std::to_string(::getpid()));
