@@ -187,6 +187,27 @@ LayerStats HeadParallelAttention::forward(Context& ctx, const TensorView& x, con
 
 namespace {
 
+// Every rank passed the same attention shape (Error naming it otherwise).
+void agree_on_shape(MPI_Comm comm, const AttentionShape& shape, const Watchdog& watchdog) {
+  const std::vector<i64> dims{shape.batch,    shape.q_len,    shape.kv_len,    shape.heads,
+                              shape.kv_heads, shape.head_dim, shape.v_head_dim};
+  detail::agree(
+      comm, [&] { detail::agree_values(comm, dims, "attention shape", watchdog); }, watchdog);
+}
+
+// This rank's heads of the whole problem: views, no copies (a bias per head is sliced too).
+AttentionParams local_heads(const AttentionParams& params, const HeadSplit& split, i64 heads) {
+  AttentionParams local = params;
+  local.q = head_slice(params.q, 2, split.head_begin, split.heads);
+  local.k = head_slice(params.k, 2, split.kv_head_begin, split.kv_heads);
+  local.v = head_slice(params.v, 2, split.kv_head_begin, split.kv_heads);
+  local.out = head_slice(params.out, 2, split.head_begin, split.heads);
+  if (!params.lse.empty()) local.lse = head_slice(params.lse, 1, split.head_begin, split.heads);
+  if (!params.bias.empty() && params.bias.shape[1] == heads)
+    local.bias = head_slice(params.bias, 1, split.head_begin, split.heads);
+  return local;
+}
+
 // Every rank's heads on rank 0, one message per rank (`tag`): the others pack their part into
 // `buffer` (pack(own rank, false)) and send it; rank 0 receives each in rank order and unpacks
 // it (pack(r, true)). Every rank's part has the buffer's size (the split is even). Waits under
@@ -244,20 +265,9 @@ AttentionStats attention_heads(MPI_Comm comm, Context& ctx, Kernel kernel,
         split = split_heads(shape.heads, shape.kv_heads, ranks, rank);
       },
       watchdog);
-  const std::vector<i64> dims{shape.batch,    shape.q_len,    shape.kv_len,    shape.heads,
-                              shape.kv_heads, shape.head_dim, shape.v_head_dim};
-  detail::agree(
-      comm, [&] { detail::agree_values(comm, dims, "attention shape", watchdog); }, watchdog);
+  agree_on_shape(comm, shape, watchdog);
 
-  // This rank's heads: views, no copies. A bias per head is sliced too.
-  AttentionParams local = params;
-  local.q = head_slice(params.q, 2, split.head_begin, split.heads);
-  local.k = head_slice(params.k, 2, split.kv_head_begin, split.kv_heads);
-  local.v = head_slice(params.v, 2, split.kv_head_begin, split.kv_heads);
-  local.out = head_slice(params.out, 2, split.head_begin, split.heads);
-  if (!params.lse.empty()) local.lse = head_slice(params.lse, 1, split.head_begin, split.heads);
-  if (!params.bias.empty() && params.bias.shape[1] == shape.heads)
-    local.bias = head_slice(params.bias, 1, split.head_begin, split.heads);
+  const AttentionParams local = local_heads(params, split, shape.heads);
   const AttentionStats stats = attention(ctx, kernel, local);
 
   // Gather on rank 0: each other rank packs its heads' out [B, q_len, heads/P, Dv] and lse
@@ -337,20 +347,10 @@ AttentionBackwardStats attention_heads_backward(MPI_Comm comm, Context& ctx, Ker
         split = split_heads(shape.heads, shape.kv_heads, ranks, rank);
       },
       watchdog);
-  const std::vector<i64> dims{shape.batch,    shape.q_len,    shape.kv_len,    shape.heads,
-                              shape.kv_heads, shape.head_dim, shape.v_head_dim};
-  detail::agree(
-      comm, [&] { detail::agree_values(comm, dims, "attention shape", watchdog); }, watchdog);
+  agree_on_shape(comm, shape, watchdog);
 
-  // This rank's heads (a K/V head's query heads are all here, so its dK, dV are whole).
-  AttentionParams local = params;
-  local.q = head_slice(params.q, 2, split.head_begin, split.heads);
-  local.k = head_slice(params.k, 2, split.kv_head_begin, split.kv_heads);
-  local.v = head_slice(params.v, 2, split.kv_head_begin, split.kv_heads);
-  local.out = head_slice(params.out, 2, split.head_begin, split.heads);
-  if (!params.lse.empty()) local.lse = head_slice(params.lse, 1, split.head_begin, split.heads);
-  if (!params.bias.empty() && params.bias.shape[1] == shape.heads)
-    local.bias = head_slice(params.bias, 1, split.head_begin, split.heads);
+  // (A K/V head's query heads are all on this rank, so its dK, dV are whole here.)
+  const AttentionParams local = local_heads(params, split, shape.heads);
   const AttentionGrads local_grads{
       .d_out = head_slice(grads.d_out, 2, split.head_begin, split.heads),
       .d_q = head_slice(grads.d_q, 2, split.head_begin, split.heads),
