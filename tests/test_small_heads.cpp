@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "cli_runner.h"
@@ -100,6 +101,20 @@ TEST(SmallHeads, VersionTwoIsTheLongBudget) {
     EXPECT_EQ(v2.cells[i].config.steps, 4 * v1.cells[i].config.steps);
     EXPECT_EQ(v2.cells[i].config.optim.lr, v1.cells[i].config.optim.lr);
   }
+}
+
+// A --compare-with document that is not a result with runs: exit 2 naming the option, before
+// any training.
+TEST(SmallHeads, CompareWithAnotherDocumentIsAnError) {
+  namespace fs = std::filesystem;
+  const fs::path bad = fs::temp_directory_path() / ("hc-eg-bad-" + std::to_string(::getpid()));
+  std::ofstream(bad) << R"({"format": "headcount.experiment.v1", "runs": [{"cell": "h=1"}]})";
+  const CliResult r =
+      run_cli("experiment small-heads --quick --compare-with '" + bad.string() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--compare-with"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("step"), std::string::npos) << "trained before checking: " << r.err;
+  fs::remove(bad);
 }
 
 TEST(SmallHeads, QuickRunThroughTheCli) {

@@ -339,6 +339,22 @@ Experiment make_small_heads(const ExperimentOptions& o) {
                        .labels = {{"series", "E-C main"}, {"heads", h}, {"head_dim", kDModel / h}},
                        .config = c});
   }
+  // --compare-with: E-C's test result, checked before any training (the judge reads its runs'
+  // cell, seed and final test loss).
+  if (o.compare_with.is_object()) {
+    const json& ec = o.compare_with;
+    bool whole = ec.value("format", "") == kResultFormat && ec.contains("runs") &&
+                 ec.at("runs").is_array() && !ec.at("runs").empty();
+    if (whole)
+      for (const json& run : ec.at("runs"))
+        whole = whole && run.contains("cell") && run.at("cell").is_string() &&
+                run.contains("seed") && run.at("seed").is_number_unsigned() &&
+                run.contains("final") && run.at("final").contains("validation_loss") &&
+                run.at("final").at("validation_loss").is_number();
+    HEADCOUNT_CHECK(whole, "--compare-with",
+                    "a head-sweep-tuned result JSON with runs (cell, seed, final.validation_loss)",
+                    "another document");
+  }
   e.at_final = measure;
   e.budget = concat(
       "E-C's test models retrained (2,400 steps at lr 1e-2, seeds as given; "
