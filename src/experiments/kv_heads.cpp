@@ -13,6 +13,7 @@
 
 #include "experiments/experiments.h"
 #include "experiments/runner.h"
+#include "experiments/uptrain.h"
 #include "headcount/compress.h"
 #include "headcount/error.h"
 #include "headcount/train/definition.h"
@@ -46,9 +47,6 @@ constexpr Budget kQuickBudget{.mqar_steps = 12,
                               .lm_validation = 16};
 constexpr std::int64_t kHeads = 8, kDModel = 64, kLayers = 2;
 constexpr double kUptrainFraction = 0.05;
-// Uptraining draws its batches from another seed's data order (seed + kUptrainSeedOffset), so
-// its 5% of steps are not a replay of the run's first batches.
-constexpr std::uint64_t kUptrainSeedOffset = 1000003;
 
 struct TaskSpec {
   const char* name;
@@ -60,13 +58,6 @@ const TaskSpec kTasks[] = {{"mqar", MetricKind::accuracy, "validation_accuracy"}
 const std::vector<std::int64_t> kKvHeads = {kHeads, kHeads / 2, kHeads / 4, 1};
 
 std::string cell_id(const std::string& task, std::int64_t kv) { return concat(task, " kv=", kv); }
-
-json metrics_json(const train::TaskMetrics& m) {
-  return {{"validation_loss", m.loss},
-          {"validation_accuracy", m.accuracy},
-          {"validation_sequence_accuracy", m.sequence_accuracy},
-          {"scored", m.scored}};
-}
 
 // The at_final hook of an MHA run: every G < h converted, evaluated, uptrained, evaluated.
 json convert_and_uptrain(RunView& v) {
@@ -81,19 +72,10 @@ json convert_and_uptrain(RunView& v) {
         model::convert_kv_heads(train::to_weights(v.trainer.model()), g, KvConvertMethod::mean);
     train::Model converted = train::from_weights(pooled);
     const train::TaskMetrics just = evaluate(v.ctx, converted, v.trainer.task(), base.batch, 0);
-    train::TrainConfig c = base;
-    c.model.kv_heads = g;
-    c.steps = up;
-    c.seed = base.seed + kUptrainSeedOffset;
-    c.optim.warmup_steps = up / 10;  // the run's schedule, compressed to 5%
-    c.optim.decay_steps = up;
-    c.log_every = 0;
-    c.eval_every = 0;
-    c.checkpoint_every = 0;
-    train::Trainer t(v.ctx, c);
-    train::read_weights(t.model(), pooled);
-    for (std::int64_t s = 0; s < up; ++s) t.train_step();
-    const train::TaskMetrics after = evaluate(v.ctx, t.model(), t.task(), base.batch, 0);
+    // The run's schedule compressed to the uptraining steps, at the run's own lr.
+    const train::TaskMetrics after =
+        uptrain_and_evaluate(v.ctx, base, pooled, g,
+                             {.steps = up, .peak_lr = base.optim.lr, .min_lr = base.optim.min_lr});
     out.push_back({{"kv_heads", g},
                    {"uptrain_steps", up},
                    {"converted", metrics_json(just)},
