@@ -40,7 +40,7 @@ constexpr double kWeightDecay = 0.1;  // E-D's
 // Steps of every run, from the probe (bench/results/2026-12-07-kv-capacity-probe.json, recorded
 // in the pre-registration before the pilot): R10's largest multiple of 100 within 0.85 x 19 min
 // x 2 lanes for the pilot's and the test's runs.
-constexpr std::int64_t kSteps = 0;
+constexpr std::int64_t kSteps = 14000;
 constexpr std::int64_t kQuickSteps = 100;
 constexpr int kEvaluationSeeds = 5;
 constexpr double kGateAccuracy = 0.90;
