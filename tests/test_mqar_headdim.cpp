@@ -23,9 +23,11 @@ using nlohmann::json;
 ex::ClaimVerdict judge(const ex::Experiment& e, std::map<std::string, std::vector<double>> acc,
                        double pilot_best = 0.97) {
   ex::ExperimentResult r{.experiment = &e};
-  r.options.pilot = {{"runs",
-                      {{{"cell", "h=4"}, {"final", {{"validation_accuracy", pilot_best}}}},
-                       {{"cell", "h=32 hd=16"}, {"final", {{"validation_accuracy", 1.0}}}}}}};
+  // The pilot document's envelope, as run_pilot writes it (the control learned there).
+  r.options.pilot = {{"envelope",
+                      {{"cells",
+                        {{"h=4", {{"points", {{{"lr", 1e-3}, {"metric", pilot_best}}}}}},
+                         {"h=32 hd=16", {{"points", {{{"lr", 3e-4}, {"metric", 1.0}}}}}}}}}}};
   for (const ex::Cell& c : e.cells)
     r.cells.push_back(ex::cell_stats(
         c.id, acc.count(c.id) ? acc.at(c.id) : std::vector<double>{0.5, 0.5, 0.5, 0.5, 0.5}));
@@ -70,6 +72,24 @@ TEST(MqarHeaddim, VersionTwoIsTheLaddersNextRung) {
     EXPECT_EQ(v2.cells[i].config.model.context, 16);
     EXPECT_EQ(v2.cells[i].config.model.heads, v1.cells[i].config.model.heads);
     EXPECT_EQ(v1.cells[i].config.task.at("num_pairs"), 8);
+  }
+}
+
+// v4 is v3 with rotary positions (no position table) and nothing else; v1-v3 keep the table.
+TEST(MqarHeaddim, VersionFourOnlyAddsRotaryPositions) {
+  ex::ExperimentOptions o;
+  o.steps = 200;
+  const ex::Experiment v3 = ex::make_mqar_headdim_v3(o), v4 = ex::make_mqar_headdim_v4(o);
+  EXPECT_EQ(v4.prereg, "bench/prereg/mqar-headdim-v4.md");
+  EXPECT_EQ(v4.lr_grid, v3.lr_grid);
+  EXPECT_EQ(v4.lr_extension, v3.lr_extension);
+  ASSERT_EQ(v4.cells.size(), v3.cells.size());
+  for (std::size_t i = 0; i < v4.cells.size(); ++i) {
+    train::TrainConfig a = v3.cells[i].config, b = v4.cells[i].config;
+    EXPECT_EQ(a.model.rope_base, 0.0f);
+    EXPECT_GT(b.model.rope_base, 0.0f);
+    b.model.rope_base = 0.0f;
+    EXPECT_EQ(train::to_json(a), train::to_json(b)) << v4.cells[i].id;
   }
 }
 

@@ -28,7 +28,8 @@ constexpr std::int64_t kDModel = 64, kControlHeads = 32, kControlHeadDim = 16, k
 // .json, recorded in its pre-registration before its pilot): R10's largest multiple of 100
 // within 0.85 x 19 min x 2 lanes. The protocol expected about 1,500; v1's steps take 5.2-24.7
 // ms, v2's 2.7-11.5.
-constexpr std::int64_t kSteps[] = {4400, 9200, 9200};  // v3: v2's probe (same cells)
+constexpr std::int64_t kSteps[] = {4400, 9200, 9200, 0};  // v3: v2's probe (same cells); v4: 0
+                                                          // until its probe has run
 constexpr std::int64_t kQuickSteps = 100;
 constexpr int kEvaluationSeeds = 5;
 constexpr double kGateAccuracy = 0.90;
@@ -41,13 +42,18 @@ const std::string kControlId = concat("h=", kControlHeads, " hd=", kControlHeadD
 struct Rung {
   std::int64_t pairs, seq_len;
 };
-constexpr Rung kRungs[] = {{8, 32}, {4, 16}, {4, 16}};
+constexpr Rung kRungs[] = {{8, 32}, {4, 16}, {4, 16}, {4, 16}};
 // v3 (registered after v2's test): v2's rung with the lr grid a third lower, because v2's one
 // cell piloted at 3e-4 (h = 1, by the edge extension) was the only one to learn the binding.
 constexpr double kV3Grid[] = {3e-4, 1e-3, 3e-3};
+// v4 (registered after v3's test, on fresh seeds 201-205): v3 with rotary positions instead of
+// the learned position table. The plateau the narrow heads never left in v1-v3 is the position
+// table's: with rotary positions 8 heads of 8 learn this rung in under 2,000 steps (E-F's
+// exploratory runs, bench/prereg/kv-capacity-v1.md).
+constexpr float kV4RopeBase = 10000.0f;
 
 train::TrainConfig cell_config(const Rung& rung, std::int64_t heads, std::int64_t head_dim,
-                               std::int64_t steps, const std::string& split) {
+                               std::int64_t steps, const std::string& split, float rope_base) {
   train::TrainConfig c;
   c.task = {{"name", "assoc-recall"},
             {"num_pairs", rung.pairs},
@@ -61,26 +67,28 @@ train::TrainConfig cell_config(const Rung& rung, std::int64_t heads, std::int64_
              .d_model = kDModel,
              .heads = heads,
              .head_dim = head_dim,
-             .d_ff = 4 * kDModel};
+             .d_ff = 4 * kDModel,
+             .rope_base = rope_base};
   c.optim = protocol_optim(3e-3, steps, 0.1);  // the quick run's lr; the pilot sets each cell's
   c.steps = steps;
   c.batch = kBatch;
   return c;
 }
 
-// The best main cell's dev accuracy at the pilot: from the pilot document a test-stage result
-// carries, or from the runs themselves when this result is the pilot.
+// The best main cell's dev accuracy at the pilot: from the envelope of the pilot document a
+// test-stage result carries (its cells are the grid's, not the pilot runs' lr-suffixed ids), or
+// from the runs themselves when there is no pilot (a --quick run).
 double best_pilot_accuracy(const ExperimentResult& r) {
   double best = 0;
-  const auto is_main = [](const std::string& id) { return id != kControlId; };
   if (r.options.pilot.is_object()) {
-    for (const json& run : r.options.pilot.at("runs"))
-      if (is_main(run.at("cell").get<std::string>()))
-        best = std::max(best, run.at("final").at("validation_accuracy").get<double>());
+    for (const auto& [id, cell] : r.options.pilot.at("envelope").at("cells").items())
+      if (id != kControlId)
+        for (const json& point : cell.at("points"))
+          best = std::max(best, point.at("metric").get<double>());
     return best;
   }
   for (const RunRecord& run : r.runs)
-    if (is_main(r.experiment->cells[run.cell].id)) best = std::max(best, run.final.accuracy);
+    if (r.experiment->cells[run.cell].id != kControlId) best = std::max(best, run.final.accuracy);
   return best;
 }
 
@@ -156,7 +164,13 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r) {
 
 Experiment make_mqar_headdim_version(const ExperimentOptions& o, int version) {
   const Rung& rung = kRungs[version - 1];
-  const std::int64_t steps = o.steps > 0 ? o.steps : o.quick ? kQuickSteps : kSteps[version - 1];
+  // The probe times steps whatever their count; every other stage needs the probe's count.
+  HEADCOUNT_CHECK(o.steps > 0 || o.quick || kSteps[version - 1] > 0 || o.stage == Stage::probe,
+                  "--steps", "a step count (the probe has not fixed the default yet)", o.steps);
+  const std::int64_t steps = o.steps > 0                           ? o.steps
+                             : o.quick || kSteps[version - 1] == 0 ? kQuickSteps
+                                                                   : kSteps[version - 1];
+  const float rope_base = version >= 4 ? kV4RopeBase : 0.0f;
   // Pilots pick on dev; the test stage (and a --quick smoke run) score test.
   const std::string split = o.stage == Stage::pilot ? "dev" : "test";
   Experiment e{.name = version == 1 ? "mqar-headdim" : concat("mqar-headdim-v", version),
@@ -172,7 +186,7 @@ Experiment make_mqar_headdim_version(const ExperimentOptions& o, int version) {
   e.series_label = "series";
   e.eval_points = 1;  // test is read once, at the end (R3)
   e.lr_grid = {1e-3, 3e-3, 1e-2};
-  if (version == 3) {
+  if (version >= 3) {
     e.lr_grid.assign(std::begin(kV3Grid), std::end(kV3Grid));
     e.lr_extension = {1e-4, 1e-2};
   }
@@ -184,18 +198,19 @@ Experiment make_mqar_headdim_version(const ExperimentOptions& o, int version) {
     e.cells.push_back(
         {.id = main_id(h),
          .labels = {{"series", "main (head_dim 64/h)"}, {"heads", h}, {"head_dim", kDModel / h}},
-         .config = cell_config(rung, h, kDModel / h, steps, split)});
+         .config = cell_config(rung, h, kDModel / h, steps, split, rope_base)});
   }
   if (!o.quick)
-    e.cells.push_back({.id = kControlId,
-                       .labels = {{"series", "control (head_dim 16)"},
-                                  {"heads", kControlHeads},
-                                  {"head_dim", kControlHeadDim}},
-                       .config = cell_config(rung, kControlHeads, kControlHeadDim, steps, split)});
+    e.cells.push_back(
+        {.id = kControlId,
+         .labels = {{"series", "control (head_dim 16)"},
+                    {"heads", kControlHeads},
+                    {"head_dim", kControlHeadDim}},
+         .config = cell_config(rung, kControlHeads, kControlHeadDim, steps, split, rope_base)});
   e.budget = concat(
       "assoc-recall (MQAR): ", rung.pairs, " pairs, ", rung.pairs,
-      " queries, 64 keys, 64 values, seq ", rung.seq_len,
-      "; 2 layers, d_model 64, d_ff 256; batch 32, ", steps,
+      " queries, 64 keys, 64 values, seq ", rung.seq_len, "; 2 layers, d_model 64, d_ff 256, ",
+      rope_base > 0 ? "rotary positions (v4)" : "a learned position table", "; batch 32, ", steps,
       " steps, AdamW (0.9, 0.99), weight decay 0.1, clip 1, warm-up ",
       std::min<std::int64_t>(100, steps / 10), ", cosine to lr/10; ",
       o.quick ? "--quick: h 4 and 32, not evidence."
@@ -214,6 +229,9 @@ Experiment make_mqar_headdim_v2(const ExperimentOptions& o) {
 }
 Experiment make_mqar_headdim_v3(const ExperimentOptions& o) {
   return make_mqar_headdim_version(o, 3);
+}
+Experiment make_mqar_headdim_v4(const ExperimentOptions& o) {
+  return make_mqar_headdim_version(o, 4);
 }
 
 }  // namespace headcount::experiments

@@ -47,6 +47,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-D v3: v2 with the pilot's lr grid a third lower (3e-4 / 1e-3 / 3e-3), "
                   "registered after v2's test, where only the cell piloted at 3e-4 learned",
        .make = make_mqar_headdim_v3},
+      {.name = "mqar-headdim-v4",
+       .summary = "E-D v4: v3 with rotary positions instead of the learned position table "
+                  "(registered after v3's test; fresh seeds 201-205)",
+       .make = make_mqar_headdim_v4},
       {.name = "head-sweep-tuned",
        .summary = "E-C: char LM, h = 1..32 heads of 64/h at fixed d_model, lr per cell from a "
                   "pilot on dev, 5 paired seeds on test, plus head_dim 16 at h = 32",
