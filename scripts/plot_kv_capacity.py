@@ -34,13 +34,13 @@ def columns(r):
     mha = by_cell.get("kv=8", [])
     finals = [run["measures"]["final"] for run in mha if run["measures"].get("final")]
     if finals:
-        out.append(("control A", "MHA + U steps", CONTROL,
+        out.append(("control A", "kv=8 + U steps", CONTROL,
                     [m["control_a"]["validation_accuracy"] for m in finals]))
         for g in (2, 1):
             entries = [next(c for c in m["conversion"] if c["kv_heads"] == g) for m in finals]
-            out.append((f"8→{g} pooled", "just converted", CONVERTED,
+            out.append((f"8→{g}", "pooled", CONVERTED,
                         [e["converted"]["validation_accuracy"] for e in entries]))
-            out.append((f"8→{g} uptrained", "+ U steps", UPTRAINED,
+            out.append((f"8→{g}", "+ U steps", UPTRAINED,
                         [e["uptrained"]["validation_accuracy"] for e in entries]))
     return out
 
@@ -49,7 +49,7 @@ def main(result_path, out_path):
     with open(result_path) as f:
         r = json.load(f)
     cols = columns(r)
-    width, height = PANEL_W + 2 * MARGIN, PANEL_H + 2 * MARGIN + 40
+    width, height = PANEL_W + 2 * MARGIN, PANEL_H + 2 * MARGIN + 60
     svg = open_svg(width, height)
     x0, y0 = MARGIN, MARGIN
 
@@ -75,8 +75,11 @@ def main(result_path, out_path):
     for name, color in (("from scratch (KV bytes/token)", SCRATCH), ("control A", CONTROL),
                         ("mean-pooled", CONVERTED), ("uptrained", UPTRAINED)):
         legend_dot(svg, lx, ly, color, name)
-        lx += 190 if name.startswith("from") else 100
-    svg.append(f'<text x="{lx}" y="{ly}">bar: mean; dashed: the gate 0.90</text>')
+        lx += 230 if name.startswith("from") else 110
+    steps = next((run["measures"]["final"]["uptrain_steps"] for run in r["runs"]
+                  if run["measures"].get("final")), "U")
+    svg.append(f'<text x="{MARGIN}" y="{ly + 20}">bar: mean; dashed: the gate 0.90; U = {steps} '
+               'steps (5 %), peak lr 0.3 x the run\'s</text>')
     write(svg, out_path)
 
 
