@@ -103,6 +103,20 @@ TEST(SmallHeads, VersionTwoIsTheLongBudget) {
   }
 }
 
+// v3 is v1's cells on the char LM with half the windows repeated, nothing else.
+TEST(SmallHeads, VersionThreeRepeatsHalfTheWindows) {
+  const ex::Experiment v1 = ex::make_small_heads({}), v3 = ex::make_small_heads_v3({});
+  EXPECT_EQ(v3.name, "small-heads-v3");
+  EXPECT_EQ(v3.prereg, "bench/prereg/small-heads-v3.md");
+  ASSERT_EQ(v3.cells.size(), v1.cells.size());
+  for (std::size_t i = 0; i < v3.cells.size(); ++i) {
+    train::TrainConfig c = v3.cells[i].config;
+    EXPECT_EQ(c.task.at("repeat_fraction"), 0.5);
+    c.task.erase("repeat_fraction");
+    EXPECT_EQ(train::to_json(c), train::to_json(v1.cells[i].config)) << v3.cells[i].id;
+  }
+}
+
 // A --compare-with document that is not a result with runs: exit 2 naming the option, before
 // any training.
 TEST(SmallHeads, CompareWithAnotherDocumentIsAnError) {

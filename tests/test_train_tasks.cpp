@@ -363,6 +363,54 @@ TEST(TrainTasks, CharLmWindowsComeFromTheirSplit) {
     EXPECT_EQ(window(v, r), validation_part.substr(16 * r, 17)) << r;
 }
 
+// E-G v3's repeated windows: half a window written twice, at the asked share; without the option
+// (or at 0) the batches are the ones the task gave before it existed.
+TEST(TrainTasks, CharLmRepeatedWindowsCopyTheirFirstHalf) {
+  const json base{{"name", "char-lm"}, {"path", small_text_path()}, {"seq_len", 16}};
+  json half = base, none = base;
+  half["repeat_fraction"] = 0.5;
+  none["repeat_fraction"] = 0.0;
+  const auto plain = make_task(base), zero = make_task(none), task = make_task(half);
+  for (std::int64_t step = 0; step < 4; ++step) {
+    EXPECT_EQ(zero->train_batch(3, step, 8).tokens, plain->train_batch(3, step, 8).tokens);
+    EXPECT_EQ(zero->train_batch(3, step, 8).targets, plain->train_batch(3, step, 8).targets);
+  }
+  const auto is_repeat = [](const Batch& b, std::int64_t r) {
+    const auto* t = b.tokens.data() + r * b.seq_len;
+    return std::equal(t, t + b.seq_len / 2, t + b.seq_len / 2);
+  };
+  const auto check_targets = [](const Batch& b, std::int64_t r) {
+    for (std::int64_t t = 0; t + 1 < b.seq_len; ++t)
+      ASSERT_EQ(b.targets[r * b.seq_len + t], b.tokens[r * b.seq_len + t + 1]);
+  };
+  std::int64_t repeated = 0, rows = 0;
+  for (std::int64_t step = 0; step < 64; ++step) {
+    const Batch b = task->train_batch(3, step, 8);
+    const Batch p = plain->train_batch(3, step, 8);
+    for (std::int64_t r = 0; r < b.batch; ++r, ++rows) {
+      check_targets(b, r);
+      // The window's start is the plain task's: the repeat draw comes after it.
+      EXPECT_EQ(b.tokens[r * b.seq_len], p.tokens[r * p.seq_len]);
+      if (is_repeat(b, r)) {
+        ++repeated;
+        // The last target continues the text after the first half.
+        EXPECT_EQ(b.targets[r * b.seq_len + b.seq_len - 1], p.tokens[r * p.seq_len + 8]);
+      }
+    }
+  }
+  // Binomial(512, 0.5): 256 +- 11.3; 6 sd either side (a chance repeat of 8 characters of
+  // text is far rarer than that margin).
+  EXPECT_NEAR(static_cast<double>(repeated), 256.0, 68.0) << rows;
+  // Held-out windows: every other one (w = 1, 3, ...), the same text as the plain task's.
+  const Batch v = task->validation_batch(0, 6), pv = plain->validation_batch(0, 6);
+  for (std::int64_t r = 0; r < 6; ++r) {
+    check_targets(v, r);
+    EXPECT_EQ(is_repeat(v, r), r % 2 == 1) << r;
+    EXPECT_TRUE(std::equal(v.tokens.begin() + r * 16, v.tokens.begin() + r * 16 + 8,
+                           pv.tokens.begin() + r * 16));
+  }
+}
+
 // The claims protocol's dev/test halves of the held-out tail, and the bigram baseline recounted
 // here from the text in the test's own loop.
 TEST(TrainTasks, CharLmDevAndTestSplitTheTailAndCarryTheBigramBaseline) {
@@ -437,6 +485,9 @@ TEST(TrainTasks, BadConfigsAreErrorsNamingTheField) {
       {{{"seq_len", 8}}, {"task.name", "char-lm", "nothing"}},
       {{{"name", "sorting"}}, {"task.name", "copy", "\"sorting\""}},
       {{{"name", "copy"}, {"seq_len", 7}}, {"task.seq_len", "even", "7"}},
+      {{{"name", "char-lm"}, {"seq_len", 15}, {"repeat_fraction", 0.5}},
+       {"task.seq_len", "even", "15"}},
+      {{{"name", "char-lm"}, {"repeat_fraction", 1.5}}, {"task.repeat_fraction", "1.5"}},
       {{{"name", "copy"}, {"seq_len", "32"}}, {"task.seq_len", "integer", "\"32\""}},
       {{{"name", "copy"}, {"seq_len", 2}}, {"task.seq_len", "[4, 65536]", "2"}},
       {{{"name", "copy"}, {"alphabet", 2}, {"seq_len", 8}}, {"task.alphabet", "64 distinct"}},

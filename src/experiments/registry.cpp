@@ -71,6 +71,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-G v2: small-heads at 4N = 9,600 steps (the ladder step after v1's "
                   "induction gate failed)",
        .make = make_small_heads_v2},
+      {.name = "small-heads-v3",
+       .summary = "E-G v3: E-C's char-LM cells with half the windows repeated, so copying from "
+                  "context pays (the ladder step after v2's induction gate failed)",
+       .make = make_small_heads_v3},
       {.name = "kv-capacity",
        .summary = "E-F: MQAR with 8 query heads over 8 / 2 / 1 K/V heads and an equal-KV-bytes "
                   "arm; MHA mean-pooled to 2 and 1, uptrained, against controls",

@@ -378,4 +378,22 @@ Experiment make_small_heads_v2(const ExperimentOptions& o) {
   return e;
 }
 
+// v3, the ladder's next rung after v2 (bench/prereg/small-heads-v3.md): a task that rewards
+// copying from context. E-C's cells and N, on the char LM with half the windows repeated (half a
+// window of the novel written twice), fresh seeds; the measures, gate and rules unchanged.
+constexpr double kRepeatFraction = 0.5;
+
+Experiment make_small_heads_v3(const ExperimentOptions& o) {
+  Experiment e = make_small_heads(o);
+  e.name = "small-heads-v3";
+  e.summary =
+      "E-G v3, the ladder's next rung: E-C's char-LM cells with half the windows repeated "
+      "(copying from context pays), the same measures, gate and rules";
+  e.prereg = "bench/prereg/small-heads-v3.md";
+  for (Cell& cell : e.cells) cell.config.task["repeat_fraction"] = kRepeatFraction;
+  e.budget = concat(e.budget, " v3: half of every split's windows repeated (repeat_fraction ",
+                    kRepeatFraction, ").");
+  return e;
+}
+
 }  // namespace headcount::experiments

@@ -95,7 +95,12 @@ class CharLmTask final : public Task {
     validation_fraction_ = read.number("validation_fraction", 0.1, 0.01, 0.5);
     const std::int64_t max_validation = read.integer("validation_sequences", 0, 0, 1 << 20);
     split_ = read.choice("split", "validation", {"validation", "dev", "test"});
+    // The claims protocol's E-G ladder (bench/prereg/small-heads-v3.md): a share of the windows
+    // is half a window of text written twice, so copying from context pays (induction heads).
+    repeat_fraction_ = read.number("repeat_fraction", 0.0, 0.0, 1.0);
     read.finish();
+    check(repeat_fraction_ == 0.0 || seq_len_ % 2 == 0, ConfigReader::key("seq_len"),
+          "an even length with repeat_fraction > 0 (two copies of half a window)", seq_len_);
     HEADCOUNT_CHECK(
         split_ == "validation" || max_validation == 0, ConfigReader::key("validation_sequences"),
         "0 with split dev or test (each split is all of its half of the tail)", max_validation);
@@ -154,7 +159,13 @@ class CharLmTask final : public Task {
     for (std::int64_t row = 0; row < batch; ++row) {
       CounterRng rng(seed, Stream::train, static_cast<std::uint64_t>(step),
                      static_cast<std::uint64_t>(row));
-      window(static_cast<std::int64_t>(rng.below(starts)), out, row);
+      const auto start = static_cast<std::int64_t>(rng.below(starts));
+      // The repeat draw comes after the start, and only when repeats are asked for: a run
+      // without them reads the stream exactly as before the option existed.
+      const bool repeated =
+          repeat_fraction_ > 0 && static_cast<double>(rng.below(1u << 30)) <
+                                      repeat_fraction_ * static_cast<double>(1u << 30);
+      window(start, out, row, repeated);
     }
     return out;
   }
@@ -172,8 +183,10 @@ class CharLmTask final : public Task {
     Batch out{.batch = rows, .seq_len = seq_len_};
     out.tokens.resize(static_cast<std::size_t>(rows * seq_len_));
     out.targets.resize(out.tokens.size());
-    for (std::int64_t row = 0; row < rows; ++row)
-      window(train_length_ + (first_window_ + first + row) * seq_len_, out, row);
+    for (std::int64_t row = 0; row < rows; ++row) {
+      const std::int64_t w = first_window_ + first + row;
+      window(train_length_ + w * seq_len_, out, row, repeated_window(w));
+    }
     return out;
   }
 
@@ -198,14 +211,36 @@ class CharLmTask final : public Task {
         {"bigram_rule",
          "mean next-character loss of add-0.1 bigram counts from the training part, on this "
          "split's windows, every target conditioned on the character before it"},
-        {"vocabulary", "the text's distinct Unicode code points in code point order"}};
+        {"vocabulary", "the text's distinct Unicode code points in code point order"},
+        {"repeat_fraction", repeat_fraction_},
+        {"repeat_rule",
+         "a repeated window is its first seq_len / 2 characters written twice (the last target "
+         "is the character after them); training rows are repeated with probability "
+         "repeat_fraction, held-out window w iff floor((w + 1) f) > floor(w f)"}};
   }
 
  private:
-  void window(std::int64_t start, Batch& out, std::int64_t row) const {
+  // Held-out windows are repeated at an even spacing (every other one at f = 0.5), so dev and
+  // test carry the same share as training.
+  bool repeated_window(std::int64_t w) const {
+    return std::floor(static_cast<double>(w + 1) * repeat_fraction_) >
+           std::floor(static_cast<double>(w) * repeat_fraction_);
+  }
+
+  void window(std::int64_t start, Batch& out, std::int64_t row, bool repeated = false) const {
     const auto* source = ids_.data() + start;
-    std::copy(source, source + seq_len_, out.tokens.begin() + row * seq_len_);
-    std::copy(source + 1, source + 1 + seq_len_, out.targets.begin() + row * seq_len_);
+    auto tokens = out.tokens.begin() + row * seq_len_;
+    auto targets = out.targets.begin() + row * seq_len_;
+    if (!repeated) {
+      std::copy(source, source + seq_len_, tokens);
+      std::copy(source + 1, source + 1 + seq_len_, targets);
+      return;
+    }
+    const std::int64_t half = seq_len_ / 2;
+    std::copy(source, source + half, tokens);
+    std::copy(source, source + half, tokens + half);
+    std::copy(tokens + 1, tokens + seq_len_, targets);
+    targets[seq_len_ - 1] = source[half];
   }
 
   // The text's path as reports show it: the default text as "data/<file>", so that a committed
@@ -227,11 +262,15 @@ class CharLmTask final : public Task {
     }
     double sum = 0;
     std::int64_t scored = 0;
+    Batch one{.batch = 1, .seq_len = seq_len_};
+    one.tokens.resize(static_cast<std::size_t>(seq_len_));
+    one.targets.resize(one.tokens.size());
     for (std::int64_t w = 0; w < validation_sequences_; ++w) {
-      const std::int64_t start = train_length_ + (first_window_ + w) * seq_len_;
-      for (std::int64_t t = 0; t < seq_len_; ++t) {
-        const auto a = static_cast<std::size_t>(ids_[static_cast<std::size_t>(start + t)]);
-        const auto b = static_cast<std::size_t>(ids_[static_cast<std::size_t>(start + t + 1)]);
+      const std::int64_t window_index = first_window_ + w;
+      window(train_length_ + window_index * seq_len_, one, 0, repeated_window(window_index));
+      for (std::size_t t = 0; t < one.tokens.size(); ++t) {
+        const auto a = static_cast<std::size_t>(one.tokens[t]);
+        const auto b = static_cast<std::size_t>(one.targets[t]);
         sum -= std::log(counts[a * v + b] / totals[a]);
         ++scored;
       }
@@ -243,7 +282,7 @@ class CharLmTask final : public Task {
   std::int64_t first_window_ = 0;
   double bigram_loss_ = 0;
   std::int64_t seq_len_ = 0, train_length_ = 0, validation_sequences_ = 0;
-  double validation_fraction_ = 0.1;
+  double validation_fraction_ = 0.1, repeat_fraction_ = 0;
   std::vector<char32_t> vocabulary_;
   std::vector<std::int32_t> ids_;
 };
