@@ -117,6 +117,20 @@ TEST(SmallHeads, VersionThreeRepeatsHalfTheWindows) {
   }
 }
 
+// v4 is v3 with rotary positions, nothing else.
+TEST(SmallHeads, VersionFourAddsRotaryPositions) {
+  const ex::Experiment v3 = ex::make_small_heads_v3({}), v4 = ex::make_small_heads_v4({});
+  EXPECT_EQ(v4.name, "small-heads-v4");
+  EXPECT_EQ(v4.prereg, "bench/prereg/small-heads-v4.md");
+  ASSERT_EQ(v4.cells.size(), v3.cells.size());
+  for (std::size_t i = 0; i < v4.cells.size(); ++i) {
+    train::TrainConfig c = v4.cells[i].config;
+    EXPECT_GT(c.model.rope_base, 0.0f);
+    c.model.rope_base = 0.0f;
+    EXPECT_EQ(train::to_json(c), train::to_json(v3.cells[i].config)) << v4.cells[i].id;
+  }
+}
+
 // A --compare-with document that is not a result with runs: exit 2 naming the option, before
 // any training.
 TEST(SmallHeads, CompareWithAnotherDocumentIsAnError) {

@@ -25,6 +25,7 @@ Experiment make_scale_envelope(const ExperimentOptions& options);   // scale_env
 Experiment make_small_heads(const ExperimentOptions& options);      // small_heads.cpp (E-G)
 Experiment make_small_heads_v2(const ExperimentOptions& options);   // small_heads.cpp (E-G v2)
 Experiment make_small_heads_v3(const ExperimentOptions& options);   // small_heads.cpp (E-G v3)
+Experiment make_small_heads_v4(const ExperimentOptions& options);   // small_heads.cpp (E-G v4)
 Experiment make_kv_capacity(const ExperimentOptions& options);      // kv_capacity.cpp (E-F)
 
 // E-C's char-LM cell (head_sweep_tuned.cpp), which E-E reuses: h heads of head_dim over d_model

@@ -75,6 +75,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-G v3: E-C's char-LM cells with half the windows repeated, so copying from "
                   "context pays (the ladder step after v2's induction gate failed)",
        .make = make_small_heads_v3},
+      {.name = "small-heads-v4",
+       .summary = "E-G v4: small-heads-v3 with rotary positions instead of the learned position "
+                  "table (the change that let E-D's narrow heads learn recall)",
+       .make = make_small_heads_v4},
       {.name = "kv-capacity",
        .summary = "E-F: MQAR with 8 query heads over 8 / 2 / 1 K/V heads and an equal-KV-bytes "
                   "arm; MHA mean-pooled to 2 and 1, uptrained, against controls",

@@ -396,4 +396,18 @@ Experiment make_small_heads_v3(const ExperimentOptions& o) {
   return e;
 }
 
+// v4 (bench/prereg/small-heads-v4.md, registered after v3): v3 with rotary positions instead of
+// the learned position table, the change that let E-D's narrow heads learn recall (v4 there).
+Experiment make_small_heads_v4(const ExperimentOptions& o) {
+  Experiment e = make_small_heads_v3(o);
+  e.name = "small-heads-v4";
+  e.summary =
+      "E-G v4: small-heads-v3 (half the windows repeated) with rotary positions instead of the "
+      "learned position table";
+  e.prereg = "bench/prereg/small-heads-v4.md";
+  for (Cell& cell : e.cells) cell.config.model.rope_base = 10000.0f;
+  e.budget = concat(e.budget, " v4: rotary positions (rope_base 10,000), no position table.");
+  return e;
+}
+
 }  // namespace headcount::experiments
