@@ -384,5 +384,44 @@ TEST(HeadSweepTuned, BudgetJudgeSlopeAcrossBudgets) {
   EXPECT_EQ(result({0.01, 0.02}, {0.0, 0.0}, false).verdict, ex::Verdict::not_shown);
 }
 
+// The long budget: this run is 4N and the other document N, so the other is the "short" end; the
+// slope is the same number as when the roles are the other way round.
+TEST(HeadSweepTuned, BudgetLongJudgesFromTheOtherEnd) {
+  const ex::Experiment e = ex::make_head_sweep_budget_long({});
+  EXPECT_EQ(e.name, "head-sweep-budget-long");
+  EXPECT_EQ(e.prereg, "bench/prereg/head-sweep-budget-long-v1.md");
+  ASSERT_EQ(e.cells.size(), 3u);  // h = 1, 4, 8
+  EXPECT_EQ(e.cells.front().config.steps, 9600);
+  const std::vector<double> at_long = {-0.03, -0.04, -0.035, -0.02, -0.05},
+                            at_short = {0.02, 0.03, 0.01, 0.025, 0.015};
+  ex::ExperimentResult r{.experiment = &e};
+  json other{{"format", ex::kResultFormat}, {"runs", json::array()}};
+  for (std::size_t s = 0; s < at_long.size(); ++s) {
+    const std::uint64_t seed = 501 + s;
+    for (const char* cell : {"h=1", "h=4"}) {
+      const bool one = std::string(cell) == "h=1";
+      ex::RunRecord run{
+          .cell = one ? 0u : 1u, .seed = seed, .config = {{"train", {{"steps", 9600}}}}};
+      run.final.loss = one ? 1.3 : 1.3 + at_long[s];
+      r.runs.push_back(run);
+      other["runs"].push_back({{"cell", cell},
+                               {"seed", seed},
+                               {"config", {{"train", {{"steps", 2400}}}}},
+                               {"final", {{"validation_loss", one ? 1.4 : 1.4 + at_short[s]}}}});
+    }
+  }
+  r.options.compare_with = other;
+  const ex::ClaimVerdict v = e.judge(r).at(0);
+  EXPECT_EQ(v.verdict, ex::Verdict::confirmed) << v.reason;
+  EXPECT_EQ(v.numbers.at("budgets"), json({2400, 9600}));
+  double expected = 0;
+  for (std::size_t s = 0; s < at_long.size(); ++s) expected += (at_long[s] - at_short[s]) / 5 / 2;
+  EXPECT_NEAR(v.numbers.at("slope").get<double>(), expected, 1e-12);
+  // The same budget on both sides is an error naming --compare-with.
+  for (json& run : other["runs"]) run["config"]["train"]["steps"] = 9600;
+  r.options.compare_with = other;
+  EXPECT_THROW(e.judge(r), Error);
+}
+
 }  // namespace
 }  // namespace headcount::testing

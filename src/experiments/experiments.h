@@ -15,6 +15,8 @@ Experiment make_esp_paper_v2(const ExperimentOptions& options);      // esp_pape
 Experiment make_head_sweep_tuned(const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C)
 Experiment make_head_sweep_budget(
     const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C d)
+Experiment make_head_sweep_budget_long(
+    const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C d at 4N)
 Experiment make_retrieval_learnability(
     const ExperimentOptions& options);                           // retrieval_learnability.cpp (E-B)
 Experiment make_mqar_headdim(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D)

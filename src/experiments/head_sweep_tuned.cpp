@@ -161,14 +161,16 @@ OtherBudget other_budget(const json& other) {
   }
 }
 
-// (d): the gap's slope against log2 of the budget, per seed, from this run (N/4) and the
-// head-sweep-tuned test at N on the same seeds (options.compare_with).
+// (d): the gap's slope against log2 of the budget, per seed, from this run and the other
+// budget's test on the same seeds (options.compare_with): head-sweep-budget runs N/4 against N,
+// head-sweep-budget-long 4N against N; the shorter of the two is "short" either way.
 std::vector<ClaimVerdict> judge_budget(const ExperimentResult& r) {
   ClaimVerdict d = verdict_from(
       "head-sweep-budget.advantage-grows",
       "the split's advantage grows with training (Delta_B = loss(h=4) - loss(h=1) falls with B)",
-      "per seed, slope = (Delta_N - Delta_N/4) / log2(4); confirmed iff the slopes' 95 % "
-      "t-interval lies below 0; refuted iff it lies above 0; else not shown");
+      "per seed, slope = (Delta_long - Delta_short) / log2(long / short) (head-sweep-budget: N "
+      "against N/4; -long: 4N against N); confirmed iff the slopes' 95 % t-interval lies below "
+      "0; refuted iff it lies above 0; else not shown");
   const json& other = r.options.compare_with;
   if (!other.is_object()) {
     d.verdict = Verdict::not_shown;
@@ -176,6 +178,11 @@ std::vector<ClaimVerdict> judge_budget(const ExperimentResult& r) {
     return {d};
   }
   const auto [at_n, n_steps] = other_budget(other);
+  const auto this_steps = r.runs.front().config.at("train").at("steps").get<std::int64_t>();
+  HEADCOUNT_CHECK(n_steps != this_steps, "--compare-with", "a result at another budget",
+                  concat(n_steps, " steps, as this run"));
+  // The other document is the longer budget for head-sweep-budget, the shorter for -long.
+  const bool this_is_short = this_steps < n_steps;
   std::vector<double> gap_short, gap_full;
   json per_seed = json::array();
   for (const RunRecord* run : r.runs_of(r.cell_index(main_id(4)))) {
@@ -187,28 +194,35 @@ std::vector<ClaimVerdict> judge_budget(const ExperimentResult& r) {
                         at_n.at(run->seed).count(main_id(4)) == 1,
                     "--compare-with", concat("runs of h=1 and h=4 at seed ", run->seed),
                     "none (the two budgets must run the same seeds)");
-    gap_short.push_back(run->final.loss - one->final.loss);
-    gap_full.push_back(at_n.at(run->seed).at(main_id(4)) - at_n.at(run->seed).at(main_id(1)));
+    const double here = run->final.loss - one->final.loss;
+    const double there = at_n.at(run->seed).at(main_id(4)) - at_n.at(run->seed).at(main_id(1));
+    gap_short.push_back(this_is_short ? here : there);
+    gap_full.push_back(this_is_short ? there : here);
     per_seed.push_back(
         {{"seed", run->seed}, {"delta_short", gap_short.back()}, {"delta_full", gap_full.back()}});
   }
   HEADCOUNT_CHECK(gap_short.size() >= 2, "--compare-with", "at least 2 common seeds",
                   gap_short.size());
-  // slope_s = (Delta_N - Delta_N/4) / 2: the paired mean and interval of the differences / 2.
-  const PairedComparison p = paired_compare(
-      cell_stats("delta at N", gap_full), cell_stats("delta at N/4", gap_short), MetricKind::loss);
-  const double slope = p.mean / 2, low = p.low / 2, high = p.high / 2;
+  // slope_s = (Delta_long - Delta_short) / log2(long / short): the paired mean and interval of
+  // the differences, divided by the doublings between the budgets (2 for a factor of 4).
+  const std::int64_t short_steps = std::min(this_steps, n_steps),
+                     long_steps = std::max(this_steps, n_steps);
+  const double doublings =
+      std::log2(static_cast<double>(long_steps) / static_cast<double>(short_steps));
+  const PairedComparison p =
+      paired_compare(cell_stats("delta at the longer budget", gap_full),
+                     cell_stats("delta at the shorter budget", gap_short), MetricKind::loss);
+  const double slope = p.mean / doublings, low = p.low / doublings, high = p.high / doublings;
   d.numbers = {{"per_seed", per_seed},
-               {"budgets", {r.runs.front().config.at("train").at("steps"), n_steps}},
+               {"budgets", {short_steps, long_steps}},
                {"slope", slope},
                {"interval", {low, high}},
                {"delta_short_mean", cell_stats("s", gap_short).mean},
                {"delta_full_mean", cell_stats("f", gap_full).mean}};
   d.verdict = high < 0 ? Verdict::confirmed : low > 0 ? Verdict::refuted : Verdict::not_shown;
-  d.reason = concat("Delta at ", r.runs.front().config.at("train").at("steps").get<std::int64_t>(),
-                    " steps ", cell_stats("s", gap_short).mean, ", at ", n_steps, " steps ",
-                    cell_stats("f", gap_full).mean, "; slope per doubling ", slope, " [", low, ", ",
-                    high, "], n ", p.n);
+  d.reason = concat("Delta at ", short_steps, " steps ", cell_stats("s", gap_short).mean, ", at ",
+                    long_steps, " steps ", cell_stats("f", gap_full).mean, "; slope per doubling ",
+                    slope, " [", low, ", ", high, "], n ", p.n);
   return {d};
 }
 
@@ -227,6 +241,27 @@ Experiment make_head_sweep_budget(const ExperimentOptions& o) {
   std::erase_if(e.cells, [](const Cell& c) { return c.id == kControlId; });
   if (o.compare_with.is_object()) other_budget(o.compare_with);  // a bad file fails before training
   e.judge = judge_budget;
+  return e;
+}
+
+// The long budget of claim (d) (bench/prereg/head-sweep-budget-long-v1.md): h = 1, 4 and 8 at
+// 4N = 9,600 steps (16 epochs of the training text), its own pilot, judged against the N test
+// on the same fresh seeds. The slope's other end is N, so the two budget runs together span
+// N/4 .. 4N.
+Experiment make_head_sweep_budget_long(const ExperimentOptions& o) {
+  ExperimentOptions longer = o;
+  if (longer.steps == 0 && !o.quick) longer.steps = 4 * kSteps;
+  Experiment e = make_head_sweep_budget(longer);
+  e.name = "head-sweep-budget-long";
+  e.summary =
+      "E-C (d), the long budget: h = 1, 4, 8 at 4N = 9,600 steps with their own pilot; the gap "
+      "h=4 - h=1 against the N test on the same seeds (--compare-with)";
+  e.prereg = "bench/prereg/head-sweep-budget-long-v1.md";
+  e.budget_seconds = 0;  // no probe: the steps are 4N by registration, not a timing
+  std::erase_if(e.cells, [&](const Cell& c) {
+    const auto h = c.labels.at("heads").get<std::int64_t>();
+    return !(h == 1 || h == 4 || h == 8);
+  });
   return e;
 }
 

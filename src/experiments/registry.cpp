@@ -59,6 +59,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-C (d): head-sweep-tuned's main series at N/4 steps with its own pilot; the "
                   "gap h=4 - h=1 against the budget (--compare-with the N test)",
        .make = make_head_sweep_budget},
+      {.name = "head-sweep-budget-long",
+       .summary = "E-C (d), the long budget: h = 1, 4, 8 at 4N = 9,600 steps with their own "
+                  "pilot; the gap h=4 - h=1 against the N test on the same seeds (--compare-with)",
+       .make = make_head_sweep_budget_long},
       {.name = "scale-envelope",
        .summary = "E-E: E-C's char LM at h = 1 and 16, score scale none / 1/sqrt(d_k) / "
                   "1/sqrt(d), W_Q/W_K init 0.02 or 0.125 (10 cells), lr per cell from a pilot",
