@@ -236,6 +236,21 @@ TEST(ExperimentStages, PilotPicksByTheRuleAndTestUsesThePicks) {
                {"--envelope", "80", "60"});
 }
 
+// --budget long picks NAME-long; an experiment without one, or another word, is exit 2 naming
+// --budget (and the experiments that have a long budget).
+TEST(ExperimentStages, CliBudgetLong) {
+  const CliResult none = run_cli("experiment esp-paper --budget long --quick");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--budget"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("head-sweep-budget"), std::string::npos) << none.err;
+  const CliResult word = run_cli("experiment head-sweep-budget --budget longer --quick");
+  EXPECT_EQ(word.exit_code, 2);
+  EXPECT_NE(word.err.find("--budget"), std::string::npos) << word.err;
+  const CliResult quick = run_cli("experiment head-sweep-budget --budget long --quick --quiet");
+  ASSERT_EQ(quick.exit_code, 0) << quick.err;
+  EXPECT_NE(quick.out.find("head-sweep-budget-long"), std::string::npos) << quick.out;
+}
+
 TEST(ExperimentStages, CliStageErrors) {
   const CliResult no_stage = run_cli("experiment esp-paper --steps 10");
   EXPECT_EQ(no_stage.exit_code, 2);

@@ -32,7 +32,7 @@ using nlohmann::json;
 namespace ex = headcount::experiments;
 
 struct ExperimentArgs {
-  std::string name, out, json_out, from, stage, envelope, compare_with;
+  std::string name, out, json_out, from, stage, envelope, compare_with, budget = "default";
   int seeds = 3, first_seed = 1;
   bool seeds_given = false;
   std::int64_t steps = 0;  // 0: the experiment's default
@@ -192,6 +192,22 @@ void run_probe_command(const ExperimentArgs& a, const ex::Experiment& experiment
               probe["estimated_seconds"].get<double>());
 }
 
+// --budget long runs NAME's long budget, registered as its own experiment NAME-long (its own
+// pre-registration and JSON, so the default's result keeps reproducing); --budget default, NAME.
+std::string long_budget_name(const std::vector<ex::ExperimentSpec>& specs,
+                             const ExperimentArgs& a) {
+  if (a.budget == "default") return a.name;
+  HEADCOUNT_CHECK(a.budget == "long", "--budget", "default or long", concat("\"", a.budget, "\""));
+  std::string with_long;
+  for (const ex::ExperimentSpec& s : specs) {
+    if (s.name == a.name + "-long") return s.name;
+    if (s.name.ends_with("-long"))
+      with_long += (with_long.empty() ? "" : ", ") + s.name.substr(0, s.name.size() - 5);
+  }
+  fail("--budget", concat("long only for an experiment with a registered long budget (", with_long,
+                          "), got long for ", a.name));
+}
+
 void run_experiment_command(const ExperimentArgs& a) {
   if (a.list) {
     std::printf("%s\n", list_text().c_str());
@@ -207,7 +223,7 @@ void run_experiment_command(const ExperimentArgs& a) {
     return;
   }
   const std::vector<ex::ExperimentSpec> specs = ex::experiment_specs();
-  const ex::ExperimentSpec& spec = ex::find_experiment(specs, a.name);
+  const ex::ExperimentSpec& spec = ex::find_experiment(specs, long_budget_name(specs, a));
   HEADCOUNT_CHECK(a.seeds >= 1 && a.seeds <= 1000, "--seeds", "in [1, 1000]", a.seeds);
   HEADCOUNT_CHECK(!a.steps_given || a.steps >= 1, "--steps", ">= 1", a.steps);
   HEADCOUNT_CHECK(a.threads >= 1 && a.threads <= 1024, "--threads", "in [1, 1024]", a.threads);
@@ -303,6 +319,10 @@ void register_experiment(CLI::App& app) {
                   "models it retrains (their test losses must be equal)");
   cmd->add_option("--envelope", args->envelope,
                   "--stage test: the pilot's result JSON (each cell's learning rate)");
+  cmd->add_option("--budget", args->budget,
+                  "default, or long: the experiment's registered long budget (NAME-long, e.g. "
+                  "head-sweep-budget --budget long), its own pre-registration and JSON")
+      ->capture_default_str();
   cmd->add_option_function<std::int64_t>(
       "--steps", [args](std::int64_t v) { args->steps = v, args->steps_given = true; },
       "training steps of every run (default: the experiment's)");
