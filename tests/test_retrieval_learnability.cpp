@@ -62,6 +62,23 @@ TEST(RetrievalLearnability, JudgeFollowsTheRegisteredRule) {
   EXPECT_EQ(judge(e, {{h2, 4}, {h1, 5}, {h8, 8}})[0].verdict, ex::Verdict::not_shown);
 }
 
+// The long budget: the primary's two cells and the pair control at 3 x the steps.
+TEST(RetrievalLearnability, LongBudgetKeepsThePrimaryAndTheControl) {
+  const ex::Experiment d = ex::make_retrieval_learnability({}),
+                       l = ex::make_retrieval_learnability_long({});
+  EXPECT_EQ(l.name, "retrieval-learnability-long");
+  EXPECT_EQ(l.prereg, "bench/prereg/retrieval-learnability-long-v1.md");
+  std::vector<std::string> ids;
+  for (const ex::Cell& c : l.cells) {
+    ids.push_back(c.id);
+    EXPECT_EQ(c.config.steps, 3 * d.cells.front().config.steps);
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"key-value attn+MLP h=1", "key-value attn+MLP h=2",
+                                           "pair attn+MLP h=1", "pair attn+MLP h=8"}));
+  EXPECT_EQ(l.lr_grid, d.lr_grid);
+  EXPECT_EQ(l.evaluation_seeds, d.evaluation_seeds);
+}
+
 TEST(RetrievalLearnability, QuickRunScoresTheTestSplit) {
   const fs::path dir = fs::temp_directory_path() / ("hc-eb-" + std::to_string(::getpid()));
   fs::remove_all(dir);

@@ -18,8 +18,10 @@ Experiment make_head_sweep_budget(
 Experiment make_head_sweep_budget_long(
     const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C d at 4N)
 Experiment make_retrieval_learnability(
-    const ExperimentOptions& options);                           // retrieval_learnability.cpp (E-B)
-Experiment make_mqar_headdim(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D)
+    const ExperimentOptions& options);  // retrieval_learnability.cpp (E-B)
+Experiment make_retrieval_learnability_long(
+    const ExperimentOptions& options);  // retrieval_learnability.cpp (E-B, 3 x the steps)
+Experiment make_mqar_headdim(const ExperimentOptions& options);     // mqar_headdim.cpp (E-D)
 Experiment make_mqar_headdim_v2(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v2)
 Experiment make_mqar_headdim_v3(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v3)
 Experiment make_mqar_headdim_v4(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v4)

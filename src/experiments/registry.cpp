@@ -35,6 +35,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-B: multi-retrieval key-value (a content relation and an offset), h = 1..8, "
                   "attention + MLP and attention-only, success counts on test; pair control",
        .make = make_retrieval_learnability},
+      {.name = "retrieval-learnability-long",
+       .summary = "E-B, the long budget: key-value at h = 1 and 2 (attention + MLP) and the pair "
+                  "control at 3 x the steps, own pilot, fresh seeds 201-208",
+       .make = make_retrieval_learnability_long},
       {.name = "mqar-headdim",
        .summary = "E-D: MQAR (8 pairs, 64 keys), 2 layers, h = 1..32 heads of 64/h plus h = 32 "
                   "at head_dim 16; lr per cell from a pilot on dev, 5 paired seeds on test",

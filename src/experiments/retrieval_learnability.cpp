@@ -307,4 +307,26 @@ Experiment make_retrieval_learnability(const ExperimentOptions& o) {
   return e;
 }
 
+// The long budget (bench/prereg/retrieval-learnability-long-v1.md; the protocol's "3x the steps
+// under the same rule: does one head get there later?"): the primary's two cells (attention +
+// MLP, h = 1 and 2) and the pair control at 3 x 3,600 steps, their own pilot, fresh seeds.
+Experiment make_retrieval_learnability_long(const ExperimentOptions& o) {
+  ExperimentOptions longer = o;
+  if (longer.steps == 0 && !o.quick) longer.steps = 3 * kSteps;
+  Experiment e = make_retrieval_learnability(longer);
+  e.name = "retrieval-learnability-long";
+  e.summary =
+      "E-B, the long budget: key-value at h = 1 and 2 (attention + MLP) and the pair control at "
+      "3 x the steps, own pilot, fresh seeds; does one head get there later?";
+  e.prereg = "bench/prereg/retrieval-learnability-long-v1.md";
+  e.budget_seconds = 0;  // no probe: 3 x the default's steps by registration
+  std::erase_if(e.cells, [](const Cell& c) {
+    return c.labels.at("task") == "key-value" &&
+           (c.labels.at("arch") != kMlp || c.labels.at("heads").get<std::int64_t>() > 2);
+  });
+  e.budget = concat(e.budget, " Long budget: 3 x ", kSteps,
+                    " steps; attention + MLP h = 1, 2 and the pair control only.");
+  return e;
+}
+
 }  // namespace headcount::experiments
