@@ -74,6 +74,26 @@ TEST(ScaleEnvelope, GridHasTenCellsAndReusesECsCell) {
   }
 }
 
+// The long budget: the default's ten cells, each at 4N, only the steps (and the schedule's
+// length) changed, under its own registration.
+TEST(ScaleEnvelope, LongBudgetIsTheSameGridAtFourN) {
+  const ex::Experiment base = ex::make_scale_envelope({});
+  const ex::Experiment e = ex::make_scale_envelope_long({});
+  EXPECT_EQ(e.name, "scale-envelope-long");
+  EXPECT_EQ(e.prereg, "bench/prereg/scale-envelope-long-v1.md");
+  EXPECT_EQ(e.budget_seconds, 0);
+  EXPECT_NE(e.budget.find("9600 steps (4N"), std::string::npos) << e.budget;
+  ASSERT_EQ(e.cells.size(), base.cells.size());
+  for (std::size_t i = 0; i < e.cells.size(); ++i) {
+    EXPECT_EQ(e.cells[i].id, base.cells[i].id);
+    EXPECT_EQ(e.cells[i].config.steps, 4 * base.cells[i].config.steps);
+    train::TrainConfig same = e.cells[i].config;
+    same.steps = base.cells[i].config.steps;
+    same.optim = base.cells[i].config.optim;
+    EXPECT_EQ(train::to_json(same), train::to_json(base.cells[i].config)) << e.cells[i].id;
+  }
+}
+
 // qk_init_std scales the Q and K columns of W_qkv only, from the same draws.
 TEST(ScaleEnvelope, QueryKeyInitScalesOnlyThoseColumns) {
   train::ModelConfig c{.vocab = 11,

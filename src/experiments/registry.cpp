@@ -71,6 +71,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-E: E-C's char LM at h = 1 and 16, score scale none / 1/sqrt(d_k) / "
                   "1/sqrt(d), W_Q/W_K init 0.02 or 0.125 (10 cells), lr per cell from a pilot",
        .make = make_scale_envelope},
+      {.name = "scale-envelope-long",
+       .summary = "E-E, the long budget: the ten cells at 4N = 9,600 steps with their own pilot "
+                  "at 4N, fresh seeds 601-605",
+       .make = make_scale_envelope_long},
       {.name = "small-heads",
        .summary = "E-G: E-C's char-LM models at h = 1, 4, 8 (retrained, deterministic): "
                   "previous-token, induction and sink heads; pruning by importance (--seeds 5)",

@@ -271,4 +271,23 @@ Experiment make_scale_envelope(const ExperimentOptions& o) {
   return e;
 }
 
+// E-E's long budget (bench/prereg/scale-envelope-long-v1.md): the same ten cells, judge and gates
+// with both stages at 4N = 9,600 steps, its own pilot, fresh evaluation seeds (601-605, from the
+// command line). The rules are the default's: a long-run verdict sits beside the default one.
+Experiment make_scale_envelope_long(const ExperimentOptions& o) {
+  ExperimentOptions longer = o;
+  if (longer.steps == 0 && !o.quick) longer.steps = 4 * head_sweep_tuned_steps(false);
+  Experiment e = make_scale_envelope(longer);
+  e.name = "scale-envelope-long";
+  e.summary =
+      "E-E, the long budget: the ten cells at 4N = 9,600 steps, their own pilot at 4N, fresh "
+      "seeds 601-605";
+  e.prereg = "bench/prereg/scale-envelope-long-v1.md";
+  e.budget_seconds = 0;  // no probe: the steps are 4N by registration, not a timing
+  const std::string default_steps = " steps (E-C's N)";
+  if (const auto at = e.budget.find(default_steps); at != std::string::npos)
+    e.budget.replace(at, default_steps.size(), " steps (4N, the protocol's long budget)");
+  return e;
+}
+
 }  // namespace headcount::experiments
