@@ -27,12 +27,12 @@ Experiment make_mqar_headdim_v3(const ExperimentOptions& options);  // mqar_head
 Experiment make_mqar_headdim_v4(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v4)
 Experiment make_scale_envelope(const ExperimentOptions& options);   // scale_envelope.cpp (E-E)
 Experiment make_scale_envelope_long(
-    const ExperimentOptions& options);  // scale_envelope.cpp (E-E at 4N)
-Experiment make_small_heads(const ExperimentOptions& options);      // small_heads.cpp (E-G)
-Experiment make_small_heads_v2(const ExperimentOptions& options);   // small_heads.cpp (E-G v2)
-Experiment make_small_heads_v3(const ExperimentOptions& options);   // small_heads.cpp (E-G v3)
-Experiment make_small_heads_v4(const ExperimentOptions& options);   // small_heads.cpp (E-G v4)
-Experiment make_kv_capacity(const ExperimentOptions& options);      // kv_capacity.cpp (E-F)
+    const ExperimentOptions& options);                             // scale_envelope.cpp (E-E at 4N)
+Experiment make_small_heads(const ExperimentOptions& options);     // small_heads.cpp (E-G)
+Experiment make_small_heads_v2(const ExperimentOptions& options);  // small_heads.cpp (E-G v2)
+Experiment make_small_heads_v3(const ExperimentOptions& options);  // small_heads.cpp (E-G v3)
+Experiment make_small_heads_v4(const ExperimentOptions& options);  // small_heads.cpp (E-G v4)
+Experiment make_kv_capacity(const ExperimentOptions& options);     // kv_capacity.cpp (E-F)
 
 // E-C's char-LM cell (head_sweep_tuned.cpp), which E-E reuses: h heads of head_dim over d_model
 // 64, 2 layers, d_ff 256, context 64, batch 16 (--quick: 1 layer, context 32, batch 8), the
