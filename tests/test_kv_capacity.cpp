@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -31,10 +32,13 @@ struct HandMade {
   std::map<std::string, Values> cells;  // test accuracy per cell (default kPoor)
   Values control_a = kGood, uptrained = kGood, converted = kPoor;
   double pilot_mha = 0.99;
+  std::string key = "validation_accuracy";  // the char-LM arm's: validation_loss
+  double bigram = 0;                        // the char-LM arm's gate reads the task's baseline
 };
 
 std::vector<ex::ClaimVerdict> judge(const ex::Experiment& e, const HandMade& h) {
   ex::ExperimentResult r{.experiment = &e};
+  if (h.bigram > 0) r.task = {{"bigram_loss", h.bigram}};
   r.options.pilot = {
       {"envelope",
        {{"cells",
@@ -48,14 +52,14 @@ std::vector<ex::ClaimVerdict> judge(const ex::Experiment& e, const HandMade& h) 
     for (std::size_t s = 0; s < v.size(); ++s) {
       ex::RunRecord run{.cell = i, .seed = s + 1};
       if (c.id == "kv=8")
-        run.measures["final"] = {{"control_a", {{"validation_accuracy", h.control_a[s]}}},
+        run.measures["final"] = {{"control_a", {{h.key, h.control_a[s]}}},
                                  {"conversion",
                                   {{{"kv_heads", 2},
-                                    {"converted", {{"validation_accuracy", h.converted[s]}}},
-                                    {"uptrained", {{"validation_accuracy", h.uptrained[s]}}}},
+                                    {"converted", {{h.key, h.converted[s]}}},
+                                    {"uptrained", {{h.key, h.uptrained[s]}}}},
                                    {{"kv_heads", 1},
-                                    {"converted", {{"validation_accuracy", h.converted[s]}}},
-                                    {"uptrained", {{"validation_accuracy", h.uptrained[s]}}}}}}};
+                                    {"converted", {{h.key, h.converted[s]}}},
+                                    {"uptrained", {{h.key, h.uptrained[s]}}}}}}};
       r.runs.push_back(run);
     }
   }
@@ -149,6 +153,81 @@ TEST(KvCapacity, UptrainingRecoversFollowsTheRule) {
       ex::Verdict::not_shown);
 }
 
+// Rung 2 (the long budget) is v1's grid with 256 keys: every other field of every cell is v1's.
+TEST(KvCapacity, LongBudgetIsRungTwo) {
+  const ex::Experiment v1 = ex::make_kv_capacity(test_stage());
+  const ex::Experiment e = ex::make_kv_capacity_long(test_stage());
+  EXPECT_EQ(e.name, "kv-capacity-long");
+  EXPECT_EQ(e.prereg, "bench/prereg/kv-capacity-long-v1.md");
+  EXPECT_EQ(e.budget_seconds, 0);
+  EXPECT_NE(e.budget.find("256 keys"), std::string::npos) << e.budget;
+  EXPECT_NE(e.budget.find("seeds 701-705"), std::string::npos) << e.budget;
+  ASSERT_EQ(e.cells.size(), v1.cells.size());
+  for (std::size_t i = 0; i < e.cells.size(); ++i) {
+    EXPECT_EQ(e.cells[i].config.task.at("keys"), 256);
+    train::TrainConfig same = e.cells[i].config;
+    same.task["keys"] = 64;
+    EXPECT_EQ(train::to_json(same), train::to_json(v1.cells[i].config)) << e.cells[i].id;
+  }
+  EXPECT_EQ(ex::make_kv_capacity_long({}).cells.front().config.steps, 14000);
+  // Its rules cite its own registration, in v1's words.
+  const auto v = judge(e, {.cells = {{"kv=8", kGood}, {"kv=1", kPoor}}});
+  EXPECT_EQ(v.at(0).verdict, ex::Verdict::confirmed);
+  EXPECT_TRUE(
+      v.at(0).rule.starts_with("bench/prereg/kv-capacity-long-v1.md: primary kv 8 vs "
+                               "kv 1, paired test accuracy (95 % t-interval, floor 0.02)"))
+      << v.at(0).rule;
+}
+
+// The char-LM arm: E-C's h = 8 cell with fewer K/V heads, at 4N; its rules read test loss (lower
+// is better, floor 0.01 nats) and its gate is E-C's (bigram - 0.25).
+TEST(KvCapacity, CharLmArmJudgesTestLoss) {
+  const ex::Experiment e = ex::make_kv_capacity_charlm_long(test_stage());
+  EXPECT_EQ(e.name, "kv-capacity-charlm-long");
+  EXPECT_EQ(e.prereg, "bench/prereg/kv-capacity-charlm-long-v1.md");
+  EXPECT_EQ(e.metric_kind, ex::MetricKind::loss);
+  ASSERT_EQ(e.cells.size(), 3u);  // kv 8, 2, 1
+  const ex::Experiment ec = ex::make_head_sweep_tuned(test_stage());
+  for (const ex::Cell& c : e.cells) {
+    EXPECT_EQ(c.config.model.kv_heads, c.labels.at("kv_heads").get<std::int64_t>());
+    train::TrainConfig as_ec = c.config;
+    as_ec.model.kv_heads = 0;  // E-C's cell leaves it at "one per query head"
+    for (const ex::Cell& h8 : ec.cells)
+      if (h8.id == "h=8") EXPECT_EQ(train::to_json(as_ec), train::to_json(h8.config)) << c.id;
+  }
+  EXPECT_EQ(ex::make_kv_capacity_charlm_long({}).cells.front().config.steps, 9600);
+  EXPECT_TRUE(e.at_final);
+
+  const Values good = {1.30, 1.31, 1.29, 1.32, 1.30}, near = {1.302, 1.309, 1.293, 1.318, 1.301},
+               worse = {1.40, 1.42, 1.41, 1.39, 1.40};
+  auto verdicts = [&](HandMade h) {
+    h.key = "validation_loss";
+    if (h.bigram == 0) h.bigram = 2.5;
+    for (const char* c : {"kv=8", "kv=2", "kv=1"})
+      if (!h.cells.count(c)) h.cells[c] = good;
+    return judge(e, h);
+  };
+  // The gate: the MHA cell must reach bigram - 0.25.
+  auto v = verdicts({.cells = {{"kv=8", good}}, .bigram = 1.5});
+  EXPECT_EQ(v.at(0).verdict, ex::Verdict::not_learned);
+  EXPECT_EQ(v.at(1).verdict, ex::Verdict::not_learned);
+  // Price of sharing: lower loss at kv 8 confirms; kv 1 equivalent refutes.
+  v = verdicts({.cells = {{"kv=8", good}, {"kv=1", worse}}, .control_a = good, .uptrained = near});
+  EXPECT_EQ(v.at(0).verdict, ex::Verdict::confirmed) << v.at(0).reason;
+  EXPECT_FALSE(v.at(0).numbers.contains("equal_kv_bytes_vs_kv8"));
+  EXPECT_NE(v.at(0).rule.find("paired test loss (95 % t-interval, floor 0.01 nats)"),
+            std::string::npos);
+  v = verdicts({.cells = {{"kv=8", good}, {"kv=1", near}}, .control_a = good, .uptrained = near});
+  EXPECT_EQ(v.at(0).verdict, ex::Verdict::refuted);
+  // Uptraining: equivalent to control A confirms; control A lower refutes.
+  EXPECT_EQ(v.at(1).verdict, ex::Verdict::confirmed) << v.at(1).reason;
+  v = verdicts({.cells = {{"kv=8", good}}, .control_a = good, .uptrained = worse});
+  EXPECT_EQ(v.at(1).verdict, ex::Verdict::refuted);
+  // Scratch kv 2 better than the uptrained model blocks "recovers".
+  v = verdicts({.cells = {{"kv=8", good}, {"kv=2", good}}, .control_a = worse, .uptrained = worse});
+  EXPECT_EQ(v.at(1).verdict, ex::Verdict::not_shown) << v.at(1).reason;
+}
+
 // The helper continues a model exactly as given: with no steps it is the model it was handed.
 TEST(KvCapacity, UptrainingStartsFromTheConvertedModel) {
   ex::ExperimentOptions o = test_stage();
@@ -191,6 +270,28 @@ TEST(KvCapacity, QuickRunCarriesTheConversion) {
   EXPECT_EQ(m.at("uptrain_steps"), 5);
   EXPECT_EQ(m.at("conversion").size(), 2u);
   EXPECT_TRUE(m.at("control_a").contains("validation_accuracy"));
+  EXPECT_TRUE(fs::file_size(dir / "r.html") > 1000);
+  fs::remove_all(dir);
+}
+
+// The char-LM arm through the CLI (`--budget long` finds it): conversion measures in nats.
+TEST(KvCapacity, CharLmArmQuickRun) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("hc-ef-lm-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const CliResult r = run_cli(
+      "experiment kv-capacity-charlm --budget long --quick --threads 2 --quiet --json-out '" +
+      (dir / "r.json").string() + "' --out '" + (dir / "r.html").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(cli_runner_detail::slurp(dir / "r.json"));
+  EXPECT_EQ(j.at("prereg").at("path"), "bench/prereg/kv-capacity-charlm-long-v1.md");
+  EXPECT_EQ(j.at("cells").size(), 2u);
+  ASSERT_EQ(j.at("verdicts").size(), 2u);
+  const json& m = j.at("runs").at(0).at("measures").at("final");
+  EXPECT_EQ(m.at("conversion").size(), 2u);
+  const double control_a = m.at("control_a").at("validation_loss").get<double>();
+  EXPECT_TRUE(std::isfinite(control_a) && control_a > 0);
   EXPECT_TRUE(fs::file_size(dir / "r.html") > 1000);
   fs::remove_all(dir);
 }

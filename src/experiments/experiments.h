@@ -33,6 +33,10 @@ Experiment make_small_heads_v2(const ExperimentOptions& options);  // small_head
 Experiment make_small_heads_v3(const ExperimentOptions& options);  // small_heads.cpp (E-G v3)
 Experiment make_small_heads_v4(const ExperimentOptions& options);  // small_heads.cpp (E-G v4)
 Experiment make_kv_capacity(const ExperimentOptions& options);     // kv_capacity.cpp (E-F)
+Experiment make_kv_capacity_long(
+    const ExperimentOptions& options);  // kv_capacity.cpp (E-F rung 2, 256 keys)
+Experiment make_kv_capacity_charlm_long(
+    const ExperimentOptions& options);  // kv_capacity.cpp (E-F's char-LM arm at 4N)
 
 // E-C's char-LM cell (head_sweep_tuned.cpp), which E-E reuses: h heads of head_dim over d_model
 // 64, 2 layers, d_ff 256, context 64, batch 16 (--quick: 1 layer, context 32, batch 8), the

@@ -95,6 +95,14 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-F: MQAR with 8 query heads over 8 / 2 / 1 K/V heads and an equal-KV-bytes "
                   "arm; MHA mean-pooled to 2 and 1, uptrained, against controls",
        .make = make_kv_capacity},
+      {.name = "kv-capacity-long",
+       .summary = "E-F, the long budget: kv-capacity on MQAR's rung 2 (256 keys) at 14,000 "
+                  "steps, own pilot, fresh seeds 701-705",
+       .make = make_kv_capacity_long},
+      {.name = "kv-capacity-charlm-long",
+       .summary = "E-F's char-LM arm (long budget): E-C's char LM, 8 query heads of 8 over kv 8 / "
+                  "2 / 1 at 4N = 9,600 steps, mean-pooling and uptraining with controls A and B",
+       .make = make_kv_capacity_charlm_long},
   };
 }
 
