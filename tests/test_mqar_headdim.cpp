@@ -93,6 +93,25 @@ TEST(MqarHeaddim, VersionFourOnlyAddsRotaryPositions) {
   }
 }
 
+// The long budget: v4's grid, lr grid and steps on rung 2 (256 keys); nothing else changes.
+TEST(MqarHeaddim, LongBudgetIsVersionFourAtRungTwo) {
+  const ex::Experiment v4 = ex::make_mqar_headdim_v4({}), e = ex::make_mqar_headdim_v4_long({});
+  EXPECT_EQ(e.name, "mqar-headdim-v4-long");
+  EXPECT_EQ(e.prereg, "bench/prereg/mqar-headdim-v4-long-v1.md");
+  EXPECT_EQ(e.budget_seconds, 0);
+  EXPECT_EQ(e.lr_grid, v4.lr_grid);
+  EXPECT_NE(e.budget.find("256 keys (rung 2)"), std::string::npos) << e.budget;
+  EXPECT_NE(e.budget.find("seeds 801-805"), std::string::npos) << e.budget;
+  ASSERT_EQ(e.cells.size(), v4.cells.size());
+  for (std::size_t i = 0; i < e.cells.size(); ++i) {
+    EXPECT_EQ(e.cells[i].config.steps, 7700);
+    train::TrainConfig b = e.cells[i].config;
+    EXPECT_EQ(b.task.at("keys"), 256);
+    b.task["keys"] = 64;
+    EXPECT_EQ(train::to_json(b), train::to_json(v4.cells[i].config)) << e.cells[i].id;
+  }
+}
+
 // The quick run end to end through the CLI: it names v2's pre-registration, trains on the 4-pair
 // rung and scores the test split (a --quick run is not a pilot).
 TEST(MqarHeaddim, QuickRunOfVersionTwoScoresTest) {

@@ -25,7 +25,9 @@ Experiment make_mqar_headdim(const ExperimentOptions& options);     // mqar_head
 Experiment make_mqar_headdim_v2(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v2)
 Experiment make_mqar_headdim_v3(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v3)
 Experiment make_mqar_headdim_v4(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v4)
-Experiment make_scale_envelope(const ExperimentOptions& options);   // scale_envelope.cpp (E-E)
+Experiment make_mqar_headdim_v4_long(
+    const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v4 at rung 2, 256 keys)
+Experiment make_scale_envelope(const ExperimentOptions& options);  // scale_envelope.cpp (E-E)
 Experiment make_scale_envelope_long(
     const ExperimentOptions& options);                             // scale_envelope.cpp (E-E at 4N)
 Experiment make_small_heads(const ExperimentOptions& options);     // small_heads.cpp (E-G)

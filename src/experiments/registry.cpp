@@ -55,6 +55,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-D v4: v3 with rotary positions instead of the learned position table "
                   "(registered after v3's test; fresh seeds 201-205)",
        .make = make_mqar_headdim_v4},
+      {.name = "mqar-headdim-v4-long",
+       .summary = "E-D, the long budget: mqar-headdim-v4 on MQAR's rung 2 (256 keys) at 7,700 "
+                  "steps, own pilot, fresh seeds 801-805",
+       .make = make_mqar_headdim_v4_long},
       {.name = "head-sweep-tuned",
        .summary = "E-C: char LM, h = 1..32 heads of 64/h at fixed d_model, lr per cell from a "
                   "pilot on dev, 5 paired seeds on test, plus head_dim 16 at h = 32",
