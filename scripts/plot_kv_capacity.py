@@ -58,7 +58,7 @@ def main(result_path, out_path):
     if loss:
         gate = task["bigram_loss"] - BIGRAM_MARGIN
         title = "char LM (E-C's, h = 8), 8 query heads: test loss per seed (nats/char)"
-        values = [v for col in cols for v in col[3] if v < 2 * gate] + [gate]
+        values = [v for col in cols for v in col[3] if v <= gate] + [gate]
         lo, hi = min(values) - 0.02, max(values) + 0.02
         ticks = [round(lo + (hi - lo) * k / 4, 3) for k in range(5)]
     else:
@@ -83,6 +83,9 @@ def main(result_path, out_path):
         mean = sum(values) / len(values)
         svg.append(f'<line x1="{cx - 16}" x2="{cx + 16}" y1="{y_of(mean)}" y2="{y_of(mean)}" '
                    f'stroke="{color}" stroke-width="2"/>')
+        if mean > hi or mean < lo:  # off the axis: say where
+            svg.append(f'<text x="{cx}" y="{y_of(mean) + (12 if mean > hi else -4)}" '
+                       f'text-anchor="middle" fill="{color}">{mean:.2f}</text>')
         svg.append(f'<text x="{cx}" y="{y0 + PANEL_H + 16}" text-anchor="middle">{label}</text>')
         svg.append(f'<text x="{cx}" y="{y0 + PANEL_H + 30}" text-anchor="middle" '
                    f'fill="#555">{sub}</text>')
