@@ -6,6 +6,7 @@ evaluation seed as black ticks beside it, and the elimination guess H_N/N (the u
 among the row's values not yet asked for) dashed. Plain SVG, no plotting library.
 
 Usage: scripts/plot_mqar_headdim.py OUT.svg PILOT.json[,TEST.json] ...
+(docs/claims/mqar-headdim.svg: v1 pilot, then v2, v3, v4 and v4-long as PILOT,TEST pairs)
 """
 import json
 import math
@@ -41,7 +42,8 @@ def panel(svg, x0, y0, pilot, test):
     steps = pilot["runs"][0]["config"]["train"]["steps"]
     framed_panel(svg, x0, y0, PANEL_W, PANEL_H, name, y_of, title_gap=22)
     svg.append(f'<text x="{x0 + PANEL_W / 2}" y="{y0 - 8}" text-anchor="middle">'
-               f'{task["num_pairs"]} pairs, seq {task["seq_len"]}, {steps} steps</text>')
+               f'{task["num_pairs"]} pairs, {task["keys"]} keys, seq {task["seq_len"]}, '
+               f'{steps} steps</text>')
     dashed(svg, x0, x0 + PANEL_W, y_of(elimination_guess(task["num_pairs"])))
     for ci, cell in enumerate(CELLS):
         svg.append(f'<text x="{x_of(ci)}" y="{y0 + PANEL_H + 16}" text-anchor="middle">'
