@@ -251,13 +251,11 @@ Experiment make_head_sweep_budget(const ExperimentOptions& o) {
 Experiment make_head_sweep_budget_long(const ExperimentOptions& o) {
   ExperimentOptions longer = o;
   if (longer.steps == 0 && !o.quick) longer.steps = 4 * kSteps;
-  Experiment e = make_head_sweep_budget(longer);
-  e.name = "head-sweep-budget-long";
-  e.summary =
+  Experiment e = as_long_budget(
+      make_head_sweep_budget(longer), "head-sweep-budget-long",
       "E-C (d), the long budget: h = 1, 4, 8 at 4N = 9,600 steps with their own pilot; the gap "
-      "h=4 - h=1 against the N test on the same seeds (--compare-with)";
-  e.prereg = "bench/prereg/head-sweep-budget-long-v1.md";
-  e.budget_seconds = 0;  // no probe: the steps are 4N by registration, not a timing
+      "h=4 - h=1 against the N test on the same seeds (--compare-with)",
+      "bench/prereg/head-sweep-budget-long-v1.md");
   std::erase_if(e.cells, [&](const Cell& c) {
     const auto h = c.labels.at("heads").get<std::int64_t>();
     return !(h == 1 || h == 4 || h == 8);

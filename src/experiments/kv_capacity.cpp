@@ -444,13 +444,12 @@ Experiment make_kv_capacity(const ExperimentOptions& o) {
 // Rung 2: v1 with 256 keys, at v1's 14,000 steps (no probe: the long budget is registered by its
 // steps), its own pilot and fresh evaluation seeds (701-705, from the command line).
 Experiment make_kv_capacity_long(const ExperimentOptions& o) {
+  const std::string prereg = "bench/prereg/kv-capacity-long-v1.md";
   Experiment e =
-      mqar_experiment(o, kRungTwoKeys, mqar_design("bench/prereg/kv-capacity-long-v1.md"));
-  e.name = "kv-capacity-long";
-  e.summary =
-      "E-F, the long budget: kv-capacity on MQAR's rung 2 (256 keys) at 14,000 steps, own pilot, "
-      "fresh seeds 701-705";
-  e.budget_seconds = 0;
+      as_long_budget(mqar_experiment(o, kRungTwoKeys, mqar_design(prereg)), "kv-capacity-long",
+                     "E-F, the long budget: kv-capacity on MQAR's rung 2 (256 keys) at "
+                     "14,000 steps, own pilot, fresh seeds 701-705",
+                     prereg);
   const std::string probe_text =
       "then seeds 1-5 scored once on test; steps from the probe (R10: 19 minutes on 2 idle cores).";
   if (const auto at = e.budget.find(probe_text); at != std::string::npos)

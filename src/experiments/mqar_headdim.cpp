@@ -238,13 +238,10 @@ Experiment make_mqar_headdim_v4(const ExperimentOptions& o) {
 // keys (values stay 64), at v4's 7,700 steps, its own pilot, fresh seeds 801-805. With four
 // times the keys to tell apart, head_dim 2 and 4 have less room still; the rule is v4's.
 Experiment make_mqar_headdim_v4_long(const ExperimentOptions& o) {
-  Experiment e = make_mqar_headdim_version(o, 4);
-  e.name = "mqar-headdim-v4-long";
-  e.summary =
-      "E-D, the long budget: mqar-headdim-v4 on MQAR's rung 2 (256 keys) at v4's 7,700 steps, "
-      "own pilot, fresh seeds 801-805";
-  e.prereg = "bench/prereg/mqar-headdim-v4-long-v1.md";
-  e.budget_seconds = 0;  // no probe: the steps are v4's by registration
+  Experiment e = as_long_budget(make_mqar_headdim_version(o, 4), "mqar-headdim-v4-long",
+                                "E-D, the long budget: mqar-headdim-v4 on MQAR's rung 2 (256 "
+                                "keys) at v4's 7,700 steps, own pilot, fresh seeds 801-805",
+                                "bench/prereg/mqar-headdim-v4-long-v1.md");
   for (Cell& c : e.cells) c.config.task["keys"] = 256;
   auto replace = [&](const std::string& from, const std::string& to) {
     if (const auto at = e.budget.find(from); at != std::string::npos)

@@ -313,13 +313,11 @@ Experiment make_retrieval_learnability(const ExperimentOptions& o) {
 Experiment make_retrieval_learnability_long(const ExperimentOptions& o) {
   ExperimentOptions longer = o;
   if (longer.steps == 0 && !o.quick) longer.steps = 3 * kSteps;
-  Experiment e = make_retrieval_learnability(longer);
-  e.name = "retrieval-learnability-long";
-  e.summary =
+  Experiment e = as_long_budget(
+      make_retrieval_learnability(longer), "retrieval-learnability-long",
       "E-B, the long budget: key-value at h = 1 and 2 (attention + MLP) and the pair control at "
-      "3 x the steps, own pilot, fresh seeds; does one head get there later?";
-  e.prereg = "bench/prereg/retrieval-learnability-long-v1.md";
-  e.budget_seconds = 0;  // no probe: 3 x the default's steps by registration
+      "3 x the steps, own pilot, fresh seeds; does one head get there later?",
+      "bench/prereg/retrieval-learnability-long-v1.md");
   std::erase_if(e.cells, [](const Cell& c) {
     return c.labels.at("task") == "key-value" &&
            (c.labels.at("arch") != kMlp || c.labels.at("heads").get<std::int64_t>() > 2);

@@ -277,13 +277,10 @@ Experiment make_scale_envelope(const ExperimentOptions& o) {
 Experiment make_scale_envelope_long(const ExperimentOptions& o) {
   ExperimentOptions longer = o;
   if (longer.steps == 0 && !o.quick) longer.steps = 4 * head_sweep_tuned_steps(false);
-  Experiment e = make_scale_envelope(longer);
-  e.name = "scale-envelope-long";
-  e.summary =
-      "E-E, the long budget: the ten cells at 4N = 9,600 steps, their own pilot at 4N, fresh "
-      "seeds 601-605";
-  e.prereg = "bench/prereg/scale-envelope-long-v1.md";
-  e.budget_seconds = 0;  // no probe: the steps are 4N by registration, not a timing
+  Experiment e = as_long_budget(make_scale_envelope(longer), "scale-envelope-long",
+                                "E-E, the long budget: the ten cells at 4N = 9,600 steps, their "
+                                "own pilot at 4N, fresh seeds 601-605",
+                                "bench/prereg/scale-envelope-long-v1.md");
   const std::string default_steps = " steps (E-C's N)";
   if (const auto at = e.budget.find(default_steps); at != std::string::npos)
     e.budget.replace(at, default_steps.size(), " steps (4N, the protocol's long budget)");

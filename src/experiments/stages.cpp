@@ -286,4 +286,13 @@ ExperimentResult run_test(Context& ctx, const Experiment& e, const ExperimentOpt
   return result;
 }
 
+Experiment as_long_budget(Experiment base, std::string name, std::string summary,
+                          std::string prereg) {
+  base.name = std::move(name);
+  base.summary = std::move(summary);
+  base.prereg = std::move(prereg);
+  base.budget_seconds = 0;
+  return base;
+}
+
 }  // namespace headcount::experiments

@@ -16,6 +16,12 @@
 
 namespace headcount::experiments {
 
+// A registered long budget, NAME-long (`--budget long`): `base`, the default's design at the
+// long budget's steps or rung, under its own name, summary and pre-registration, and with no
+// probe (its steps are fixed by that registration, not by a timing).
+Experiment as_long_budget(Experiment base, std::string name, std::string summary,
+                          std::string prereg);
+
 // The probe's JSON document ("format": kProbeFormat). Runs each cell on a 1-thread Context.
 inline constexpr const char* kProbeFormat = "headcount-experiment-probe-v1";
 nlohmann::json run_probe(const Experiment& experiment, const ExperimentOptions& options,
