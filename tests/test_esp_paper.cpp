@@ -236,6 +236,18 @@ TEST(ExperimentStages, PilotPicksByTheRuleAndTestUsesThePicks) {
                {"--envelope", "80", "60"});
 }
 
+// A long budget restates the default's budget text; a phrase that is not there is an error naming
+// the experiment, not a silent no-op that would leave the default's steps or seeds on the page.
+TEST(ExperimentStages, RestateBudgetNeedsItsPhrase) {
+  ex::Experiment e = ex::as_long_budget(ex::make_scale_envelope({}), "scale-envelope-x", "summary",
+                                        "bench/prereg/x.md");
+  EXPECT_EQ(e.budget_seconds, 0);
+  ex::restate_budget(e, " steps (E-C's N)", " steps (4N)");
+  EXPECT_NE(e.budget.find(" steps (4N)"), std::string::npos);
+  expect_error([&] { ex::restate_budget(e, " steps (E-C's N)", " steps (4N)"); },
+               {"experiment scale-envelope-x", "steps (E-C's N)"});
+}
+
 // --budget long picks NAME-long; an experiment without one, or another word, is exit 2 naming
 // --budget (and the experiments that have a long budget).
 TEST(ExperimentStages, CliBudgetLong) {

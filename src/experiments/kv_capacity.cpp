@@ -61,7 +61,6 @@ struct Design {
   MetricKind kind = MetricKind::accuracy;
   std::string quality;  // what sharing costs, in the claim: "recall on a task ..."
   std::string as_well;  // the refuted reason's: "recalls as well as eight"
-  std::string floor;    // the rule's floor, in words
   std::string metric_key() const {
     return kind == MetricKind::accuracy ? "validation_accuracy" : "validation_loss";
   }
@@ -70,18 +69,20 @@ Design mqar_design(std::string prereg) {
   return {.prereg = std::move(prereg),
           .kind = MetricKind::accuracy,
           .quality = "recall on a task the MHA model learns",
-          .as_well = "recalls as well as eight",
-          .floor = "0.02"};
+          .as_well = "recalls as well as eight"};
 }
 Design char_lm_design() {
   return {.prereg = "bench/prereg/kv-capacity-charlm-long-v1.md",
           .kind = MetricKind::loss,
           .quality = "quality (test loss) in E-C's char LM at h = 8",
-          .as_well = "models the text as well as eight",
-          .floor = "0.01 nats"};
+          .as_well = "models the text as well as eight"};
 }
 const char* metric_word(const Design& d) {
   return d.kind == MetricKind::accuracy ? "accuracy" : "loss";
+}
+// The rule's floor in words, from verdict.h's: "0.02" (accuracy), "0.01 nats" (loss).
+std::string floor_text(const Design& d) {
+  return concat(practical_floor(d.kind), d.kind == MetricKind::loss ? " nats" : "");
 }
 
 std::string cell_id(std::int64_t kv) { return concat("kv=", kv); }
@@ -176,7 +177,7 @@ ClaimVerdict price_of_sharing(const ExperimentResult& r, bool smoke, const Desig
       .id = "kv-capacity.sharing-costs-recall",
       .claim = concat("sharing K/V across query heads (GQA, MQA) costs ", d.quality),
       .rule = concat(d.prereg, ": primary kv 8 vs kv 1, paired test ", metric_word(d),
-                     " (95 % t-interval, floor ", d.floor,
+                     " (95 % t-interval, floor ", floor_text(d),
                      "); confirmed iff kv 8 beats kv 1 and kv 2 does not beat kv 8; refuted iff "
                      "kv 1 is equivalent to kv 8 or beats it; not shown otherwise")};
   if (smoke) {
@@ -220,7 +221,7 @@ ClaimVerdict uptraining_recovers(const ExperimentResult& r, bool smoke, const De
       .rule = concat(d.prereg,
                      ": primary uptrained G = 2 vs control A (the MHA model on the same steps and "
                      "schedule), paired test ",
-                     metric_word(d), " (95 % t-interval, floor ", d.floor,
+                     metric_word(d), " (95 % t-interval, floor ", floor_text(d),
                      "); confirmed iff they are equivalent or uptrained is better, and control B "
                      "(scratch kv 2) does not beat uptrained; refuted iff control A beats "
                      "uptrained; not shown otherwise")};
@@ -450,12 +451,12 @@ Experiment make_kv_capacity_long(const ExperimentOptions& o) {
                      "E-F, the long budget: kv-capacity on MQAR's rung 2 (256 keys) at "
                      "14,000 steps, own pilot, fresh seeds 701-705",
                      prereg);
-  const std::string probe_text =
-      "then seeds 1-5 scored once on test; steps from the probe (R10: 19 minutes on 2 idle cores).";
-  if (const auto at = e.budget.find(probe_text); at != std::string::npos)
-    e.budget.replace(at, probe_text.size(),
-                     "then seeds 701-705 scored once on test; rung 1's 14,000 steps (the "
-                     "protocol's long budget).");
+  if (!o.quick)  // a --quick run's budget text names no seeds or probe
+    restate_budget(e,
+                   "then seeds 1-5 scored once on test; steps from the probe (R10: 19 minutes on "
+                   "2 idle cores).",
+                   "then seeds 701-705 scored once on test; rung 1's 14,000 steps (the "
+                   "protocol's long budget).");
   return e;
 }
 

@@ -243,16 +243,13 @@ Experiment make_mqar_headdim_v4_long(const ExperimentOptions& o) {
                                 "keys) at v4's 7,700 steps, own pilot, fresh seeds 801-805",
                                 "bench/prereg/mqar-headdim-v4-long-v1.md");
   for (Cell& c : e.cells) c.config.task["keys"] = 256;
-  auto replace = [&](const std::string& from, const std::string& to) {
-    if (const auto at = e.budget.find(from); at != std::string::npos)
-      e.budget.replace(at, from.size(), to);
-  };
-  replace(" 64 keys,", " 256 keys (rung 2),");
-  replace(
-      "then seeds 1-5 scored once on test; steps from the probe (R10: 19 minutes on 2 idle "
-      "cores).",
-      "then seeds 801-805 scored once on test; v4's 7,700 steps (the protocol's long "
-      "budget).");
+  restate_budget(e, " 64 keys,", " 256 keys (rung 2),");
+  if (!o.quick)  // a --quick run's budget text names no seeds or probe
+    restate_budget(e,
+                   "then seeds 1-5 scored once on test; steps from the probe (R10: 19 minutes on "
+                   "2 idle cores).",
+                   "then seeds 801-805 scored once on test; v4's 7,700 steps (the protocol's "
+                   "long budget).");
   return e;
 }
 

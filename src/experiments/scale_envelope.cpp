@@ -281,9 +281,7 @@ Experiment make_scale_envelope_long(const ExperimentOptions& o) {
                                 "E-E, the long budget: the ten cells at 4N = 9,600 steps, their "
                                 "own pilot at 4N, fresh seeds 601-605",
                                 "bench/prereg/scale-envelope-long-v1.md");
-  const std::string default_steps = " steps (E-C's N)";
-  if (const auto at = e.budget.find(default_steps); at != std::string::npos)
-    e.budget.replace(at, default_steps.size(), " steps (4N, the protocol's long budget)");
+  restate_budget(e, " steps (E-C's N)", " steps (4N, the protocol's long budget)");
   return e;
 }
 

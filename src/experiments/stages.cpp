@@ -295,4 +295,11 @@ Experiment as_long_budget(Experiment base, std::string name, std::string summary
   return base;
 }
 
+void restate_budget(Experiment& e, std::string_view from, std::string_view to) {
+  const auto at = e.budget.find(from);
+  HEADCOUNT_CHECK(at != std::string::npos, concat("experiment ", e.name),
+                  concat("a budget text containing \"", from, "\""), e.budget);
+  e.budget.replace(at, from.size(), to);
+}
+
 }  // namespace headcount::experiments

@@ -11,6 +11,8 @@
 //   test   each cell at its pilot lr, the evaluation seeds (1..n), the verdicts.
 #pragma once
 
+#include <string_view>
+
 #include "experiments/experiment.h"
 #include "experiments/runner.h"
 
@@ -21,6 +23,10 @@ namespace headcount::experiments {
 // probe (its steps are fixed by that registration, not by a timing).
 Experiment as_long_budget(Experiment base, std::string name, std::string summary,
                           std::string prereg);
+// Rewrites the part of `e.budget` (the page's and the JSON's description) that differs at the
+// long budget: `from`, which must be there (an Error naming the experiment otherwise, so a
+// default's reworded text cannot leave a long budget describing the default's steps or seeds).
+void restate_budget(Experiment& e, std::string_view from, std::string_view to);
 
 // The probe's JSON document ("format": kProbeFormat). Runs each cell on a 1-thread Context.
 inline constexpr const char* kProbeFormat = "headcount-experiment-probe-v1";
