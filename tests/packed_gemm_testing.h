@@ -19,7 +19,7 @@ using layers::GemmEpilogue;
 
 inline std::vector<Isa> isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx_bf16})
     if (isa_supported(isa)) out.push_back(isa);
   return out;
 }

@@ -1,5 +1,6 @@
 // The packed GEMM's bf16 path (packed_gemm.h, simd/gemm.h): pack_weights(..., DType::bf16) and
-// packed_gemm on every instruction set this CPU runs (vdpbf16ps on avx512_bf16, widened fp32
+// packed_gemm on every instruction set this CPU runs (AMX tiles on amx_bf16 where k is a multiple
+// of 32, vdpbf16ps on avx512_bf16, widened fp32
 // multiply-adds on avx512, avx2 and generic), each against a float64 reference computed on the
 // bf16-rounded inputs within a bound derived below; the rounding kernel against
 // headcount::to_bf16 bit for bit; and the invariance the encoder relies on: a row's result is
@@ -16,6 +17,7 @@
 #include "headcount/context.h"
 #include "layers/packed_gemm.h"
 #include "packed_gemm_testing.h"
+#include "simd/amx.h"
 #include "simd/gemm.h"
 
 namespace headcount::testing {
@@ -56,7 +58,7 @@ std::vector<float> run(Context& ctx, const std::vector<float>& x, std::int64_t m
 TEST(PackedGemmBf16, MatchesFloat64OnRoundedInputsWithinDerivedBound) {
   for (Isa isa : isas()) {
     Context ctx({.threads = 2, .isa = isa});
-    for (std::int64_t k : {2, 8, 130, 384, 1536})
+    for (std::int64_t k : {2, 8, 32, 96, 130, 384, 1536})  // 32, 96, 384, 1536: AMX steps
       for (std::int64_t n : {1, 17, 64, 65, 130}) {
         if (k == 1536 && n != 65)
           continue;  // the long depth once (depth blocks 0..5 and a partial panel)
@@ -137,6 +139,14 @@ TEST(PackedGemmBf16, RowResultDoesNotDependOnMPositionOrThreads) {
   expect_row_invariance(layers::pack_weights(w.data(), k, n, n, DType::bf16), k, n, 40);
 }
 
+// The same on a depth the AMX tiles take (a multiple of 32): every chunk of 32 rows, every
+// partial tile of 16, a row in the padded last tile of a call.
+TEST(PackedGemmBf16, TileRowResultDoesNotDependOnMPositionOrThreads) {
+  const std::int64_t k = 512, n = 130;
+  const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 5);
+  expect_row_invariance(layers::pack_weights(w.data(), k, n, n, DType::bf16), k, n, 40);
+}
+
 // Without vdpbf16ps (avx512, avx2, generic) packed_gemm widens x once and each panel once per
 // task and runs the fp32 tiles; the bf16 kernel it replaced there widened every pair inside its
 // loop. Both must give the same bits (same exact products, same fp32 accumulation order and
@@ -147,7 +157,8 @@ TEST(PackedGemmBf16, WidenedPathEqualsTheBf16KernelBitwise) {
   int compared = 0;
   for (Isa isa : isas()) {
     const simd::GemmKernels& kernels = simd::gemm_kernels(isa);
-    if (kernels.isa == Isa::avx512_bf16) continue;  // vdpbf16ps: its own kernel, other order
+    if (kernels.isa == Isa::avx512_bf16 || kernels.isa == Isa::amx_bf16)
+      continue;  // vdpbf16ps or tiles: their own kernels, other order
     Context ctx({.threads = 2, .isa = isa});
     for (std::int64_t k : {2, 130, 386})
       for (std::int64_t n : {1, 64, 130}) {
@@ -180,6 +191,31 @@ TEST(PackedGemmBf16, WidenedPathEqualsTheBf16KernelBitwise) {
       }
   }
   EXPECT_GT(compared, 0);  // generic at least
+}
+
+// The AMX kernels are in Isa::amx_bf16's table only, so no other ISA's results change with them
+// (on a CPU without AMX, or with HEADCOUNT_ISA below amx_bf16, the dispatch is as before), and
+// that table has them whenever the ISA resolves to it: bf16 always, int8 with AMX-INT8.
+TEST(PackedGemmBf16, AmxKernelsOnlyInTheAmxTable) {
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512_bf16}) {
+    if (!isa_supported(isa)) continue;
+    const simd::GemmKernels& kernels = simd::gemm_kernels(isa);
+    EXPECT_EQ(kernels.panel_bf16_amx, nullptr) << isa_name(isa);
+    EXPECT_EQ(kernels.panel_i8_amx, nullptr) << isa_name(isa);
+  }
+  if (!isa_supported(Isa::amx_bf16)) {
+    EXPECT_NE(best_isa(), Isa::amx_bf16);
+    GTEST_SKIP() << "no AMX here (or HEADCOUNT_ISA caps it): the AMX table is not reachable";
+  }
+  const simd::GemmKernels& amx = simd::gemm_kernels(Isa::amx_bf16);
+  EXPECT_EQ(amx.isa, Isa::amx_bf16);
+  EXPECT_NE(amx.panel_bf16_amx, nullptr);
+  EXPECT_EQ(amx.panel_i8_amx != nullptr, simd::amx::int8_available());
+  // fp32 and the vector kernels stay avx512_bf16's: fp32 results do not change with AMX.
+  const simd::GemmKernels& below = simd::gemm_kernels(Isa::avx512_bf16);
+  EXPECT_EQ(amx.panel, below.panel);
+  EXPECT_EQ(amx.panel_bf16, below.panel_bf16);
+  EXPECT_EQ(amx.panel_i8, below.panel_i8);
 }
 
 TEST(PackedGemmBf16, BadArgumentsAreErrors) {

@@ -19,6 +19,7 @@
 #include "headcount/context.h"
 #include "layers/packed_gemm.h"
 #include "packed_gemm_testing.h"
+#include "simd/amx.h"
 
 namespace headcount::testing {
 namespace {
@@ -99,7 +100,7 @@ TEST(PackedGemmI8, QuantiserRoundsToNearestAndFlagsBadRows) {
 TEST(PackedGemmI8, ExactIntegerSumsAndDerivedBounds) {
   for (Isa isa : isas()) {
     Context ctx({.threads = 2, .isa = isa});
-    for (std::int64_t k : {4, 8, 388, 1536})
+    for (std::int64_t k : {4, 8, 64, 388, 1536})  // 64, 1536: AMX tile steps
       for (std::int64_t n : {1, 17, 64, 65, 130}) {
         if (k == 1536 && n != 65)
           continue;  // the long depth once (two depth blocks, a partial panel)
@@ -169,6 +170,46 @@ TEST(PackedGemmI8, RowResultDoesNotDependOnMPositionOrThreads) {
   const std::int64_t k = 1540, n = 130;  // three depth blocks, the last 4 deep; a partial panel
   const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 1);
   expect_row_invariance(layers::pack_weights(w.data(), k, n, n, DType::i8), k, n, 40);
+}
+
+// The same on a depth the AMX tiles take (a multiple of 64): every chunk of 32 rows, every
+// partial tile of 16.
+TEST(PackedGemmI8, TileRowResultDoesNotDependOnMPositionOrThreads) {
+  const std::int64_t k = 640, n = 130;
+  const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 4);
+  expect_row_invariance(layers::pack_weights(w.data(), k, n, n, DType::i8), k, n, 40);
+}
+
+// AMX-INT8 (TDPBUSD) against vpdpbusd, bitwise: the same bytes, exact int32 sums and the same
+// epilogue code (gemm_impl.h's finish_i8), over every row count up to three chunks of 32, depths
+// of 1 to 24 tile steps (and one that is not a whole step: vpdpbusd for both), partial panels,
+// both epilogues, 1 and 2 threads; with NaN rows among them.
+TEST(PackedGemmI8, AmxTilesEqualVnniBitwise) {
+  if (!isa_supported(Isa::amx_bf16) || !simd::amx::int8_available())
+    GTEST_SKIP() << "no AMX-INT8 here (or HEADCOUNT_ISA caps it)";
+  ASSERT_NE(simd::gemm_kernels(Isa::amx_bf16).panel_i8_amx, nullptr);
+  for (int threads : {1, 2}) {
+    Context amx({.threads = threads, .isa = Isa::amx_bf16});
+    Context vnni({.threads = threads, .isa = Isa::avx512_bf16});
+    for (std::int64_t k : {64, 68, 384, 1536})
+      for (std::int64_t n : {1, 17, 64, 130}) {
+        const std::vector<float> w = uniform(static_cast<std::size_t>(k * n), 70 + k + n);
+        const std::vector<float> bias = uniform(static_cast<std::size_t>(n), 80 + n, 0.5f);
+        const Tensor packed = layers::pack_weights(w.data(), k, n, n, DType::i8);
+        for (std::int64_t m : {1, 2, 15, 16, 17, 31, 32, 33, 47, 96, 97, 200}) {
+          if (k == 1536 && m != 33 && m != 200) continue;  // the long depth twice
+          std::vector<float> x = uniform(static_cast<std::size_t>(m * k), 90 + m, 3.0f);
+          if (m > 2) x[static_cast<std::size_t>(k + 3)] = std::numeric_limits<float>::quiet_NaN();
+          for (GemmEpilogue e : {GemmEpilogue::none, GemmEpilogue::gelu_erf}) {
+            const std::vector<float> a = run(amx, x, m, k, packed, n, bias.data(), e);
+            const std::vector<float> b = run(vnni, x, m, k, packed, n, bias.data(), e);
+            ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+                << "k " << k << " n " << n << " m " << m << " threads " << threads << " epilogue "
+                << static_cast<int>(e);
+          }
+        }
+      }
+  }
 }
 
 // A row holding a NaN or an infinity comes out NaN (never a finite number made from a

@@ -16,6 +16,8 @@
 #include "headcount/decoder.h"
 #include "headcount/error.h"
 #include "headcount/gguf.h"
+#include "layers/packed_gemm.h"
+#include "simd/qblock.h"
 
 namespace headcount::cli::bench {
 namespace {
@@ -40,9 +42,10 @@ void run_decoder_suite(const DecoderSuiteOptions& o) {
   Context ctx({.threads = o.threads});
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json)
-    std::printf("decoder suite: %s, %d thread%s, median of %d runs\n%-9s %8s %8s %16s %16s\n",
+    std::printf("decoder suite: %s, %d thread%s, median of %d runs\n%-9s %8s %8s %16s %16s  %s\n",
                 o.model.c_str(), o.threads, o.threads == 1 ? "" : "s", o.repeats, "weights",
-                "prompt", "new", "prefill tok/s", "decode tok/s");
+                "prompt", "new", "prefill tok/s", "decode tok/s",
+                "GEMM micro-kernel (prefill / decode)");
   for (const char* name : {"fp32", "bf16", "int8", "quantized"}) {
     std::fprintf(stderr, "bench: loading %s (%s weights)\n", o.model.c_str(), name);
     const LlamaDecoder decoder = LlamaDecoder::load(o.model, parse_decoder_weights(name));
@@ -69,8 +72,19 @@ void run_decoder_suite(const DecoderSuiteOptions& o) {
       decode.push_back(static_cast<double>(new_tokens - 1) /
                        std::chrono::duration<double>(t2 - t1).count());
     }
+    // The projections' micro-kernel (k = d_model) for the prompt's rows and for one new token.
+    const auto kernel = [&](std::int64_t m) -> std::string {
+      const std::string w = name;
+      if (w == "quantized")
+        return detail::concat("GGUF blocks (", isa_name(simd::qblock_kernels(ctx.isa()).isa), ")");
+      const DType dtype = w == "bf16" ? DType::bf16 : w == "int8" ? DType::i8 : DType::f32;
+      return layers::packed_gemm_kernel(ctx.isa(), dtype, decoder.config().d_model, m);
+    };
+    const std::string prefill_kernel = kernel(n), decode_kernel = kernel(1);
     rows.push_back({{"suite", "decoder"},
                     {"weights", name},
+                    {"gemm_kernel_prefill", prefill_kernel},
+                    {"gemm_kernel_decode", decode_kernel},
                     {"threads", o.threads},
                     {"prompt_tokens", n},
                     {"new_tokens", new_tokens},
@@ -79,8 +93,9 @@ void run_decoder_suite(const DecoderSuiteOptions& o) {
                     {"prefill_runs", prefill},
                     {"decode_runs", decode}});
     if (!o.json)
-      std::printf("%-9s %8lld %8lld %16.1f %16.1f\n", name, static_cast<long long>(n),
-                  static_cast<long long>(new_tokens), median(prefill), median(decode));
+      std::printf("%-9s %8lld %8lld %16.1f %16.1f  %s / %s\n", name, static_cast<long long>(n),
+                  static_cast<long long>(new_tokens), median(prefill), median(decode),
+                  prefill_kernel.c_str(), decode_kernel.c_str());
   }
   if (o.json)
     std::printf("%s\n", nlohmann::json{{"suite", "decoder"}, {"rows", rows}}.dump(2).c_str());

@@ -164,9 +164,9 @@ void run_encoder_suite(const EncoderSuiteOptions& o) {
   if (!o.json)
     std::printf(
         "encoder suite: all-MiniLM-L6-v2, %zu sentences of %s, %d thread%s, median of %d "
-        "passes\n%6s %-5s %12s %14s %12s\n",
+        "passes\n%6s %-5s %12s %14s %12s  %s\n",
         texts.size(), o.sentences.c_str(), o.threads, o.threads == 1 ? "" : "s", o.repeats, "batch",
-        "dtype", "seconds", "sentences/s", "tokens/s");
+        "dtype", "seconds", "sentences/s", "tokens/s", "GEMM micro-kernel");
   for (std::int64_t batch : {1, 32})
     for (const BertEncoder* e : {&encoder, &encoder_bf16, &encoder_i8}) {
       const char* dtype = e->dtype() == DType::bf16 ? "bf16"
@@ -176,6 +176,11 @@ void run_encoder_suite(const EncoderSuiteOptions& o) {
                    static_cast<long long>(batch));
       const EncoderTiming t = time_encoder(ctx, *e, texts, batch, o.repeats);
       const double tokens_per_second = static_cast<double>(t.tokens) / t.median_seconds;
+      // The projections' micro-kernel at this batch's mean row count (k = 384: W_qkv, W_o, up).
+      const std::int64_t rows_per_call =
+          (t.tokens * batch + t.sentences / 2) / std::max<std::int64_t>(1, t.sentences);
+      const std::string gemm_kernel =
+          layers::packed_gemm_kernel(ctx.isa(), e->dtype(), 384, rows_per_call);
       rows.push_back({{"suite", "encoder"},
                       {"kernel", "streaming"},
                       {"dtype", dtype},
@@ -185,10 +190,12 @@ void run_encoder_suite(const EncoderSuiteOptions& o) {
                       {"tokens", t.tokens},
                       {"seconds", t.median_seconds},
                       {"sentences_per_second", t.sentences_per_second},
-                      {"tokens_per_second", tokens_per_second}});
+                      {"tokens_per_second", tokens_per_second},
+                      {"gemm_kernel", gemm_kernel}});
       if (!o.json)
-        std::printf("%6lld %-5s %12.3f %14.1f %12.0f\n", static_cast<long long>(batch), dtype,
-                    t.median_seconds, t.sentences_per_second, tokens_per_second);
+        std::printf("%6lld %-5s %12.3f %14.1f %12.0f  %s\n", static_cast<long long>(batch), dtype,
+                    t.median_seconds, t.sentences_per_second, tokens_per_second,
+                    gemm_kernel.c_str());
     }
   if (o.json)
     std::printf("%s\n",

@@ -26,6 +26,9 @@ constexpr int kSlotI8Input = 49, kSlotI8Scales = 50;
 // ... and of x's bf16 values and the bf16 panels widened to fp32 (bf16 weights on an ISA
 // without vdpbf16ps).
 constexpr int kSlotBf16Widened = 51, kSlotBf16WidenedPanels = 52;
+// The AMX kernels read x in whole tiles of 16 rows: the bf16 and int8 copies of x get this many
+// rows more (filled, never read into a kept result).
+constexpr std::int64_t kTilePadRows = 16;
 // ... and of x quantized by blocks for block weights: bytes, then dx, sx and sums per block.
 constexpr int kSlotBlockInput = 54, kSlotBlockScales = 55;
 
@@ -132,6 +135,29 @@ Tensor pack_weights(const float* w, std::int64_t k, std::int64_t n, std::int64_t
 
 namespace {
 
+// Which kernel a dtype's call runs (packed_gemm below, and packed_gemm_kernel's words).
+bool bf16_on_tiles(const simd::GemmKernels& kernels, std::int64_t k) {
+  return kernels.panel_bf16_amx != nullptr && k % 32 == 0;
+}
+bool bf16_widens_once(const simd::GemmKernels& kernels, std::int64_t m) {
+  const bool dot = kernels.isa == Isa::avx512_bf16 || kernels.isa == Isa::amx_bf16;
+  return !dot && m >= tuning::gemm_bf16_widen_min_rows();
+}
+bool i8_on_tiles(const simd::GemmKernels& kernels, std::int64_t k, std::int64_t m) {
+  return kernels.panel_i8_amx != nullptr && k % 64 == 0 && m >= tuning::gemm_i8_amx_min_rows();
+}
+
+// Panels per task on the AMX kernels, which take consecutive panels in one call (simd/gemm.h) and
+// configure the tiles once a call: with few row blocks (a decoded token, batch 1) a task per
+// panel paid that configuration (LDTILECFG) once per panel. Groups are sized to leave about four
+// tasks a worker for the pool to balance. Which panels a task holds changes no result: each
+// output is computed the same way whatever its neighbours.
+std::int64_t tile_panel_group(std::int64_t panels, std::int64_t row_blocks, int threads) {
+  const std::int64_t want_groups =
+      std::max<std::int64_t>(1, (4 * threads + row_blocks - 1) / row_blocks);
+  return std::max<std::int64_t>(1, (panels + want_groups - 1) / want_groups);
+}
+
 // The row count and strides every path checks the same way; false when there is no row (no
 // work, nothing counted), else the multiply-adds are counted.
 bool check_rows_and_count(const PackedGemmArgs& g, std::int64_t k) {
@@ -222,12 +248,18 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
   };
   if (g.w->dtype() == DType::bf16) {
     // x rounded to bf16 once per call, rows split over the pool like the GEMM's tasks (each
-    // row's bits depend on that row only), then the same task split on the bf16 kernel.
+    // row's bits depend on that row only), then the same task split on the bf16 kernel: AMX
+    // tiles where the table has them and k fills whole tile steps, decided by k alone (never
+    // by m: the tiles' sums are not vdpbf16ps's bits, and a row must get the same bits in any
+    // batch).
+    const bool tiles = bf16_on_tiles(kernels, k);
+    const std::int64_t pad = tiles ? kTilePadRows : 0;
     auto* xb = static_cast<std::uint16_t*>(
-        ctx.workspace(kSlotBf16Input, static_cast<std::size_t>(g.m * k) * 2));
+        ctx.workspace(kSlotBf16Input, static_cast<std::size_t>((g.m + pad) * k) * 2));
+    std::fill_n(xb + g.m * k, pad * k, std::uint16_t{0});
     const auto* packed = g.w->data<const std::uint32_t>();
     const std::int64_t lanes = k / 2 * nr;  // 32-bit lanes of one panel
-    if (kernels.isa != Isa::avx512_bf16 && g.m >= tuning::gemm_bf16_widen_min_rows()) {
+    if (bf16_widens_once(kernels, g.m)) {
       // No bf16 dot product: the bf16 kernel would widen every value of every pair for every
       // multiply-add (0.65x the fp32 GEMM's rate on an AVX-512 host without AVX512_BF16,
       // tuning.h).
@@ -265,36 +297,48 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
       return;
     }
     row_pass([&](std::int64_t r) { kernels.to_bf16(g.x + r * g.ldx, xb + r * k, k); });
-    grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
-      const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
-      const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
+    const auto panel_bf16 = tiles ? kernels.panel_bf16_amx : kernels.panel_bf16;
+    const std::int64_t group = tiles ? tile_panel_group(panels, row_blocks, ctx.threads()) : 1;
+    const TaskGrid groups(g.m, (panels + group - 1) / group, ctx.threads());
+    groups.run(ctx, groups.tasks(), [&](std::int64_t task, int) {
+      const std::int64_t p = groups.panel(task) * group, rb = groups.row_block(task);
+      const std::int64_t r0 = groups.first_row(rb), rows = groups.rows(rb);
       if (rows <= 0) return;
-      const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
-      kernels.panel_bf16(xb + r0 * k, k, rows, packed + p * lanes, k,
-                         g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy,
-                         cols, g.epilogue);
+      const std::int64_t c0 = p * nr, cols = std::min(group * nr, g.n - c0);
+      panel_bf16(xb + r0 * k, k, rows, packed + p * lanes, k,
+                 g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
+                 g.epilogue);
     });
     return;
   }
   if (g.w->dtype() == DType::i8) {
     // x quantised once per call, a scale per row, rows split over the pool (each row's bytes
     // and scale depend on that row only), then the usual task split on the int8 kernel.
-    auto* xq =
-        static_cast<std::uint8_t*>(ctx.workspace(kSlotI8Input, static_cast<std::size_t>(g.m * k)));
+    // AMX-INT8 where the table has it, k fills whole tile steps and the call has rows enough
+    // (tuning.h): the int32 sums are exact, so the tiles give the same bits as vpdpbusd and may
+    // be chosen by m.
+    const bool tiles = i8_on_tiles(kernels, k, g.m);
+    const std::int64_t pad = tiles ? kTilePadRows : 0;
+    auto* xq = static_cast<std::uint8_t*>(
+        ctx.workspace(kSlotI8Input, static_cast<std::size_t>((g.m + pad) * k)));
+    std::fill_n(xq + g.m * k, pad * k, std::uint8_t{128});
     auto* scales = static_cast<float*>(
         ctx.workspace(kSlotI8Scales, static_cast<std::size_t>(g.m) * sizeof(float)));
     row_pass(
         [&](std::int64_t r) { kernels.quantize_u8(g.x + r * g.ldx, k, xq + r * k, scales + r); });
     const auto* packed = g.w->data<const std::uint8_t>();
     const std::int64_t panel_bytes = (k + 8) * nr;
-    grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
-      const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
-      const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
+    const auto panel_i8 = tiles ? kernels.panel_i8_amx : kernels.panel_i8;
+    const std::int64_t group = tiles ? tile_panel_group(panels, row_blocks, ctx.threads()) : 1;
+    const TaskGrid groups(g.m, (panels + group - 1) / group, ctx.threads());
+    groups.run(ctx, groups.tasks(), [&](std::int64_t task, int) {
+      const std::int64_t p = groups.panel(task) * group, rb = groups.row_block(task);
+      const std::int64_t r0 = groups.first_row(rb), rows = groups.rows(rb);
       if (rows <= 0) return;
-      const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
-      kernels.panel_i8(xq + r0 * k, k, scales + r0, rows, packed + p * panel_bytes, k,
-                       g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy,
-                       cols, g.epilogue);
+      const std::int64_t c0 = p * nr, cols = std::min(group * nr, g.n - c0);
+      panel_i8(xq + r0 * k, k, scales + r0, rows, packed + p * panel_bytes, k,
+               g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
+               g.epilogue);
     });
     return;
   }
@@ -308,6 +352,26 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
                   g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
                   g.epilogue);
   });
+}
+
+std::string packed_gemm_kernel(Isa isa, DType dtype, std::int64_t k, std::int64_t m) {
+  if (isa == Isa::best) isa = best_isa();
+  const simd::GemmKernels& kernels = simd::gemm_kernels(isa);
+  const char* fma = kernels.isa == Isa::generic ? "SSE2 multiply-add"
+                    : kernels.isa == Isa::avx2  ? "AVX2 FMA"
+                                                : "AVX-512 FMA";
+  if (dtype == DType::bf16) {
+    if (bf16_on_tiles(kernels, k)) return "bf16 AMX tiles (TDPBF16PS)";
+    if (kernels.isa == Isa::avx512_bf16 || kernels.isa == Isa::amx_bf16)
+      return "bf16 dot (vdpbf16ps)";
+    return concat("bf16 widened to fp32, ", fma,
+                  bf16_widens_once(kernels, m) ? " (once per call)" : " (per multiply-add)");
+  }
+  if (dtype == DType::i8) {
+    if (i8_on_tiles(kernels, k, m)) return "int8 AMX tiles (TDPBUSD)";
+    return kernels.i8_dot ? "int8 dot (vpdpbusd)" : "int8 widened 32-bit multiplies";
+  }
+  return concat("fp32 ", fma);
 }
 
 }  // namespace headcount::layers

@@ -17,9 +17,16 @@
 // split over the pool) and accumulates in fp32 with bias and epilogue in fp32, as above. The
 // same invariance holds (a row's rounding and sum depend on that row only);
 // tests/test_packed_gemm_bf16.cpp checks every ISA against float64 on the rounded inputs.
+//
+// AMX (Isa::amx_bf16, the default where the CPU and the OS allow the tiles): bf16 runs on
+// TDPBF16PS and int8 on TDPBUSD (simd/gemm.h's panel_bf16_amx, panel_i8_amx), the panels read
+// as tiles where they lie, so packing does not change. bf16 takes the tiles for every m when k
+// is a multiple of 32 (a matrix's rows all get one kernel, so the invariance holds); int8 from
+// tuning.h's gemm_i8_amx_min_rows() when k is a multiple of 64, bitwise vpdpbusd's result.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "headcount/context.h"
 #include "headcount/tensor.h"
@@ -52,5 +59,10 @@ struct PackedGemmArgs {
 };
 
 void packed_gemm(Context& ctx, const PackedGemmArgs& args);
+
+// The micro-kernel packed_gemm runs for weights of `dtype` (f32, bf16, i8) at depth k and m rows
+// on `isa` (resolved as a Context resolves it), in words for benchmark output, e.g. "bf16 AMX
+// tiles (TDPBF16PS)" or "fp32 FMA (avx512)".
+std::string packed_gemm_kernel(Isa isa, DType dtype, std::int64_t k, std::int64_t m);
 
 }  // namespace headcount::layers

@@ -1,4 +1,5 @@
-// AMX-BF16 tiles for the streaming kernel's bf16 path (Isa::amx_bf16). One TDPBF16PS
+// AMX-BF16 tiles for the streaming kernel's bf16 path (Isa::amx_bf16); the packed GEMM's tiles
+// are in gemm_amx.cpp (simd/gemm.h). One TDPBF16PS
 // multiplies a 16 x 32 bf16 tile by a 32 x 16 one into 16 x 16 fp32: 8192 multiply-adds per
 // instruction, where vdpbf16ps does 32. Layouts (row-major; leading dimensions in elements):
 //   q   bf16 [rows, depth]        rows a multiple of 16, depth a multiple of 32
@@ -15,6 +16,8 @@ namespace headcount::simd::amx {
 // The CPU has AMX-TILE and AMX-BF16 and Linux granted this process the tile state
 // (arch_prctl ARCH_REQ_XCOMP_PERM, asked once).
 bool available();
+// ... and AMX-INT8 too (TDPBUSD: the packed GEMM's int8 path on tiles, simd/gemm.h).
+bool int8_available();
 
 // s[r, c] = sum_d q[r, d] * k[c, d]
 void scores(const std::uint16_t* q, std::int64_t ldq, const std::uint32_t* kt, std::int64_t ldk,

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "simd/amx.h"
+#include "simd/amx_tiles.h"
 
 #define HC_ISA_NS amx_bf16
 #define HC_VEC_FLOATS 16
@@ -22,27 +23,15 @@ namespace {
 
 using i64 = std::int64_t;
 
-struct TileConfig {
-  std::uint8_t palette = 1;
-  std::uint8_t start_row = 0;
-  std::uint8_t reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t rows[16] = {};
-};
-
-// Every tile 16 x 64 bytes; loaded on each call (cheap) because the state is per thread.
-void configure() {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = 16;
-    config.colsb[t] = 64;
-  }
-  _tile_loadconfig(&config);
+// CPUID leaf 7's EDX: bit 22 AMX-BF16, 24 AMX-TILE, 25 AMX-INT8.
+unsigned leaf7_edx() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return 0;
+  return edx;
 }
 
 bool request_permission() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned edx = leaf7_edx();
   const bool amx_bf16 = edx & (1u << 22), amx_tile = edx & (1u << 24);
   if (!amx_bf16 || !amx_tile) return false;
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
@@ -114,9 +103,14 @@ bool available() {
   return ok;
 }
 
+bool int8_available() {
+  static const bool ok = available() && (leaf7_edx() & (1u << 25)) != 0;
+  return ok;
+}
+
 void scores(const std::uint16_t* q, i64 ldq, const std::uint32_t* kt, i64 ldk, i64 depth, float* s,
             i64 lds, i64 rows, i64 keys) {
-  configure();
+  configure_tiles();
   // A tile: 16 query rows x 32 bf16 of depth; B tile: 16 pairs of depth x 16 keys.
   grid(
       rows / 16, keys / 16, depth / 32, [&](i64 r, i64 k) { return q + r * 16 * ldq + k * 32; },
@@ -127,7 +121,7 @@ void scores(const std::uint16_t* q, i64 ldq, const std::uint32_t* kt, i64 ldk, i
 
 void weighted_sum(const std::uint16_t* p, i64 ldp, const std::uint32_t* v, i64 ldv, i64 keys,
                   float* acc, i64 ldacc, i64 rows, i64 width) {
-  configure();
+  configure_tiles();
   // A tile: 16 rows x 32 keys of P; B tile: 16 pairs of keys x 16 columns of V.
   grid(
       rows / 16, width / 16, keys / 32, [&](i64 r, i64 k) { return p + r * 16 * ldp + k * 32; },

@@ -94,6 +94,23 @@ struct GemmKernels {
   void (*panel_i8)(const std::uint8_t* x, std::int64_t ldx, const float* row_scale,
                    std::int64_t rows, const std::uint8_t* panel, std::int64_t k, const float* bias,
                    float* y, std::int64_t ldy, std::int64_t cols, GemmEpilogue epilogue) = nullptr;
+  // AMX tiles (Isa::amx_bf16's table only; null in every other): as panel_bf16 and panel_i8, on
+  // TDPBF16PS and TDPBUSD, the panel layouts above read as tiles where they lie (a bf16 pair row
+  // or an int8 quad row of 16 lanes is one tile row), except that `cols` may pass 64: the
+  // columns of ceil(cols / 64) consecutive panels (bias and y advance with them). k a multiple of
+  // 32 (bf16) or 64 (int8), and x readable for whole tiles of 16 rows: up to 15 rows past `rows`
+  // (any values; their products are dropped), which packed_gemm.cpp pads. int8: the int32 sums are
+  // exact, so the bits are panel_i8's. bf16: each output is still one fp32 accumulator over the
+  // depth in increasing steps of 32, whatever the row's tile or its neighbours (the tile unit's
+  // order inside a step is its own), so the invariance above holds, within the bound of
+  // test_packed_gemm_bf16.cpp but not bitwise vdpbf16ps's result.
+  void (*panel_bf16_amx)(const std::uint16_t* x, std::int64_t ldx, std::int64_t rows,
+                         const std::uint32_t* panel, std::int64_t k, const float* bias, float* y,
+                         std::int64_t ldy, std::int64_t cols, GemmEpilogue epilogue) = nullptr;
+  void (*panel_i8_amx)(const std::uint8_t* x, std::int64_t ldx, const float* row_scale,
+                       std::int64_t rows, const std::uint8_t* panel, std::int64_t k,
+                       const float* bias, float* y, std::int64_t ldy, std::int64_t cols,
+                       GemmEpilogue epilogue) = nullptr;
   // One row of n floats to n bytes q + 128 and its scale (above): 0 for an all-zero row (every
   // byte 128; also a row whose max |x| is so small that 127 / max overflows, below ~3.7e-37), NaN
   // when the row holds a NaN or an infinity (so the row's outputs are NaN).
@@ -111,6 +128,9 @@ struct GemmKernels {
                                float* rstd) = nullptr;
   void (*layer_norm_grad_row)(const float* x, const float* dy, const float* gamma, float mean,
                               float rstd, std::int64_t width, float* dx, bool accumulate) = nullptr;
+  // panel_i8 runs on vpdpbusd (else on widened 32-bit multiplies): for the benchmark's
+  // report of which micro-kernel ran (layers::packed_gemm_kernel).
+  bool i8_dot = false;
 };
 
 const GemmKernels& gemm_kernels(Isa isa);

@@ -9,6 +9,8 @@
 //                  they widen each byte and use 32-bit multiplies (the same integer sums)
 //   HC_WITH_BF16   1 where the ISA has vdpbf16ps (avx512_bf16): the bf16 tiles use it; else
 //                  they widen each bf16 to fp32 (a 16-bit shift) and use the fp32 multiply-add
+//   HC_WITH_AMX    1 in gemm_amx.cpp only: adds the AMX tile kernels (panel_bf16_amx,
+//                  panel_i8_amx) to the table
 //
 // Register tile: R rows x NV vectors, R = HC_TILE_ACC / NV (AVX-512: 6 x 64 columns, a whole
 // panel; AVX2: 6 x 16; generic SSE2: 6 x 8). Per step of d it loads NV vectors of the panel
@@ -27,6 +29,9 @@
 #include "simd/gemm.h"
 #include "simd/tuning.h"
 #include "simd/vec_math.h"
+#if HC_WITH_AMX
+#include "simd/amx_tiles.h"
+#endif
 
 namespace headcount::simd::HC_ISA_NS {
 namespace {
@@ -422,6 +427,15 @@ inline void store_bits_part(float* p, vs v, i64 cols) {
   std::memcpy(p, tmp, static_cast<std::size_t>(cols) * 4);
 }
 
+// An int8 output from its exact int32 sum: the x offset taken out, then the column's and the
+// row's scales, the bias and the epilogue, in fp32. Shared by the register tiles and the AMX
+// kernel, so both give the same bits from the same sums.
+inline vf finish_i8(vs sum, vs offset, vf col_scale, float row_scale, vf bias,
+                    GemmEpilogue epilogue) {
+  const vf s = __builtin_convertvector(sum - offset, vf);
+  return finish(s * (col_scale * splat(row_scale)), bias, epilogue);
+}
+
 template <int R, bool kPrefetch>
 void tile_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, const std::uint32_t* panel,
              i64 q0, i64 q1, const float* col_scale, const std::int32_t* col_offset,
@@ -486,8 +500,7 @@ void tile_i8(const std::uint8_t* x, i64 ldx, const float* row_scale, const std::
         store_bits_part(y + r * ldy + j * W, acc[r][j], cols - j * W);
         continue;
       }
-      const vf sum = __builtin_convertvector(acc[r][j] - off[j], vf);
-      const vf v = finish(sum * (cs[j] * splat(row_scale[r])), bv[j], epilogue);
+      const vf v = finish_i8(acc[r][j], off[j], cs[j], row_scale[r], bv[j], epilogue);
       if ((j + 1) * W <= cols) {
         store(y + r * ldy + j * W, v);
       } else {
@@ -754,24 +767,233 @@ void layer_norm_grad_row(const float* x, const float* dy, const float* gamma, fl
   }
 }
 
+#if HC_WITH_AMX
+// ---- AMX tiles (panel_bf16_amx, panel_i8_amx: gemm.h) -------------------------------------
+//
+// A task's rows go in chunks of 32 (two row tiles); each chunk's 64 columns in two passes of 32
+// (two column tiles), so four accumulator tiles (0-3) are fed by two A tiles (4, 5: x, 16 rows
+// x 64 bytes each) and two B tiles (6, 7: the panel's 16 pair or quad rows x 16 lanes, read in
+// place at the panel's row stride of 256 bytes), each tile loaded feeding two products. The
+// whole depth runs through the accumulators in one pass (no depth blocks: the fp32 or int32
+// tile holds the partial sums), then they go to a small buffer, from which the last step
+// (bias and epilogue; int8: finish_i8) writes the chunk's valid rows and columns of y.
+
+constexpr i64 kTileRows = 16, kChunkRows = 32;
+constexpr i64 kPanelRowBytes = kPanel * 4;  // one pair (bf16) or quad (int8) row of the panel
+
+// Accumulators (NR x NC tiles, 1 or 2 each) over `steps` steps: A tile i of step s at
+// a + i·16·lda + s·a_step (row stride lda bytes), B tile j at b + s·16·256 + j·64 (row stride
+// 256), then stored to out + i·16·256 + j·64 (a [32][64] buffer of 4-byte values).
+template <int NR, int NC, bool kInt8>
+void amx_block(i64 steps, const char* a, i64 lda, i64 a_step, const char* b, char* out) {
+  constexpr i64 b_step = kTileRows * kPanelRowBytes;
+  _tile_zero(0);
+  if constexpr (NC == 2) _tile_zero(1);
+  if constexpr (NR == 2) _tile_zero(2);
+  if constexpr (NR == 2 && NC == 2) _tile_zero(3);
+  for (i64 s = 0; s < steps; ++s) {
+    _tile_loadd(4, a + s * a_step, lda);
+    _tile_loadd(6, b + s * b_step, kPanelRowBytes);
+    if constexpr (kInt8)
+      _tile_dpbusd(0, 4, 6);
+    else
+      _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NC == 2) {
+      _tile_loadd(7, b + s * b_step + 64, kPanelRowBytes);
+      if constexpr (kInt8)
+        _tile_dpbusd(1, 4, 7);
+      else
+        _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (NR == 2) {
+      _tile_loadd(5, a + kTileRows * lda + s * a_step, lda);
+      if constexpr (kInt8)
+        _tile_dpbusd(2, 5, 6);
+      else
+        _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NC == 2) {
+        if constexpr (kInt8)
+          _tile_dpbusd(3, 5, 7);
+        else
+          _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+  }
+  constexpr i64 ldo = kPanel * 4;
+  _tile_stored(0, out, ldo);
+  if constexpr (NC == 2) _tile_stored(1, out + 64, ldo);
+  if constexpr (NR == 2) _tile_stored(2, out + kTileRows * ldo, ldo);
+  if constexpr (NR == 2 && NC == 2) _tile_stored(3, out + kTileRows * ldo + 64, ldo);
+}
+
+// One row tile (rows <= 16: batch 1, a decoded token) against all four column tiles of the panel
+// in one pass over the depth: tiles 0-3 accumulate, 4 holds x, 5-7 the panel (5 twice a step),
+// so each step reads the panel's 16 rows of 256 bytes whole and in order, as the vector kernels
+// stream them, instead of two passes over alternate halves of every line. Each accumulator still
+// takes the same steps in the same order as in amx_block, so a row's bits do not change.
+template <bool kInt8>
+void amx_row_tile(i64 steps, const char* a, i64 lda, i64 a_step, const char* b, char* out) {
+  constexpr i64 b_step = kTileRows * kPanelRowBytes;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  // The panel streams from memory or L3 here (batch 1: a few rows, every weight used once), and
+  // tile loads do not start the hardware prefetcher as the vector kernels' loads do: the rows
+  // gemm_prefetch_rows() ahead are asked for, one prefetch per 64-byte line, as prefetch_row.
+  constexpr i64 ahead = tuning::gemm_prefetch_rows() / kTileRows;  // steps
+  for (i64 s = 0; s < steps; ++s) {
+    const char* bs = b + s * b_step;
+    if (s + ahead < steps)
+#pragma GCC unroll 64
+      for (i64 line = 0; line < b_step / 64; ++line)
+        __builtin_prefetch(bs + ahead * b_step + 64 * line, 0, 3);
+    _tile_loadd(4, a + s * a_step, lda);
+    _tile_loadd(5, bs, kPanelRowBytes);
+    _tile_loadd(6, bs + 64, kPanelRowBytes);
+    _tile_loadd(7, bs + 128, kPanelRowBytes);
+    if constexpr (kInt8) {
+      _tile_dpbusd(0, 4, 5);
+      _tile_dpbusd(1, 4, 6);
+      _tile_dpbusd(2, 4, 7);
+    } else {
+      _tile_dpbf16ps(0, 4, 5);
+      _tile_dpbf16ps(1, 4, 6);
+      _tile_dpbf16ps(2, 4, 7);
+    }
+    _tile_loadd(5, bs + 192, kPanelRowBytes);
+    if constexpr (kInt8)
+      _tile_dpbusd(3, 4, 5);
+    else
+      _tile_dpbf16ps(3, 4, 5);
+  }
+  constexpr i64 ldo = kPanel * 4;
+  _tile_stored(0, out, ldo);
+  _tile_stored(1, out + 64, ldo);
+  _tile_stored(2, out + 128, ldo);
+  _tile_stored(3, out + 192, ldo);
+}
+
+// The products of one chunk of `rows` <= 32 rows of x (a, row stride lda bytes, a_step bytes of
+// A per step) with the panel's first `cols` columns, into out [32][64].
+template <bool kInt8>
+void amx_chunk(i64 rows, i64 cols, i64 steps, const char* a, i64 lda, i64 a_step, const char* panel,
+               char* out) {
+  const bool two_rows = rows > kTileRows;
+  if (!two_rows && cols > 3 * kTileRows)
+    return amx_row_tile<kInt8>(steps, a, lda, a_step, panel, out);
+  for (i64 c0 = 0; c0 < cols; c0 += 2 * kTileRows) {
+    const bool two_cols = cols - c0 > kTileRows;
+    const char* b = panel + c0 * 4;
+    char* o = out + c0 * 4;
+    if (two_rows && two_cols)
+      amx_block<2, 2, kInt8>(steps, a, lda, a_step, b, o);
+    else if (two_rows)
+      amx_block<2, 1, kInt8>(steps, a, lda, a_step, b, o);
+    else if (two_cols)
+      amx_block<1, 2, kInt8>(steps, a, lda, a_step, b, o);
+    else
+      amx_block<1, 1, kInt8>(steps, a, lda, a_step, b, o);
+  }
+}
+
+// Both kernels take `cols` columns of ceil(cols / 64) consecutive panels (gemm.h), so that a
+// task of a few rows (a decoded token) can cover several panels for one LDTILECFG: the
+// configuration zeroes all eight tiles and costs about what one panel's products cost at k 384
+// (`build/gemm_stream 1 1 1 7 bf16`, one thread: 44 GFLOP/s for W_qkv with a configuration per
+// panel, 66 with one per thread).
+void panel_kernel_bf16_amx(const std::uint16_t* x, i64 ldx, i64 rows, const std::uint32_t* panel,
+                           i64 k, const float* bias, float* y, i64 ldy, i64 cols,
+                           GemmEpilogue epilogue) {
+  alignas(64) float acc[kChunkRows][kPanel];
+  // One row tile for the whole call (a few rows): tiles shaped to them; else 16-row tiles.
+  if (rows < kTileRows)
+    amx::configure_tiles_for_rows(static_cast<int>(rows));
+  else
+    amx::configure_tiles();
+  for (i64 c0 = 0; c0 < cols; c0 += kPanel, panel += k / 2 * kPanel) {
+    const i64 panel_cols = std::min<i64>(kPanel, cols - c0);
+    const float* panel_bias = bias == nullptr ? nullptr : bias + c0;
+    for (i64 r0 = 0; r0 < rows; r0 += kChunkRows) {
+      const i64 chunk = std::min(kChunkRows, rows - r0);
+      // A step: 32 depths, 64 bytes of each x row; 16 pair rows of the panel.
+      amx_chunk<false>(chunk, panel_cols, k / 32, reinterpret_cast<const char*>(x + r0 * ldx),
+                       ldx * 2, 64, reinterpret_cast<const char*>(panel),
+                       reinterpret_cast<char*>(acc));
+      for (i64 r = 0; r < chunk; ++r) {
+        vf row[1][kVecs];
+#pragma GCC unroll 16
+        for (int j = 0; j < kVecs; ++j) row[0][j] = load(acc[r] + j * W);
+        store_tile<1>(row, panel_bias, y + (r0 + r) * ldy + c0, ldy, panel_cols, epilogue, true);
+      }
+    }
+  }
+  _tile_release();
+}
+
+void panel_kernel_i8_amx(const std::uint8_t* x, i64 ldx, const float* row_scale, i64 rows,
+                         const std::uint8_t* panel, i64 k, const float* bias, float* y, i64 ldy,
+                         i64 cols, GemmEpilogue epilogue) {
+  alignas(64) std::int32_t acc[kChunkRows][kPanel];
+  // One row tile for the whole call (a few rows): tiles shaped to them; else 16-row tiles.
+  if (rows < kTileRows)
+    amx::configure_tiles_for_rows(static_cast<int>(rows));
+  else
+    amx::configure_tiles();
+  for (i64 c0 = 0; c0 < cols; c0 += kPanel, panel += (k + 8) * kPanel) {
+    const i64 panel_cols = std::min<i64>(kPanel, cols - c0);
+    const auto* col_scale = reinterpret_cast<const float*>(panel + k * kPanel);
+    const auto* col_offset = reinterpret_cast<const std::int32_t*>(panel + k * kPanel + 4 * kPanel);
+    vf cs[kVecs], bv[kVecs];
+    vs off[kVecs];
+#pragma GCC unroll 16
+    for (int j = 0; j < kVecs; ++j) {  // as tile_i8's last depth block
+      cs[j] = load(col_scale + j * W);
+      off[j] = load_s(col_offset + j * W);
+      bv[j] = bias == nullptr             ? splat(0.0f)
+              : (j + 1) * W <= panel_cols ? load(bias + c0 + j * W)
+                                          : load_part(bias + c0 + j * W, panel_cols - j * W);
+    }
+    for (i64 r0 = 0; r0 < rows; r0 += kChunkRows) {
+      const i64 chunk = std::min(kChunkRows, rows - r0);
+      // A step: 64 depths, 64 bytes of each x row; 16 quad rows of the panel.
+      amx_chunk<true>(chunk, panel_cols, k / 64, reinterpret_cast<const char*>(x + r0 * ldx), ldx,
+                      64, reinterpret_cast<const char*>(panel), reinterpret_cast<char*>(acc));
+      for (i64 r = 0; r < chunk; ++r) {
+        float* yr = y + (r0 + r) * ldy + c0;
+#pragma GCC unroll 16
+        for (int j = 0; j < kVecs; ++j) {
+          if (j * W >= panel_cols) continue;
+          const vf v =
+              finish_i8(load_s(acc[r] + j * W), off[j], cs[j], row_scale[r0 + r], bv[j], epilogue);
+          if ((j + 1) * W <= panel_cols)
+            store(yr + j * W, v);
+          else
+            store_part(yr + j * W, v, panel_cols - j * W);
+        }
+      }
+    }
+  }
+  _tile_release();
+}
+#endif  // HC_WITH_AMX
 }  // namespace
 
 const GemmKernels& gemm_table() {
-  static const GemmKernels kernels{.isa = HC_ISA,
-                                   .vector_floats = W,
-                                   .panel = &panel_kernel,
-                                   .panel_strided = &panel_kernel_strided,
-                                   .gelu_erf = &gelu_array,
-                                   .erf = &erf_array,
-                                   .gelu_erf_from = &gelu_from_array,
-                                   .gelu_erf_grad = &gelu_grad_array,
-                                   .panel_bf16 = &panel_kernel_bf16,
-                                   .to_bf16 = &to_bf16_array,
-                                   .panel_i8 = &panel_kernel_i8,
-                                   .quantize_u8 = &quantize_u8_row,
-                                   .layer_norm_row = &layer_norm_row,
-                                   .layer_norm_train_row = &layer_norm_train_row,
-                                   .layer_norm_grad_row = &layer_norm_grad_row};
+  static const GemmKernels kernels {
+    .isa = HC_ISA, .vector_floats = W, .panel = &panel_kernel,
+    .panel_strided = &panel_kernel_strided, .gelu_erf = &gelu_array, .erf = &erf_array,
+    .gelu_erf_from = &gelu_from_array, .gelu_erf_grad = &gelu_grad_array,
+    .panel_bf16 = &panel_kernel_bf16, .to_bf16 = &to_bf16_array, .panel_i8 = &panel_kernel_i8,
+#if HC_WITH_AMX
+    .panel_bf16_amx = &panel_kernel_bf16_amx, .panel_i8_amx = &panel_kernel_i8_amx,
+#endif
+    .quantize_u8 = &quantize_u8_row, .layer_norm_row = &layer_norm_row,
+    .layer_norm_train_row = &layer_norm_train_row, .layer_norm_grad_row = &layer_norm_grad_row,
+#if HC_WITH_VNNI
+    .i8_dot = true
+#endif
+  };
   return kernels;
 }
 

@@ -162,4 +162,11 @@ constexpr std::int64_t gemm_bf16_depth_block() { return 256; }
 // from ~50 rows; a batch of one sentence (~15 rows) stays on the kernel. Same bits either way.
 constexpr std::int64_t gemm_bf16_widen_min_rows() { return 64; }
 
+// The int8 GEMM runs on AMX tiles (TDPBUSD) from this many rows (same bits as vpdpbusd either
+// way: exact int32 sums); below, vpdpbusd, since a tile step multiplies 16 rows whatever the
+// call has. Measured on the Intel AMX host (family 6 model 167, 2 threads), `build/gemm_stream 6
+// M 2 7 int8` with HEADCOUNT_ISA=amx_bf16 against avx512_bf16, medians of a pass: m 16 723.6
+// against 665.5 us, m 24 828.3 against 897.1, m 32 867.4 against 1065.4, m 128 1865 against 3021.
+constexpr std::int64_t gemm_i8_amx_min_rows() { return 20; }
+
 }  // namespace headcount::tuning
