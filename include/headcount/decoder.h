@@ -114,6 +114,11 @@ struct DecoderForwardOptions {
   std::function<void(std::int64_t, const AttentionParams&)> observe_attention;
 };
 
+// The compiled-in default decoder file (<repo>/models/SmolLM2-135M-Instruct.Q4_1.gguf, which
+// scripts/setup.sh puts there); the CLI's `generate` and `perplexity` use it when neither
+// --model nor $HEADCOUNT_DECODER_MODEL names a file.
+std::string default_decoder_model();
+
 class LlamaDecoder {
  public:
   // Reads config, weights and tokenizer from a GGUF file (Error on any problem).

@@ -16,7 +16,13 @@
 #include "layers/packed_gemm.h"
 #include "layers/rms_norm.h"
 
+#ifndef HEADCOUNT_DEFAULT_DECODER_MODEL
+#define HEADCOUNT_DEFAULT_DECODER_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#endif
+
 namespace headcount {
+
+std::string default_decoder_model() { return HEADCOUNT_DEFAULT_DECODER_MODEL; }
 
 using detail::concat;
 using i64 = std::int64_t;
