@@ -181,6 +181,28 @@ TEST(CliDecoder, ModelComesFromTheFlagThenTheEnvironmentThenTheDefault) {
   EXPECT_EQ(dj.at("tokens").size(), 3u);
 }
 
+// A file quantized to K-quants (Q4_K and Q6_K here) is refused as it loads, before any tensor
+// is read, by every command and weights option: one line naming the first such tensor, the
+// types headcount reads and the types met.
+TEST(CliDecoder, KQuantFileIsRefusedWithOneLineNamingTheSupportedTypes) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("headcount_cli_kquant_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "k.gguf").string(), text = (dir / "text.txt").string();
+  small_llama_gguf(12, 14, 256 * 144, 256 * 210).write(file);
+  std::ofstream(text) << "Some text.\n";
+  const std::string expected =
+      file +
+      ": tensor 'blk.0.attn_q.weight' type: expected F32, F16, Q8_0 or Q4_1 (headcount reads no "
+      "other ggml type; K-quants are not supported), got Q4_K (2 of the model's 3 tensors are "
+      "Q4_K, Q6_K)";
+  for (const std::string& args : {"generate --model '" + file + "' --prompt hi",
+                                  "generate --model '" + file + "' --prompt hi --weights quantized",
+                                  "perplexity --model '" + file + "' '" + text + "'"})
+    expect_one_line_error(run_cli(args), expected);
+  fs::remove_all(dir);
+}
+
 TEST(CliDecoder, GenerateJsonHasTransformersGreedyTokensAndPerplexityRuns) {
   if (!fs::exists(kModel))
     GTEST_SKIP() << kModel.lexically_normal().string()
