@@ -59,7 +59,7 @@ TSAN_OPTIONS=halt_on_error=1 "$root/build-tsan/headcount_tsan_tests" \
 
 
 section "Kernel tests with the instruction set forced down (HEADCOUNT_ISA)"
-kernel_tests='CaseTable/KernelCase.*:TileKernels.*:VectorExp.*:Cases/DecodeKernel.*:AttentionBackward.*:Table/BackwardCases.*:IsaSwitch.*'
+kernel_tests='CaseTable/KernelCase.*:TileKernels.*:VectorExp.*:Cases/DecodeKernel.*:AttentionBackward.*:Table/BackwardCases.*:IsaSwitch.*:QBlockGemm.*'
 for isa in avx2 generic; do
   HEADCOUNT_ISA=$isa "$root/build/headcount_tests" --gtest_filter="$kernel_tests" --gtest_brief=1
 done

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -49,7 +50,6 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
     std::string args, expected;
   };
   for (const Case& c : {
-           Case{"generate --prompt hi", "--model"},
            Case{m + "--max-tokens 0 --prompt hi", "--max-tokens"},
            Case{m + "--temperature -1 --prompt hi", "--temperature"},
            Case{m + "--top-p 0 --prompt hi", "--top-p"},
@@ -59,7 +59,9 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
            Case{m + "--threads -1 --prompt hi", "--threads"},
            Case{m, "--prompt"},
            Case{m + "--prompt hi", "general.architecture"},
-           Case{"--model '" + (dir / "absent.gguf").string() + "' --prompt hi", "cannot open"},
+           Case{"--model '" + (dir / "absent.gguf").string() + "' --prompt hi",
+                "model: expected a GGUF file, got " + (dir / "absent.gguf").string() +
+                    " (no such file) (from --model)"},
        }) {
     const std::string args =
         c.args.rfind("generate", 0) == 0 ? c.args : std::string("generate ") + c.args;
@@ -122,6 +124,82 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
                         "general.architecture");
   expect_one_line_error(run_cli("bench --suite decoder-kv --quick --repeats 1 " + m),
                         "general.architecture");
+  fs::remove_all(dir);
+}
+
+// Without --model, generate and perplexity read $HEADCOUNT_DECODER_MODEL, else the file
+// scripts/setup.sh puts in models/ (as embed finds its directory); a path that is not a file is
+// one line naming it and where it came from. The variable is set in this process, which the
+// command inherits.
+TEST(CliDecoder, ModelComesFromTheFlagThenTheEnvironmentThenTheDefault) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("headcount_cli_decoder_model_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string bert = (dir / "bert.gguf").string(), absent = (dir / "absent.gguf").string(),
+                    text = (dir / "text.txt").string();
+  GgufBuilder b;
+  b.header(0, 1).kv_str("general.architecture", "bert").pad();
+  b.write(bert);
+  std::ofstream(text) << "Some text.\n";
+  const char* variable = "HEADCOUNT_DECODER_MODEL";
+  ::setenv(variable, absent.c_str(), 1);
+  const std::string from_env = "model: expected a GGUF file, got " + absent +
+                               " (no such file) (from $HEADCOUNT_DECODER_MODEL)";
+  expect_one_line_error(run_cli("generate --prompt hi"), from_env);
+  expect_one_line_error(run_cli("perplexity '" + text + "'"), from_env);
+  // --model first; the variable's file is the one loaded (a bert file: the loader's error).
+  expect_one_line_error(run_cli("generate --model '" + bert + "' --prompt hi"),
+                        "general.architecture");
+  ::setenv(variable, bert.c_str(), 1);
+  expect_one_line_error(run_cli("generate --prompt hi"), "general.architecture");
+  expect_one_line_error(run_cli("perplexity '" + text + "'"), "general.architecture");
+  ::setenv(variable, dir.string().c_str(), 1);
+  expect_one_line_error(run_cli("generate --prompt hi"),
+                        "got " + dir.string() + " (not a file) (from $HEADCOUNT_DECODER_MODEL)");
+  ::unsetenv(variable);
+  fs::remove_all(dir);
+  // The default: the README's tour command, shorter. Its tokens are those of the same file
+  // named by --model; without the file, the error names it and scripts/setup.sh.
+  const std::string tour =
+      "--prompt 'It is a truth universally acknowledged' --max-tokens 3 "
+      "--threads 1 --json";
+  const CliResult d = run_cli("generate " + tour);
+  if (!fs::exists(kModel)) {
+    expect_one_line_error(d,
+                          "SmolLM2-135M-Instruct.Q4_1.gguf (no such file) (from the default; "
+                          "run scripts/setup.sh, or pass --model or set "
+                          "$HEADCOUNT_DECODER_MODEL)");
+    GTEST_SKIP() << kModel.lexically_normal().string()
+                 << " not present (scripts/setup.sh fetches it): the default's run not checked";
+  }
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const CliResult named = run_cli("generate --model '" + kModel.string() + "' " + tour);
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  const nlohmann::json dj = nlohmann::json::parse(d.out), nj = nlohmann::json::parse(named.out);
+  EXPECT_EQ(dj.at("prompt_tokens"), nj.at("prompt_tokens"));
+  EXPECT_EQ(dj.at("tokens"), nj.at("tokens"));
+  EXPECT_EQ(dj.at("tokens").size(), 3u);
+}
+
+// A file quantized to K-quants (Q4_K and Q6_K here) is refused as it loads, before any tensor
+// is read, by every command and weights option: one line naming the first such tensor, the
+// types headcount reads and the types met.
+TEST(CliDecoder, KQuantFileIsRefusedWithOneLineNamingTheSupportedTypes) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("headcount_cli_kquant_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "k.gguf").string(), text = (dir / "text.txt").string();
+  small_llama_gguf(12, 14, 256 * 144, 256 * 210).write(file);
+  std::ofstream(text) << "Some text.\n";
+  const std::string expected =
+      file +
+      ": tensor 'blk.0.attn_q.weight' type: expected F32, F16, Q8_0 or Q4_1 (headcount reads no "
+      "other ggml type; K-quants are not supported), got Q4_K (2 of the model's 3 tensors are "
+      "Q4_K, Q6_K)";
+  for (const std::string& args : {"generate --model '" + file + "' --prompt hi",
+                                  "generate --model '" + file + "' --prompt hi --weights quantized",
+                                  "perplexity --model '" + file + "' '" + text + "'"})
+    expect_one_line_error(run_cli(args), expected);
   fs::remove_all(dir);
 }
 

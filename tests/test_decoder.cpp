@@ -794,6 +794,34 @@ TEST(LlamaDecoderSmall, ConfigFromAFileThatIsNotLlamaIsAnError) {
   fs::remove(path);
 }
 
+// Tensor types are checked before any tensor is read: one error names the first tensor of a
+// type headcount does not read, the four it does, and every such type the model's tensors use;
+// a file of supported types passes that check (and meets the next one, the missing tensors).
+TEST(LlamaDecoderSmall, TensorTypesOtherThanF32F16Q80Q41AreRefusedBeforeAnyIsRead) {
+  const fs::path path = fs::temp_directory_path() /
+                        ("headcount_decoder_types_" + std::to_string(::getpid()) + ".gguf");
+  const std::string types =
+      "expected F32, F16, Q8_0 or Q4_1 (headcount reads no other ggml type; K-quants are not "
+      "supported), got ";
+  // Q4_K (12): 144 bytes per 256 elements; Q6_K (14): 210; Q5_0 (6): 22 per 32; F16 (1).
+  testing::small_llama_gguf(12, 14, 256 * 144, 256 * 210).write(path.string());
+  const std::string q_tensor = path.string() + ": tensor 'blk.0.attn_q.weight' type",
+                    k_quants = types + "Q4_K (2 of the model's 3 tensors are Q4_K, Q6_K)";
+  const GgufFile file = GgufFile::open(path.string());
+  headcount::testing::expect_error([&] { (void)llama_definition(file); },
+                                   {q_tensor.c_str(), k_quants.c_str()});
+  headcount::testing::expect_error(
+      [&] { (void)LlamaDecoder::load(path.string(), {.quantized = true}); },
+      {q_tensor.c_str(), k_quants.c_str()});
+  testing::small_llama_gguf(0, 6, 256 * 256 * 4, 256 * 8 * 22).write(path.string());
+  const std::string q5_0 = types + "Q5_0 (1 of the model's 3 tensors is Q5_0)";
+  headcount::testing::expect_error([&] { (void)LlamaDecoder::load(path.string()); },
+                                   {"tensor 'blk.0.attn_k.weight' type", q5_0.c_str()});
+  testing::small_llama_gguf(0, 1, 256 * 256 * 4, 256 * 256 * 2).write(path.string());
+  headcount::testing::expect_error([&] { (void)LlamaDecoder::load(path.string()); }, {"missing"});
+  fs::remove(path);
+}
+
 // ---- SmolLM2-135M against transformers -----------------------------------------------------
 
 const fs::path kModel =

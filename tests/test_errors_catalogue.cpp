@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli_runner.h"
+#include "gguf_builder.h"
 #include "headcount/npy.h"
 #include "headcount/tensor.h"
 
@@ -144,6 +145,9 @@ void build_fixtures(const fs::path& d) {
   put(d / "sts_score.tsv", "genre\tfile\tyear\tid\thigh\ta\tb\n");
   put(d / "sts_empty.tsv", "");
   put(d / "sentences.txt", "a sentence\n");
+  // A Llama file whose Q and K projections are K-quants (Q4_K, Q6_K; their bytes zero).
+  headcount::testing::small_llama_gguf(12, 14, 256 * 144, 256 * 210)
+      .write((d / "kquant.gguf").string());
 
   const std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n";
   fs::create_directories(d / "model_empty");

@@ -3,11 +3,14 @@
 //   - x's quantization by blocks of 32 follows its rule (range, rounding, sums, NaN, zeros);
 //   - the product matches float64 on the same operands (the weights dequantized by ggml.h's
 //     independent dequantize(), x as dx · qx) within a bound derived from the kernel's roundings;
-//   - every ISA gives the same bits, and a row's result is the same alone, in any batch and on
+//   - every ISA gives the same bits (the AVX2 kernel also on operands that would saturate a
+//     naive vpmaddubsw), and a row's result is the same alone, in any batch and on
 //     1 or 2 threads;
 //   - bad sources are errors naming the part and the field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -207,6 +210,105 @@ TEST(QBlockGemm, RowResultsAreBitwiseTheSameInAnyBatchThreadAndIsa) {
                 << ggml_type_name(type) << " " << isa_name(isa) << " threads " << threads << " m "
                 << m << " row " << at;
           }
+      }
+  }
+}
+
+// One kernel table over every panel of w (y is m x ldy, columns past n left as they were).
+void run_kernel(const simd::QBlockKernels& kernels, const layers::BlockWeights& w,
+                const Quantized& qx, i64 m, const float* bias, float* y, i64 ldy) {
+  const i64 blocks = w.k / 32, nr = simd::kQPanelRows;
+  const i64 panel_bytes = nr / simd::kQGroupRows * blocks * simd::qblock_bytes(w.format);
+  const simd::QuantizedRows rows{
+      .q = qx.q.data(), .dx = qx.dx.data(), .sx = qx.sx.data(), .sum = qx.sum.data(), .k = w.k};
+  for (i64 p = 0; p * nr < w.n; ++p)
+    kernels.panel(w.format, rows, m, w.packed.data<const std::uint8_t>() + p * panel_bytes,
+                  bias == nullptr ? nullptr : bias + p * nr, y + p * nr, ldy,
+                  std::min(nr, w.n - p * nr));
+}
+
+// The AVX2 kernel against the scalar one, bit for bit, on the operands that break a naive
+// vpmaddubsw: Q8_0's stored u = q + 128 reaches 255, and 255 · 127 + 255 · 127 = 64770 would
+// saturate int16 (qblock_avx2.cpp: why the kernel never does). Rows of q = ±127, alternating
+// signs, zeros and random values, nibbles of 15, fp16 scales at the extremes (largest normal,
+// subnormals, ±0, negative); x rows that quantize to all +127, all -127 and alternating signs.
+// 40 output rows: full and partial 8-row halves; 1 to 5 x rows: every tile and its tails.
+TEST(QBlockGemm, Avx2KernelIsBitwiseTheScalarOneOnExtremeOperands) {
+  if (!isa_supported(Isa::avx2)) GTEST_SKIP() << "this host (or HEADCOUNT_ISA) has no AVX2";
+  const simd::QBlockKernels& avx2 = simd::qblock_kernels(Isa::avx2);
+  const simd::QBlockKernels& scalar = simd::qblock_kernels(Isa::generic);
+  ASSERT_EQ(avx2.isa, Isa::avx2);
+  ASSERT_EQ(scalar.isa, Isa::generic);
+  const i64 n = 40, k = 128, blocks = k / 32, ldy = n + 3;
+  const std::uint16_t scales[] = {0x3c00, 0x7bff, 0x0001, 0x03ff, 0x8400, 0x0000, 0x8000, 0x2e66};
+  std::mt19937_64 rng(52);
+  for (GgmlType type : {GgmlType::q8_0, GgmlType::q4_1}) {
+    const i64 bytes_per_block = type == GgmlType::q4_1 ? 20 : 34;
+    std::vector<std::byte> bytes(static_cast<std::size_t>(n * blocks * bytes_per_block));
+    for (i64 c = 0; c < n; ++c)
+      for (i64 b = 0; b < blocks; ++b) {
+        std::byte* block = bytes.data() + (c * blocks + b) * bytes_per_block;
+        const std::uint16_t d = c < 8 ? std::uint16_t{0x3c00} : scales[(c + b) % 8];
+        std::memcpy(block, &d, 2);
+        const i64 pattern = c % 6;
+        if (type == GgmlType::q8_0) {
+          for (i64 i = 0; i < 32; ++i) {
+            const int q = pattern == 0   ? 127
+                          : pattern == 1 ? -127
+                          : pattern == 2 ? (i % 2 == 0 ? 127 : -127)
+                          : pattern == 3 ? 0
+                          : pattern == 4 ? static_cast<int>(rng() % 255) - 127
+                                         : (i % 2 == 0 ? 127 : 0);
+            block[2 + i] = static_cast<std::byte>(static_cast<std::int8_t>(q));
+          }
+        } else {
+          const std::uint16_t mins[] = {0xbc00, 0xfbff, 0x8001, 0x7bff, 0x0000, 0x83ff};
+          std::memcpy(block + 2, &mins[pattern], 2);
+          for (i64 j = 0; j < 16; ++j)
+            block[4 + j] = static_cast<std::byte>(pattern == 0   ? 0xff
+                                                  : pattern == 1 ? 0x00
+                                                  : pattern == 2 ? 0xf0
+                                                                 : rng() % 256);
+        }
+      }
+    const layers::BlockSource source{.type = type, .bytes = bytes, .rows = n, .cols = k};
+    const layers::BlockWeights w = layers::BlockWeights::pack({&source, 1});
+    const i64 m = 5;
+    std::vector<float> x(static_cast<std::size_t>(m * k));
+    const std::vector<float> noise = uniform(static_cast<std::size_t>(k), 3, 2.0f);
+    for (i64 i = 0; i < k; ++i) {
+      x[static_cast<std::size_t>(i)] = 1.0f;                               // qx = +127
+      x[static_cast<std::size_t>(k + i)] = -1.0f;                          // qx = -127
+      x[static_cast<std::size_t>(2 * k + i)] = i % 2 == 0 ? 0.5f : -0.5f;  // ±127
+      x[static_cast<std::size_t>(3 * k + i)] = noise[static_cast<std::size_t>(i)];
+      x[static_cast<std::size_t>(4 * k + i)] = i % 4 < 2 ? -3.0f : 3.0f;  // pairs of a sign
+    }
+    const Quantized qx = quantize(x, m, k);
+    ASSERT_EQ(qx.q[0], 127);
+    ASSERT_EQ(qx.q[static_cast<std::size_t>(k)], -127);
+    std::vector<float> bias = uniform(static_cast<std::size_t>(n), 9, 4.0f);
+    bias.resize(64, std::numeric_limits<float>::quiet_NaN());  // past n: never read
+    for (const float* b :
+         {static_cast<const float*>(nullptr), static_cast<const float*>(bias.data())})
+      for (i64 rows = 1; rows <= m; ++rows) {
+        std::vector<float> expected(static_cast<std::size_t>(rows * ldy), -7.0f), got = expected;
+        run_kernel(scalar, w, qx, rows, b, expected.data(), ldy);
+        run_kernel(avx2, w, qx, rows, b, got.data(), ldy);
+        // Bits, not values: -0 against +0 and NaN payloads would show too.
+        for (std::size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(expected[i]))
+              << ggml_type_name(type) << " rows " << rows << " output " << i / ldy << ", "
+              << i % ldy << (b == nullptr ? "" : " with bias") << ": " << got[i] << " against "
+              << expected[i];
+        if (type == GgmlType::q8_0 && b == nullptr) {
+          // Row 0 of W (q = 127, d = 1) times x's row 0 (qx = 127): each block's sum is
+          // 32 · 127 · 127 = 516128, exact in fp32; a saturating vpmaddubsw would give 32 ·
+          // 32767 / 2 per block instead. qblock.h's float steps from there, by hand.
+          float acc = 0;
+          for (i64 bl = 0; bl < blocks; ++bl)
+            acc = std::fma(516128.0f, 1.0f * qx.dx[static_cast<std::size_t>(bl)], acc);
+          EXPECT_EQ(got[0], acc);
+        }
       }
   }
 }

@@ -41,7 +41,9 @@ class GgufFile;
 // head dim, attention.layer_norm_rms_epsilon, context_length; vocab from token_embd) and every
 // tensor of its weight_table in fp32, Q and K rows un-permuted. Output::tied when the file has
 // no output.weight. Error names the key or tensor that is missing, of another type or shape, or
-// asks for what this decoder does not do (rope scaling, partial rotary).
+// asks for what this decoder does not do (rope scaling, partial rotary). The tensors' types are
+// checked before any is read: a tensor of a type other than F32, F16, Q8_0 or Q4_1 (K-quants,
+// IQ*, BF16...) is one Error naming the first such tensor, the supported types and the types met.
 model::Config llama_config(const GgufFile& file);
 model::Weights llama_definition(const GgufFile& file);
 
@@ -113,6 +115,11 @@ struct DecoderForwardOptions {
   // that already holds tokens.
   std::function<void(std::int64_t, const AttentionParams&)> observe_attention;
 };
+
+// The compiled-in default decoder file (<repo>/models/SmolLM2-135M-Instruct.Q4_1.gguf, which
+// scripts/setup.sh puts there); the CLI's `generate` and `perplexity` use it when neither
+// --model nor $HEADCOUNT_DECODER_MODEL names a file.
+std::string default_decoder_model();
 
 class LlamaDecoder {
  public:

@@ -16,7 +16,13 @@
 #include "layers/packed_gemm.h"
 #include "layers/rms_norm.h"
 
+#ifndef HEADCOUNT_DEFAULT_DECODER_MODEL
+#define HEADCOUNT_DEFAULT_DECODER_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#endif
+
 namespace headcount {
+
+std::string default_decoder_model() { return HEADCOUNT_DEFAULT_DECODER_MODEL; }
 
 using detail::concat;
 using i64 = std::int64_t;
@@ -139,9 +145,41 @@ model::Config llama_config(const GgufFile& file) {
   return c;
 }
 
+namespace {
+
+void check_tensor_types(const GgufFile& file, const model::Config& config) {
+  // Every tensor the model reads, before any is read: a file quantized to K-quants (or any
+  // other ggml type) is refused at once with one line, not after dequantizing the tensors
+  // listed before its first such tensor.
+  const GgufTensorInfo* first = nullptr;
+  std::vector<std::string> types;  // the unsupported ones met, in order met
+  i64 unsupported = 0, read = 0;
+  for (const model::WeightSpec& spec : model::weight_table(config)) {
+    const GgufTensorInfo* t = file.find_tensor(spec.gguf_name);
+    if (t == nullptr) continue;  // load_f32 names a missing tensor with its expected shape
+    ++read;
+    if (ggml_type_traits(t->type).dequantizable) continue;
+    ++unsupported;
+    if (first == nullptr) first = t;
+    const std::string name = ggml_type_name(t->type);
+    if (std::find(types.begin(), types.end(), name) == types.end()) types.push_back(name);
+  }
+  if (first == nullptr) return;
+  std::string kinds;
+  for (const std::string& t : types) kinds += (kinds.empty() ? "" : ", ") + t;
+  fail(concat(file.path(), ": tensor '", first->name, "' type"),
+       concat("expected F32, F16, Q8_0 or Q4_1 (headcount reads no other ggml type; K-quants are "
+              "not supported), got ",
+              ggml_type_name(first->type), " (", unsupported, " of the model's ", read,
+              unsupported == 1 ? " tensors is " : " tensors are ", kinds, ")"));
+}
+
+}  // namespace
+
 model::Weights llama_definition(const GgufFile& file) {
   model::Weights w{.config = llama_config(file)};
   const model::Config& c = w.config;
+  check_tensor_types(file, c);
   for (const model::WeightSpec& spec : model::weight_table(c)) {
     Tensor t = file.load_f32(spec.gguf_name, spec.shape);
     if (spec.role == model::Role::q_weight || spec.role == model::Role::k_weight)
@@ -245,7 +283,8 @@ void LlamaDecoder::Impl::use_file_blocks(const GgufFile& file) {
 
 LlamaDecoder LlamaDecoder::load(const std::string& gguf_path, const DecoderOptions& options) {
   const GgufFile file = GgufFile::open(gguf_path);
-  (void)llama_config(file);  // the architecture and shapes first: the clearest error
+  // The architecture, shapes and tensor types first: the clearest errors, before any work.
+  check_tensor_types(file, llama_config(file));
   BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);
   check(!options.quantized || options.weights == DType::f32, "decoder weights",
         "f32 beside quantized (the file's blocks replace the packed weights)",

@@ -13,6 +13,9 @@ namespace headcount::simd {
 
 using i64 = std::int64_t;
 
+namespace avx2 {
+const QBlockKernels& qblock_table();
+}
 namespace avx512_vnni {
 const QBlockKernels& qblock_table();
 }
@@ -127,6 +130,10 @@ const QBlockKernels& qblock_kernels(Isa isa) {
   if ((isa == Isa::avx512 || isa == Isa::avx512_bf16 || isa == Isa::amx_bf16) &&
       __builtin_cpu_supports("avx512vnni"))
     return avx512_vnni::qblock_table();
+  // AVX2, and AVX-512 hosts without VNNI (every AVX-512 CPU has AVX2): vpmaddubsw, with F16C's
+  // vcvtph2ps for the scales (every AVX2 CPU has it; checked, as VNNI is above).
+  if (isa != Isa::generic && isa_supported(Isa::avx2) && __builtin_cpu_supports("f16c"))
+    return avx2::qblock_table();
   return scalar;
 }
 

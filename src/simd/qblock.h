@@ -73,7 +73,8 @@ struct QBlockKernels {
 };
 
 // vpdpbusd on CPUs with AVX512_VNNI (every avx512_bf16 host, and avx512 ones that have it);
-// the scalar kernel elsewhere (the same bits, slower).
+// vpmaddubsw on avx2 hosts and avx512 ones without VNNI (qblock_avx2.cpp: why it never
+// saturates); the scalar kernel for generic (all three give the same bits).
 const QBlockKernels& qblock_kernels(Isa isa);
 
 }  // namespace headcount::simd

@@ -1,19 +1,23 @@
 // `headcount generate`: text from a Llama-family GGUF decoder (SmolLM2), streamed as it is made,
 // and `headcount perplexity`: the model's perplexity on a text file (decoder.h).
 //
-//   generate --model FILE.gguf --prompt TEXT [--chat] [--max-tokens N] [--temperature T]
+//   generate [--model FILE.gguf] --prompt TEXT [--chat] [--max-tokens N] [--temperature T]
 //            [--top-p P] [--seed S] [--threads T] [--kv-dtype fp32|bf16|int8]
 //            [--weights fp32|bf16|int8|quantized] [--ignore-eos] [--json]
-//   perplexity --model FILE.gguf TEXT_FILE [--context N] [--weights fp32|bf16|int8|quantized]
+//   perplexity [--model FILE.gguf] TEXT_FILE [--context N] [--weights fp32|bf16|int8|quantized]
 //            [--threads T] [--json]
 //
-// Options are checked before the model loads (a mistake is one line and exit 2, at once).
+// Without --model: $HEADCOUNT_DECODER_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf in the
+// source tree (scripts/setup.sh puts it there). Options are checked before the model loads (a
+// mistake is one line and exit 2, at once).
 // Without --json, generate writes the new text to stdout token by token (a token's bytes as
 // they come: a character split over tokens completes with the next one) and one line of
 // figures to stderr; with --json one object: {"prompt_tokens": [...], "tokens": [...],
 // "text": ..., "prefill_tokens_per_second": ..., "decode_tokens_per_second": ...}.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -41,9 +45,34 @@ CacheDType parse_kv_dtype(const std::string& name) {
   fail("--kv-dtype", detail::concat("expected fp32, bf16 or int8, got '", name, "'"));
 }
 
-void check_model_flag(const std::string& model) {
-  check(!model.empty(), "--model", "a GGUF file (e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf)",
-        "nothing");
+// The decoder's file, found as the encoder's directory is (encoder_cli.h): --model if given,
+// else $HEADCOUNT_DECODER_MODEL, else default_decoder_model(). Anything but an existing file is
+// one line naming the path and where it came from, before any option needs the model.
+std::string resolve_decoder_model(const std::string& flag) {
+  std::string path = flag, source = "--model";
+  if (path.empty()) {
+    const char* env = std::getenv("HEADCOUNT_DECODER_MODEL");
+    if (env != nullptr && *env != '\0') {
+      path = env;
+      source = "$HEADCOUNT_DECODER_MODEL";
+    } else {
+      path = default_decoder_model();
+      source = "the default; run scripts/setup.sh, or pass --model or set $HEADCOUNT_DECODER_MODEL";
+    }
+  }
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::is_regular_file(status))
+    fail("model",
+         detail::concat("expected a GGUF file, got ", path,
+                        std::filesystem::exists(status) ? " (not a file)" : " (no such file)",
+                        " (from ", source, ")"));
+  return path;
+}
+
+std::string decoder_model_help() {
+  return detail::concat("GGUF file. Default: $HEADCOUNT_DECODER_MODEL if set, else ",
+                        default_decoder_model(), " (put there by scripts/setup.sh)");
 }
 
 struct GenerateArgs {
@@ -57,7 +86,7 @@ struct GenerateArgs {
 
 void run_generate(const GenerateArgs& a) {
   // 1. Options before the model.
-  check_model_flag(a.model);
+  const std::string model = resolve_decoder_model(a.model);
   check(a.prompt_given, "--prompt", "a text", "nothing");
   check(a.max_tokens >= 1 && a.max_tokens <= (std::int64_t{1} << 20), "--max-tokens", "1 to 2^20",
         a.max_tokens);
@@ -69,7 +98,7 @@ void run_generate(const GenerateArgs& a) {
   Context ctx({.threads = resolve_threads(a.threads)});
 
   // 2. Model and prompt.
-  const LlamaDecoder decoder = LlamaDecoder::load(a.model, weights);
+  const LlamaDecoder decoder = LlamaDecoder::load(model, weights);
   const BpeTokenizer& tokenizer = decoder.tokenizer();
   const std::string text =
       a.chat ? format_chatml({{.role = "user", .content = a.prompt}},
@@ -132,7 +161,7 @@ struct PerplexityArgs {
 };
 
 void run_perplexity(const PerplexityArgs& a) {
-  check_model_flag(a.model);
+  const std::string model = resolve_decoder_model(a.model);
   check(a.context >= 4, "--context", ">= 4", a.context);
   const DecoderOptions weights = parse_decoder_weights(a.weights, "--weights");
   std::ifstream file(a.input, std::ios::binary);
@@ -140,7 +169,7 @@ void run_perplexity(const PerplexityArgs& a) {
   std::stringstream text;
   text << file.rdbuf();
   Context ctx({.threads = resolve_threads(a.threads)});
-  const LlamaDecoder decoder = LlamaDecoder::load(a.model, weights);
+  const LlamaDecoder decoder = LlamaDecoder::load(model, weights);
   check(a.context <= decoder.config().context, "--context",
         detail::concat("at most the model's context ", decoder.config().context), a.context);
   // The text as text: a special token's spelling in it is not that token.
@@ -173,7 +202,7 @@ void register_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "generate", "Generate text with a Llama-family GGUF decoder (SmolLM2), streamed");
-  cmd->add_option("--model", a->model, "GGUF file (models/SmolLM2-135M-Instruct.Q4_1.gguf)");
+  cmd->add_option("--model", a->model, decoder_model_help());
   cmd->add_option("--prompt", a->prompt, "Prompt text")->each([a](const std::string&) {
     a->prompt_given = true;
   });
@@ -200,7 +229,7 @@ void register_perplexity(CLI::App& app) {
   auto a = std::make_shared<PerplexityArgs>();
   CLI::App* cmd = app.add_subcommand(
       "perplexity", "Perplexity of a Llama-family GGUF decoder on a text file (llama.cpp's way)");
-  cmd->add_option("--model", a->model, "GGUF file (models/SmolLM2-135M-Instruct.Q4_1.gguf)");
+  cmd->add_option("--model", a->model, decoder_model_help());
   cmd->add_option("input", a->input, "Text file")->required();
   cmd->add_option("--context", a->context, "Tokens per window (the second half is scored)")
       ->capture_default_str();
