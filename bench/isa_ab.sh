@@ -51,15 +51,14 @@ def load(name, r):
         return json.load(f)["rows"]
 if suite == "encoder":  # higher is better: sentences/s per (dtype, batch)
     key = lambda row: (row["dtype"], row["batch"])
-    figures = {"sentences/s": lambda row: row["sentences_per_second"]}
+    figures = {"sentences/s": (lambda row: row["sentences_per_second"], "gemm_kernel")}
 else:
     key = lambda row: (row["weights"],)
-    figures = {"prefill tok/s": lambda row: row["prefill_tokens_per_second"],
-               "decode tok/s": lambda row: row["decode_tokens_per_second"]}
+    figures = {"prefill tok/s": (lambda row: row["prefill_tokens_per_second"], "gemm_kernel_prefill"),
+               "decode tok/s": (lambda row: row["decode_tokens_per_second"], "gemm_kernel_decode")}
 runs = {n: [load(n, r) for r in range(rounds)] for n in names}
-kernels = {n: {key(row): row.get("gemm_kernel", row.get("gemm_kernel_prefill", "")) for row in runs[n][0]}
-           for n in names}
-for fig, get in figures.items():
+for fig, (get, kernel_field) in figures.items():
+    kernels = {n: {key(row): row.get(kernel_field, "") for row in runs[n][0]} for n in names}
     med = {n: {} for n in names}
     for n in names:
         for k in [key(row) for row in runs[n][0]]:

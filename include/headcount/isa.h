@@ -18,7 +18,8 @@ enum class Isa {
   avx2,         // AVX2 + FMA
   avx512,       // AVX-512 F/BW/VL/DQ + FMA
   avx512_bf16,  // avx512 + AVX512_BF16 (vdpbf16ps for bf16 inputs)
-  amx_bf16,     // avx512_bf16 + AMX-BF16 tiles for bf16 inputs (fp32 inputs as avx512_bf16)
+  amx_bf16,     // avx512_bf16 + AMX tiles: bf16 attention and GEMM on AMX-BF16, the int8 GEMM
+                // on AMX-INT8 where the CPU has it (fp32 inputs as avx512_bf16)
 };
 
 const char* isa_name(Isa isa);

@@ -20,6 +20,8 @@
 
 #include "commands.h"
 #include "headcount/error.h"
+#include "headcount/isa.h"
+#include "layers/packed_gemm.h"
 #include "suites/bench_decode.h"
 #include "suites/bench_decoder.h"
 #include "suites/bench_decoder_kv.h"
@@ -412,12 +414,23 @@ void run_bench(const BenchArgs& a) {
               {"methods",
                {{"flops", kFlopsMethod}, {"peak_bytes", kPeakMethod}, {"seconds", kTimeMethod}}}};
   if (!best) header["sgemm_best_error"] = best_error;
+  // Which micro-kernels this host's rows ran: the instruction set the Context resolves to, and
+  // the packed GEMM's kernel per weight dtype at the layer suite's shape (k 512, 1,000 rows).
+  const Isa isa = best_isa();
+  header["isa"] = isa_name(isa);
+  header["gemm_kernels"] = {{"fp32", layers::packed_gemm_kernel(isa, DType::f32, 512, 1000)},
+                            {"bf16", layers::packed_gemm_kernel(isa, DType::bf16, 512, 1000)},
+                            {"int8", layers::packed_gemm_kernel(isa, DType::i8, 512, 1000)}};
 
   if (!a.json) {
     std::printf("headcount bench --suite %s: %d thread%s, %s, %s\n", a.suite.c_str(), a.threads,
                 a.threads == 1 ? "" : "s", bench::cpu_model().c_str(),
                 header["date"].get<std::string>().c_str());
     std::printf("cpu flags: %s\n", header["cpu_flags"].get<std::string>().c_str());
+    std::printf("instruction set %s; packed GEMM at k 512: %s, %s, %s\n", isa_name(isa),
+                header["gemm_kernels"]["fp32"].get<std::string>().c_str(),
+                header["gemm_kernels"]["bf16"].get<std::string>().c_str(),
+                header["gemm_kernels"]["int8"].get<std::string>().c_str());
     std::printf(
         "sgemm %lld^3, median of %d: as configured (OPENBLAS_CORETYPE=%s, core %s) %.1f GFLOP/s\n",
         static_cast<long long>(gemm_size), gemm_repeats,
