@@ -2,6 +2,10 @@
 // reference every ISA's kernel matches bit for bit) and the one dispatch point.
 #include "simd/qblock.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -123,6 +127,19 @@ void panel_scalar(QBlockFormat format, const QuantizedRows& x, i64 rows, const s
 
 }  // namespace
 
+namespace {
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c" (the
+// sanitizer trees build with it), so the bit is read directly.
+bool cpu_has_f16c() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
 const QBlockKernels& qblock_kernels(Isa isa) {
   check(isa != Isa::best && isa_supported(isa), "isa",
         "a resolved instruction set this CPU supports", isa_name(isa));
@@ -132,7 +149,7 @@ const QBlockKernels& qblock_kernels(Isa isa) {
     return avx512_vnni::qblock_table();
   // AVX2, and AVX-512 hosts without VNNI (every AVX-512 CPU has AVX2): vpmaddubsw, with F16C's
   // vcvtph2ps for the scales (every AVX2 CPU has it; checked, as VNNI is above).
-  if (isa != Isa::generic && isa_supported(Isa::avx2) && __builtin_cpu_supports("f16c"))
+  if (isa != Isa::generic && isa_supported(Isa::avx2) && cpu_has_f16c())
     return avx2::qblock_table();
   return scalar;
 }
