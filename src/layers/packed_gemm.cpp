@@ -158,6 +158,23 @@ std::int64_t tile_panel_group(std::int64_t panels, std::int64_t row_blocks, int 
   return std::max<std::int64_t>(1, (panels + want_groups - 1) / want_groups);
 }
 
+// Runs fn(r0, rows, p, c0, cols) for every task of a TaskGrid over the m rows and the groups of
+// `group` consecutive panels (first panel p, first column c0, cols up to group panels' width,
+// ragged at n); an empty row block is skipped. The one task loop of every path below.
+template <typename Fn>
+void for_each_task(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t panels,
+                   std::int64_t group, Fn&& fn) {
+  constexpr std::int64_t nr = tuning::gemm_panel_columns();
+  const TaskGrid grid(m, (panels + group - 1) / group, ctx.threads());
+  grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
+    const std::int64_t p = grid.panel(task) * group, rb = grid.row_block(task);
+    const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
+    if (rows <= 0) return;
+    const std::int64_t c0 = p * nr;
+    fn(r0, rows, p, c0, std::min(group * nr, n - c0));
+  });
+}
+
 // The row count and strides every path checks the same way; false when there is no row (no
 // work, nothing counted), else the multiply-adds are counted.
 bool check_rows_and_count(const PackedGemmArgs& g, std::int64_t k) {
@@ -202,19 +219,19 @@ void block_gemm(Context& ctx, const PackedGemmArgs& g) {
   else
     grid.run(ctx, grid.row_blocks, quantize_rows);
   const auto* packed = w.packed.data<const std::uint8_t>();
-  grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
-    const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
-    const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
-    if (rows <= 0) return;
-    const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
-    const simd::QuantizedRows xr{.q = q + r0 * k,
-                                 .dx = dx + r0 * blocks,
-                                 .sx = sx + r0 * blocks,
-                                 .sum = sums + r0 * blocks,
-                                 .k = k};
-    kernels.panel(w.format, xr, rows, packed + p * panel_bytes,
-                  g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols);
-  });
+  static_assert(simd::kQPanelRows == tuning::gemm_panel_columns(), "one panel width");
+  for_each_task(
+      ctx, g.m, g.n, panels, 1,
+      [&](std::int64_t r0, std::int64_t rows, std::int64_t p, std::int64_t c0, std::int64_t cols) {
+        const simd::QuantizedRows xr{.q = q + r0 * k,
+                                     .dx = dx + r0 * blocks,
+                                     .sx = sx + r0 * blocks,
+                                     .sum = sums + r0 * blocks,
+                                     .k = k};
+        kernels.panel(w.format, xr, rows, packed + p * panel_bytes,
+                      g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy,
+                      cols);
+      });
 }
 
 }  // namespace
@@ -285,30 +302,25 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
       });
       const auto* xf = reinterpret_cast<const float*>(xw);
       const auto* panels_f = reinterpret_cast<const float*>(wide);
-      grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
-        const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
-        const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
-        if (rows <= 0) return;
-        const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
-        kernels.panel(xf + r0 * k, k, rows, panels_f + p * k * nr, k,
-                      g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
-                      g.epilogue);
-      });
+      for_each_task(ctx, g.m, g.n, panels, 1,
+                    [&](std::int64_t r0, std::int64_t rows, std::int64_t p, std::int64_t c0,
+                        std::int64_t cols) {
+                      kernels.panel(xf + r0 * k, k, rows, panels_f + p * k * nr, k,
+                                    g.bias == nullptr ? nullptr : g.bias + c0,
+                                    g.y + r0 * g.ldy + c0, g.ldy, cols, g.epilogue);
+                    });
       return;
     }
     row_pass([&](std::int64_t r) { kernels.to_bf16(g.x + r * g.ldx, xb + r * k, k); });
     const auto panel_bf16 = tiles ? kernels.panel_bf16_amx : kernels.panel_bf16;
     const std::int64_t group = tiles ? tile_panel_group(panels, row_blocks, ctx.threads()) : 1;
-    const TaskGrid groups(g.m, (panels + group - 1) / group, ctx.threads());
-    groups.run(ctx, groups.tasks(), [&](std::int64_t task, int) {
-      const std::int64_t p = groups.panel(task) * group, rb = groups.row_block(task);
-      const std::int64_t r0 = groups.first_row(rb), rows = groups.rows(rb);
-      if (rows <= 0) return;
-      const std::int64_t c0 = p * nr, cols = std::min(group * nr, g.n - c0);
-      panel_bf16(xb + r0 * k, k, rows, packed + p * lanes, k,
-                 g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
-                 g.epilogue);
-    });
+    for_each_task(ctx, g.m, g.n, panels, group,
+                  [&](std::int64_t r0, std::int64_t rows, std::int64_t p, std::int64_t c0,
+                      std::int64_t cols) {
+                    panel_bf16(xb + r0 * k, k, rows, packed + p * lanes, k,
+                               g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0,
+                               g.ldy, cols, g.epilogue);
+                  });
     return;
   }
   if (g.w->dtype() == DType::i8) {
@@ -330,28 +342,23 @@ void packed_gemm(Context& ctx, const PackedGemmArgs& g) {
     const std::int64_t panel_bytes = (k + 8) * nr;
     const auto panel_i8 = tiles ? kernels.panel_i8_amx : kernels.panel_i8;
     const std::int64_t group = tiles ? tile_panel_group(panels, row_blocks, ctx.threads()) : 1;
-    const TaskGrid groups(g.m, (panels + group - 1) / group, ctx.threads());
-    groups.run(ctx, groups.tasks(), [&](std::int64_t task, int) {
-      const std::int64_t p = groups.panel(task) * group, rb = groups.row_block(task);
-      const std::int64_t r0 = groups.first_row(rb), rows = groups.rows(rb);
-      if (rows <= 0) return;
-      const std::int64_t c0 = p * nr, cols = std::min(group * nr, g.n - c0);
-      panel_i8(xq + r0 * k, k, scales + r0, rows, packed + p * panel_bytes, k,
-               g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
-               g.epilogue);
-    });
+    for_each_task(ctx, g.m, g.n, panels, group,
+                  [&](std::int64_t r0, std::int64_t rows, std::int64_t p, std::int64_t c0,
+                      std::int64_t cols) {
+                    panel_i8(xq + r0 * k, k, scales + r0, rows, packed + p * panel_bytes, k,
+                             g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0,
+                             g.ldy, cols, g.epilogue);
+                  });
     return;
   }
   const float* packed = g.w->data<const float>();
-  grid.run(ctx, grid.tasks(), [&](std::int64_t task, int) {
-    const std::int64_t p = grid.panel(task), rb = grid.row_block(task);
-    const std::int64_t r0 = grid.first_row(rb), rows = grid.rows(rb);
-    if (rows <= 0) return;
-    const std::int64_t c0 = p * nr, cols = std::min(nr, g.n - c0);
-    kernels.panel(g.x + r0 * g.ldx, g.ldx, rows, packed + p * k * nr, k,
-                  g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
-                  g.epilogue);
-  });
+  for_each_task(
+      ctx, g.m, g.n, panels, 1,
+      [&](std::int64_t r0, std::int64_t rows, std::int64_t p, std::int64_t c0, std::int64_t cols) {
+        kernels.panel(g.x + r0 * g.ldx, g.ldx, rows, packed + p * k * nr, k,
+                      g.bias == nullptr ? nullptr : g.bias + c0, g.y + r0 * g.ldy + c0, g.ldy, cols,
+                      g.epilogue);
+      });
 }
 
 std::string packed_gemm_kernel(Isa isa, DType dtype, std::int64_t k, std::int64_t m) {
