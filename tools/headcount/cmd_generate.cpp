@@ -49,25 +49,15 @@ CacheDType parse_kv_dtype(const std::string& name) {
 // else $HEADCOUNT_DECODER_MODEL, else default_decoder_model(). Anything but an existing file is
 // one line naming the path and where it came from, before any option needs the model.
 std::string resolve_decoder_model(const std::string& flag) {
-  std::string path = flag, source = "--model";
-  if (path.empty()) {
-    const char* env = std::getenv("HEADCOUNT_DECODER_MODEL");
-    if (env != nullptr && *env != '\0') {
-      path = env;
-      source = "$HEADCOUNT_DECODER_MODEL";
-    } else {
-      path = default_decoder_model();
-      source = "the default; run scripts/setup.sh, or pass --model or set $HEADCOUNT_DECODER_MODEL";
-    }
-  }
+  const ModelChoice model = choose_model(flag, "HEADCOUNT_DECODER_MODEL", default_decoder_model());
   std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
+  const auto status = std::filesystem::status(model.path, ec);
   if (!std::filesystem::is_regular_file(status))
     fail("model",
-         detail::concat("expected a GGUF file, got ", path,
+         detail::concat("expected a GGUF file, got ", model.path,
                         std::filesystem::exists(status) ? " (not a file)" : " (no such file)",
-                        " (from ", source, ")"));
-  return path;
+                        " (from ", model.source, ")"));
+  return model.path;
 }
 
 std::string decoder_model_help() {

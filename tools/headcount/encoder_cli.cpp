@@ -23,24 +23,21 @@ std::string model_option_help() {
       default_model_dir(), " (filled by scripts/setup.sh)");
 }
 
+ModelChoice choose_model(const std::string& flag, const char* env, const std::string& fallback) {
+  if (!flag.empty()) return {flag, "--model"};
+  const char* value = std::getenv(env);
+  if (value != nullptr && *value != '\0') return {value, concat("$", env)};
+  return {fallback, concat("the default; run scripts/setup.sh, or pass --model or set $", env)};
+}
+
 std::string resolve_model_dir(const std::string& flag) {
-  std::string dir = flag, source = "--model";
-  if (dir.empty()) {
-    const char* env = std::getenv("HEADCOUNT_MODEL");
-    if (env != nullptr && *env != '\0') {
-      dir = env;
-      source = "$HEADCOUNT_MODEL";
-    } else {
-      dir = default_model_dir();
-      source = "the default; run scripts/setup.sh, or pass --model or set $HEADCOUNT_MODEL";
-    }
-  }
+  const ModelChoice model = choose_model(flag, "HEADCOUNT_MODEL", default_model_dir());
   try {
-    check_model_dir(dir);
+    check_model_dir(model.path);
   } catch (const Error& e) {
-    throw Error(concat(e.what(), " (from ", source, ")"));
+    throw Error(concat(e.what(), " (from ", model.source, ")"));
   }
-  return dir;
+  return model.path;
 }
 
 BertEncoder load_encoder(const std::string& flag, DType dtype) {

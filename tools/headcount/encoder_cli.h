@@ -11,6 +11,14 @@
 
 namespace headcount::cli {
 
+// Where a command's model comes from: `flag` if given, else $<env> if set and not empty, else
+// `fallback`; `source` names which, for the error line ("--model", "$<env>", or the default with
+// what to do about it). The encoder's directory and the decoder's GGUF file are both found so.
+struct ModelChoice {
+  std::string path, source;
+};
+ModelChoice choose_model(const std::string& flag, const char* env, const std::string& fallback);
+
 // Help text for --model: the search order, with the compiled-in default spelled out.
 std::string model_option_help();
 
