@@ -901,7 +901,8 @@ void amx_chunk(i64 rows, i64 cols, i64 steps, const char* a, i64 lda, i64 a_step
 // task of a few rows (a decoded token) can cover several panels for one LDTILECFG: the
 // configuration zeroes all eight tiles and costs about what one panel's products cost at k 384
 // (`build/gemm_stream 1 1 1 7 bf16`, one thread: 44 GFLOP/s for W_qkv with a configuration per
-// panel, 66 with one per thread).
+// panel, 66 in a one-off variant that configured once per thread, not kept: another AMX user
+// on the same thread could release the tiles under it).
 void panel_kernel_bf16_amx(const std::uint16_t* x, i64 ldx, i64 rows, const std::uint32_t* panel,
                            i64 k, const float* bias, float* y, i64 ldy, i64 cols,
                            GemmEpilogue epilogue) {
