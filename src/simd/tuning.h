@@ -166,7 +166,9 @@ constexpr std::int64_t gemm_bf16_widen_min_rows() { return 64; }
 // way: exact int32 sums); below, vpdpbusd, since a tile step multiplies 16 rows whatever the
 // call has. Measured on the Intel AMX host (family 6 model 167, 2 threads), `build/gemm_stream 6
 // M 2 7 int8` with HEADCOUNT_ISA=amx_bf16 against avx512_bf16, medians of a pass: m 16 723.6
-// against 665.5 us, m 24 828.3 against 897.1, m 32 867.4 against 1065.4, m 128 1865 against 3021.
+// against 665.5 us, m 24 828.3 against 897.1, m 32 867.4 against 1065.4, m 128 1865 against 3021
+// (with a tile configuration per panel, before the panel groups and one-row tiles of small calls;
+// not re-measured since, so the crossover may now lie lower).
 constexpr std::int64_t gemm_i8_amx_min_rows() { return 20; }
 
 }  // namespace headcount::tuning
