@@ -62,10 +62,11 @@ void run_decoder_suite(const DecoderSuiteOptions& o) {
             0);
       };
       const auto t0 = clock::now();
-      std::int32_t token = argmax(decoder.forward(ctx, prompt, cache));
+      std::int32_t token = argmax(decoder.executor().forward(ctx, prompt, cache));
       const auto t1 = clock::now();
       for (std::int64_t i = 1; i < new_tokens; ++i)
-        token = argmax(decoder.forward(ctx, std::span<const std::int32_t>(&token, 1), cache));
+        token = argmax(
+            decoder.executor().forward(ctx, std::span<const std::int32_t>(&token, 1), cache));
       const auto t2 = clock::now();
       if (run == 0) continue;
       prefill.push_back(static_cast<double>(n) / std::chrono::duration<double>(t1 - t0).count());
