@@ -39,7 +39,7 @@ HOME = {
     "cost.h": "cost",
     "model.h": "model",
     "multi_head_attention.h": "layers",
-    "encoder.h": "models", "sts.h": "models", "decoder.h": "models",
+    "encoder.h": "models", "sts.h": "models", "decoder.h": "models", "transformer.h": "models",
     "distributed.h": "distributed",
     "compress.h": "compress", "encoder_training.h": "compress", "decoder_training.h": "compress",
     "head_analysis.h": "analysis", "decoder_heads.h": "analysis",

@@ -1024,3 +1024,79 @@ TEST(LlamaDecoderSmall, QuantizedWeightsNeedTheFileAndF32) {
 
 }  // namespace
 }  // namespace headcount
+
+namespace headcount {
+namespace {
+
+// Batched decoding (Transformer::decode): 4 prompts of different lengths, each prefilled into
+// its own cache, then 12 steps in which every sequence advances by one greedy token in one
+// pass over the weights. Each sequence's logits must be bitwise those it gets decoding alone,
+// on the fp32 weights and on the file's own quantized blocks.
+TEST_F(SmolLM2, BatchedDecodingGivesEachSequenceItsOwnBits) {
+  Context ctx({.threads = 2});
+  const LlamaDecoder quantized = LlamaDecoder::load(kModel.string(), {.quantized = true});
+  const std::vector<std::string> prompts = {"The history of the printing press begins in",
+                                            "Once upon a time",
+                                            "def fibonacci(n):", "Paris is the capital of"};
+  const int steps = HEADCOUNT_TEST_SANITIZED ? 2 : 12;
+  for (const LlamaDecoder* decoder :
+       {static_cast<const LlamaDecoder*>(decoder_.get()), &quantized}) {
+    SCOPED_TRACE(decoder->weights_name());
+    const Transformer& model = decoder->executor();
+    const i64 vocab = model.config().vocab;
+    auto argmax = [&](const float* row) {
+      return static_cast<std::int32_t>(std::max_element(row, row + vocab) - row);
+    };
+    // Alone: each sequence's logits at every step.
+    std::vector<std::vector<std::vector<float>>> alone(prompts.size());
+    for (std::size_t s = 0; s < prompts.size(); ++s) {
+      const std::vector<std::int32_t> ids = decoder->tokenizer().encode(prompts[s]);
+      KvCache cache = model.make_cache(static_cast<i64>(ids.size()) + steps);
+      Tensor logits = model.forward(ctx, ids, cache);
+      for (int t = 0; t < steps; ++t) {
+        const float* row = logits.data<const float>();
+        alone[s].emplace_back(row, row + vocab);
+        const std::int32_t next = argmax(row);
+        logits = model.forward(ctx, std::span<const std::int32_t>(&next, 1), cache);
+      }
+    }
+    // Together: the prompts prefilled one by one, then one decode() call per step.
+    std::vector<KvCache> caches;
+    std::vector<std::int32_t> next;
+    for (std::size_t s = 0; s < prompts.size(); ++s) {
+      const std::vector<std::int32_t> ids = decoder->tokenizer().encode(prompts[s]);
+      caches.push_back(model.make_cache(static_cast<i64>(ids.size()) + steps));
+      const Tensor logits = model.forward(ctx, ids, caches.back());
+      ASSERT_TRUE(std::equal(alone[s][0].begin(), alone[s][0].end(), logits.data<const float>()));
+      next.push_back(argmax(logits.data<const float>()));
+    }
+    std::vector<KvCache*> pointers;
+    for (KvCache& c : caches) pointers.push_back(&c);
+    for (int t = 1; t < steps; ++t) {
+      const Tensor logits = model.decode(ctx, next, pointers);
+      for (std::size_t s = 0; s < prompts.size(); ++s) {
+        const float* row = logits.data<const float>() + static_cast<i64>(s) * vocab;
+        EXPECT_TRUE(std::equal(alone[s][static_cast<std::size_t>(t)].begin(),
+                               alone[s][static_cast<std::size_t>(t)].end(), row))
+            << "sequence " << s << ", step " << t;
+        next[s] = argmax(row);
+      }
+    }
+    // Bad input: one cache per id, each its own, each holding its prompt.
+    testing::expect_error(
+        [&] {
+          (void)model.decode(ctx, next, {pointers.data(), 2});
+        },
+        {"caches", "4 (one per id)", "2"});
+    std::vector<KvCache*> shared = {pointers[0], pointers[0], pointers[2], pointers[3]};
+    testing::expect_error([&] { (void)model.decode(ctx, next, shared); },
+                          {"caches[1]", "a cache of its own"});
+    KvCache empty = model.make_cache(8);
+    std::vector<KvCache*> with_empty = {pointers[0], &empty, pointers[2], pointers[3]};
+    testing::expect_error([&] { (void)model.decode(ctx, next, with_empty); },
+                          {"caches[1]", "holding its prompt"});
+  }
+}
+
+}  // namespace
+}  // namespace headcount

@@ -19,6 +19,8 @@
 //     model's last hidden states on return (FinalNorm applied for pre-norm models).
 //   forward(ids, cache, which): one sequence through a KV cache (prefill when the cache is
 //     empty, the decode kernel after); returns the logits of the last row or of every row.
+//   decode(ids, caches): one new token for each of B sequences, each with its own cache, in one
+//     pass over the weights (batched decoding; each row's bits those it gets alone).
 #pragma once
 
 #include <cstdint>
@@ -92,13 +94,22 @@ class Transformer {
   // logits [1 or n, vocab] (a model with an LM head).
   Tensor forward(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
                  Logits which = Logits::last, const TransformerForwardOptions& options = {}) const;
+  // One decode step of B sequences, each with its own cache (make_cache's, holding at least its
+  // prompt): ids[b] is sequence b's next token. Returns logits [B, vocab]; row b is bitwise
+  // what forward(ids[b], *caches[b]) returns alone: every projection, the FFN and the head are
+  // one GEMM over the B rows (whose rows do not depend on each other), the decode kernel runs
+  // per sequence over its own cache.
+  Tensor decode(Context& ctx, std::span<const std::int32_t> ids,
+                std::span<KvCache* const> caches) const;
   // logits [rows, vocab] = hidden [rows, d_model] · head (+ bias): the LM head alone.
   void logits(Context& ctx, const float* hidden, std::int64_t rows, float* out) const;
 
  private:
   struct Impl;
   void run(Context& ctx, std::span<const std::int32_t> ids, std::int64_t batch, std::int64_t n,
-           float* x, KvCache* cache, const TransformerForwardOptions& options) const;
+           float* x, std::span<KvCache* const> caches,
+           const TransformerForwardOptions& options) const;
+  void check_cache(const KvCache& cache, std::int64_t tokens) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -290,12 +290,19 @@ KvCache Transformer::make_cache(i64 capacity, CacheDType dtype) const {
 }
 
 void Transformer::run(Context& ctx, std::span<const std::int32_t> ids, i64 B, i64 n, float* x,
-                      KvCache* cache, const TransformerForwardOptions& options) const {
+                      std::span<KvCache* const> caches,
+                      const TransformerForwardOptions& options) const {
   const Impl& m = *impl_;
   const model::Config& c = m.config;
   const i64 d = c.d_model, rows = B * n;
   const bool pre = c.placement == model::NormPlacement::pre;
-  const i64 start = cache != nullptr ? cache->length(0, 0) : 0;
+  // No cache; one sequence's (prefill or decode steps); or one per sequence (batched decoding).
+  const bool per_sequence = caches.size() > 1;
+  auto start_of = [&](i64 b) {
+    return caches.empty() ? 0
+                          : caches[per_sequence ? static_cast<std::size_t>(b) : 0]->length(0, 0);
+  };
+  const i64 start = start_of(0);
   const i64 end_layer = options.end_layer < 0 ? c.layer_count() : options.end_layer;
   auto buffer = [&](int slot, i64 floats) {
     return static_cast<float*>(
@@ -311,7 +318,7 @@ void Transformer::run(Context& ctx, std::span<const std::int32_t> ids, i64 B, i6
       for (i64 i = 0; i < n; ++i) {
         float* row = x + (b * n + i) * d;
         const float* w = token + static_cast<i64>(ids[static_cast<std::size_t>(b * n + i)]) * d;
-        const float* p = position != nullptr ? position + (start + i) * d : nullptr;
+        const float* p = position != nullptr ? position + (start_of(b) + i) * d : nullptr;
         if (p != nullptr && type0 != nullptr)
           for (i64 k = 0; k < d; ++k) row[k] = w[k] + p[k] + type0[k];
         else if (p != nullptr)
@@ -345,7 +352,7 @@ void Transformer::run(Context& ctx, std::span<const std::int32_t> ids, i64 B, i6
         options.observe_attention(l, params);
       };
     }
-    if (cache == nullptr) {
+    if (caches.empty()) {
       AttentionOptions attention{.kernel = options.kernel,
                                  .causal = c.causal,
                                  .key_lengths = options.key_lengths,
@@ -356,10 +363,12 @@ void Transformer::run(Context& ctx, std::span<const std::int32_t> ids, i64 B, i6
         attention.head_mask = options.head_mask.subspan(static_cast<std::size_t>(head_offset),
                                                         static_cast<std::size_t>(heads));
       layer.attention.forward(ctx, in, sub_view, attention);
+    } else if (per_sequence) {
+      layer.attention.decode_rows(ctx, in, caches, l, sub_view, {.scale = c.scale});
     } else if (start == 0) {
       // The prompt: its K/V into the cache, causal streaming attention over it.
       layer.attention.prefill(
-          ctx, in, *cache, l, sub_view,
+          ctx, in, *caches[0], l, sub_view,
           PrefillOptions{
               .kernel = options.kernel, .scale = c.scale, .lse = lse, .observe = observe});
     } else {
@@ -367,8 +376,8 @@ void Transformer::run(Context& ctx, std::span<const std::int32_t> ids, i64 B, i6
       for (i64 i = 0; i < n; i += kMaxDecodeTokens) {
         const i64 t = std::min(kMaxDecodeTokens, n - i);
         layer.attention.decode_step(
-            ctx, TensorView::contiguous(in.ptr<float>() + i * d, DType::f32, {1, t, d}), *cache, l,
-            TensorView::contiguous(sub + i * d, DType::f32, {1, t, d}), {.scale = c.scale});
+            ctx, TensorView::contiguous(in.ptr<float>() + i * d, DType::f32, {1, t, d}), *caches[0],
+            l, TensorView::contiguous(sub + i * d, DType::f32, {1, t, d}), {.scale = c.scale});
       }
     }
     head_offset += heads;
@@ -452,7 +461,7 @@ void Transformer::forward(Context& ctx, std::span<const std::int32_t> ids, i64 B
   check(end_layer >= options.first_layer && end_layer <= c.layer_count(), "end_layer",
         concat("-1 or in [first_layer = ", options.first_layer, ", ", c.layer_count(), "]"),
         options.end_layer);
-  run(ctx, ids, B, n, hidden.ptr<float>(), nullptr, options);
+  run(ctx, ids, B, n, hidden.ptr<float>(), {}, options);
 }
 
 void Transformer::forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
@@ -474,20 +483,8 @@ Tensor Transformer::forward(Context& ctx, std::span<const std::int32_t> ids, KvC
   check(c.output != model::Output::hidden, "model output", "an LM head (a decoder)",
         "hidden states only");
   check_ids(ids, c.vocab);
-  const KvCacheConfig& k = cache.config();
-  bool same_kv_heads = k.layers == c.layer_count();
-  for (i64 l = 0; same_kv_heads && l < c.layer_count(); ++l)
-    same_kv_heads = k.kv_heads_in(l) == c.kv_heads_in(l);
-  check(
-      k.layers == c.layer_count() && k.batch == 1 && same_kv_heads && k.head_dim == c.head_dim,
-      "kv cache",
-      concat(c.layer_count(), " layers, batch 1, ", c.kv_heads_in(0), " kv heads",
-             c.uniform() ? "" : " in layer 0 (the model's count in each layer)", " of ", c.head_dim,
-             " (make_cache)"),
-      concat(k.layers, " layers, batch ", k.batch, ", ", k.kv_heads, " kv heads of ", k.head_dim));
+  check_cache(cache, n);
   const i64 start = cache.length(0, 0);
-  check(start + n <= cache.capacity(), "kv cache capacity",
-        concat("room for ", n, " more tokens after the ", start, " cached"), cache.capacity());
   // HEADCOUNT_CHECK: the message is built only on failure (forward runs once per decoded token).
   HEADCOUNT_CHECK(!options.observe_attention || start == 0, "observe_attention",
                   "an empty cache (the hook sees the prompt's prefill only)",
@@ -498,10 +495,56 @@ Tensor Transformer::forward(Context& ctx, std::span<const std::int32_t> ids, KvC
                   "some");
   float* x = static_cast<float*>(
       ctx.workspace(kSlotResidual, static_cast<std::size_t>(n * d) * sizeof(float)));
-  run(ctx, ids, 1, n, x, &cache, options);
+  KvCache* one[] = {&cache};
+  run(ctx, ids, 1, n, x, one, options);
   const i64 rows = which == Logits::all ? n : 1;
   Tensor out(DType::f32, {rows, c.vocab});
   logits(ctx, x + (n - rows) * d, rows, out.data<float>());
+  return out;
+}
+
+void Transformer::check_cache(const KvCache& cache, i64 tokens) const {
+  const model::Config& c = impl_->config;
+  const KvCacheConfig& k = cache.config();
+  bool same_kv_heads = k.layers == c.layer_count();
+  for (i64 l = 0; same_kv_heads && l < c.layer_count(); ++l)
+    same_kv_heads = k.kv_heads_in(l) == c.kv_heads_in(l);
+  HEADCOUNT_CHECK(
+      k.layers == c.layer_count() && k.batch == 1 && same_kv_heads && k.head_dim == c.head_dim,
+      "kv cache",
+      concat(c.layer_count(), " layers, batch 1, ", c.kv_heads_in(0), " kv heads",
+             c.uniform() ? "" : " in layer 0 (the model's count in each layer)", " of ", c.head_dim,
+             " (make_cache)"),
+      concat(k.layers, " layers, batch ", k.batch, ", ", k.kv_heads, " kv heads of ", k.head_dim));
+  const i64 start = cache.length(0, 0);
+  HEADCOUNT_CHECK(start + tokens <= cache.capacity(), "kv cache capacity",
+                  concat("room for ", tokens, " more tokens after the ", start, " cached"),
+                  cache.capacity());
+}
+
+Tensor Transformer::decode(Context& ctx, std::span<const std::int32_t> ids,
+                           std::span<KvCache* const> caches) const {
+  const model::Config& c = impl_->config;
+  const i64 B = static_cast<i64>(ids.size()), d = c.d_model;
+  check(B >= 1, "ids", "one token per sequence", "none");
+  check(static_cast<i64>(caches.size()) == B, "caches", concat(B, " (one per id)"), caches.size());
+  check(c.output != model::Output::hidden, "model output", "an LM head (a decoder)",
+        "hidden states only");
+  check_ids(ids, c.vocab);
+  for (std::size_t b = 0; b < caches.size(); ++b) {
+    check(caches[b] != nullptr, concat("caches[", b, "]"), "a cache", "null");
+    for (std::size_t other = 0; other < b; ++other)
+      check(caches[other] != caches[b], concat("caches[", b, "]"), "a cache of its own",
+            concat("the cache of sequence ", other));
+    check_cache(*caches[b], 1);
+    check(caches[b]->length(0, 0) >= 1, concat("caches[", b, "]"),
+          "a sequence's cache holding its prompt (forward() prefills it)", "an empty cache");
+  }
+  float* x = static_cast<float*>(
+      ctx.workspace(kSlotResidual, static_cast<std::size_t>(B * d) * sizeof(float)));
+  run(ctx, ids, B, 1, x, caches, {});
+  Tensor out(DType::f32, {B, c.vocab});
+  logits(ctx, x, B, out.data<float>());
   return out;
 }
 
