@@ -211,7 +211,7 @@ TEST(CliDecoder, GenerateJsonHasTransformersGreedyTokensAndPerplexityRuns) {
   const nlohmann::json fixture = nlohmann::json::parse(in).at("cases")[0];
   const std::string prompt = fixture.at("text").get<std::string>();  // plain text, no quotes
   const CliResult r = run_cli("generate --model '" + kModel.string() + "' --prompt '" + prompt +
-                              "' --max-tokens 8 --threads 2 --json");
+                              "' --max-tokens 8 --threads 2 --weights fp32 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json out = nlohmann::json::parse(r.out);
   EXPECT_EQ(out.at("prompt_tokens"), fixture.at("ids"));
@@ -222,13 +222,19 @@ TEST(CliDecoder, GenerateJsonHasTransformersGreedyTokensAndPerplexityRuns) {
   EXPECT_GT(out.at("decode_tokens_per_second").get<double>(), 0);
   EXPECT_EQ(out.at("text").get<std::string>().rfind(" Paris", 0), 0u) << out.at("text");
 
-  // The file's own blocks (--weights quantized) say so and give the same first token.
+  // By default a Q4_1 file runs on its own blocks: the JSON says so, the tokens are those of
+  // --weights quantized, and the first is transformers' (fp32) first token.
   const CliResult q = run_cli("generate --model '" + kModel.string() + "' --prompt '" + prompt +
-                              "' --max-tokens 2 --threads 2 --weights quantized --json");
+                              "' --max-tokens 4 --threads 2 --json");
   ASSERT_EQ(q.exit_code, 0) << q.err;
   const nlohmann::json qj = nlohmann::json::parse(q.out);
   EXPECT_EQ(qj.at("weights"), "quantized");
   EXPECT_EQ(qj.at("tokens")[0].get<int>(), greedy[0]);
+  const CliResult explicit_q =
+      run_cli("generate --model '" + kModel.string() + "' --prompt '" + prompt +
+              "' --max-tokens 4 --threads 1 --weights quantized --json");
+  ASSERT_EQ(explicit_q.exit_code, 0) << explicit_q.err;
+  EXPECT_EQ(nlohmann::json::parse(explicit_q.out).at("tokens"), qj.at("tokens"));
 
   // Perplexity on a short text: two windows of 32 tokens, 15 scored in each.
   const fs::path text = fs::temp_directory_path() /

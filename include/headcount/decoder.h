@@ -103,6 +103,10 @@ struct DecoderOptions {
 // options; anything else: Error naming `option` and the value.
 DecoderOptions parse_decoder_weights(const std::string& name,
                                      const std::string& option = "--weights");
+// What "auto" (the CLI's default --weights) means for a file: "quantized" (the file's own
+// blocks, the fast path) when every matrix the projections, the FFN and the LM head multiply
+// is stored as Q4_1 or Q8_0 blocks, else "fp32" (an F32/F16 file: the dequantized reference).
+std::string auto_decoder_weights(const std::string& gguf_path);
 
 // The compiled-in default decoder file (<repo>/models/SmolLM2-135M-Instruct.Q4_1.gguf, which
 // scripts/setup.sh puts there); the CLI's `generate` and `perplexity` use it when neither
@@ -150,6 +154,7 @@ class LlamaDecoder {
                               std::int64_t context) const;
 
  private:
+  LlamaDecoder();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

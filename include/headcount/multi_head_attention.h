@@ -110,6 +110,12 @@ struct LayerStats {
 class MultiHeadAttention {
  public:
   MultiHeadAttention(const MultiHeadAttentionConfig& config, MultiHeadAttentionWeights weights);
+  // Self-attention on a GGUF file's blocks alone (set_projection_blocks's), with no fp32 copy
+  // of the projections: weights() is then empty, set_projection_dtype and the cross-attention
+  // forward are Errors. config.bias must be false (the blocks carry no biases).
+  MultiHeadAttention(const MultiHeadAttentionConfig& config,
+                     std::shared_ptr<const layers::BlockWeights> qkv,
+                     std::shared_ptr<const layers::BlockWeights> o);
 
   const MultiHeadAttentionConfig& config() const { return config_; }
   const MultiHeadAttentionWeights& weights() const { return weights_; }

@@ -74,9 +74,11 @@ class Transformer {
   DType dtype() const;     // of the packed projections
   bool quantized() const;  // the GGUF file's own blocks (use_file_blocks)
 
-  // Replaces every projection, FFN matrix and the LM head by `file`'s own Q4_1 / Q8_0 blocks
-  // (the Llama family; the file this executor's weights were read from).
-  void use_file_blocks(const GgufFile& file);
+  // A Llama-family model on a GGUF file's own Q4_1 / Q8_0 blocks (`config` read from the same
+  // file: llama_config): every projection, FFN matrix and the LM head multiplied from the
+  // blocks, with no fp32 copy of them ever built; only the token table (for the lookup) and
+  // the norms are read as fp32.
+  static Transformer on_file_blocks(const GgufFile& file, const model::Config& config);
   // Heads over MPI ranks: each sub-layer's partial output is summed over the ranks before its
   // residual add. Unset: one process.
   void set_partial_sum(std::function<void(float*, std::int64_t)> sum);
@@ -110,6 +112,7 @@ class Transformer {
            float* x, std::span<KvCache* const> caches,
            const TransformerForwardOptions& options) const;
   void check_cache(const KvCache& cache, std::int64_t tokens) const;
+  Transformer();
   std::unique_ptr<Impl> impl_;
 };
 

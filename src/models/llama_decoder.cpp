@@ -178,9 +178,29 @@ LlamaDecoder LlamaDecoder::load(const std::string& gguf_path, const DecoderOptio
   check(!options.quantized || options.weights == DType::f32, "decoder weights",
         "f32 beside quantized (the file's blocks replace the packed weights)",
         dtype_name(options.weights));
-  LlamaDecoder decoder(llama_definition(file), std::move(tokenizer), {.weights = options.weights});
-  if (options.quantized) decoder.impl_->executor.use_file_blocks(file);
-  return decoder;
+  if (options.quantized) {
+    // The file's own blocks, with no fp32 copy of the projections built first.
+    LlamaDecoder decoder;
+    decoder.impl_ = std::make_unique<Impl>(std::move(tokenizer),
+                                           Transformer::on_file_blocks(file, llama_config(file)));
+    return decoder;
+  }
+  return LlamaDecoder(llama_definition(file), std::move(tokenizer), {.weights = options.weights});
+}
+
+std::string auto_decoder_weights(const std::string& gguf_path) {
+  const GgufFile file = GgufFile::open(gguf_path);
+  const model::Config c = llama_config(file);
+  for (const model::WeightSpec& spec : model::weight_table(c)) {
+    const bool multiplied = spec.layer >= 0 ? spec.shape.size() == 2
+                                            : spec.role == (c.output == model::Output::tied
+                                                                ? model::Role::token_embedding
+                                                                : model::Role::lm_head_weight);
+    if (!multiplied) continue;
+    const GgufTensorInfo* t = file.find_tensor(spec.gguf_name);
+    if (t == nullptr || (t->type != GgmlType::q4_1 && t->type != GgmlType::q8_0)) return "fp32";
+  }
+  return "quantized";
 }
 
 DecoderOptions parse_decoder_weights(const std::string& name, const std::string& option) {
@@ -205,6 +225,7 @@ LlamaDecoder::LlamaDecoder(const model::Weights& weights, BpeTokenizer tokenizer
   impl_ = std::make_unique<Impl>(std::move(tokenizer), Transformer(weights, options.weights));
 }
 
+LlamaDecoder::LlamaDecoder() = default;
 LlamaDecoder::~LlamaDecoder() = default;
 LlamaDecoder::LlamaDecoder(LlamaDecoder&&) noexcept = default;
 LlamaDecoder& LlamaDecoder::operator=(LlamaDecoder&&) noexcept = default;

@@ -216,60 +216,81 @@ void Transformer::set_partial_sum(std::function<void(float*, std::int64_t)> sum)
   impl_->partial_sum = std::move(sum);
 }
 
-void Transformer::use_file_blocks(const GgufFile& file) {
-  const model::Config& c = impl_->config;
+Transformer::Transformer() : impl_(std::make_unique<Impl>()) {}
+
+Transformer Transformer::on_file_blocks(const GgufFile& file, const model::Config& config) {
+  const model::Config& c = config;
+  model::validate(c, file.path());
   check(c.family == model::Family::llama && c.activation == model::Activation::swiglu &&
-            c.output != model::Output::hidden,
+            c.placement == model::NormPlacement::pre && !c.attention_bias && !c.embedding_norm &&
+            c.positions == model::Positions::rotary && c.output != model::Output::hidden,
         "quantized weights", "a Llama-family model read from a GGUF file",
         model::family_name(c.family));
-  check(impl_->dtype == DType::f32, "quantized weights",
-        "f32 beside quantized (the file's blocks replace the packed weights)",
-        dtype_name(impl_->dtype));
-  // The GGUF names of each role and layer, from the definition's own table.
-  std::vector<std::vector<std::string>> names(c.layer_count());
-  std::string head_name;
-  for (const model::WeightSpec& spec : model::weight_table(c)) {
+  // The GGUF names and shapes of each role and layer, from the definition's own table.
+  std::vector<std::vector<const model::WeightSpec*>> specs(c.layer_count());
+  const std::vector<model::WeightSpec> table = model::weight_table(c);
+  const model::WeightSpec* head = nullptr;
+  for (const model::WeightSpec& spec : table) {
     if (spec.layer >= 0) {
-      auto& row = names[static_cast<std::size_t>(spec.layer)];
+      auto& row = specs[static_cast<std::size_t>(spec.layer)];
       if (row.size() <= static_cast<std::size_t>(spec.role))
         row.resize(static_cast<std::size_t>(spec.role) + 1);
-      row[static_cast<std::size_t>(spec.role)] = spec.gguf_name;
+      row[static_cast<std::size_t>(spec.role)] = &spec;
     } else if (spec.role ==
                (c.output == model::Output::tied ? Role::token_embedding : Role::lm_head_weight)) {
-      head_name = spec.gguf_name;
+      head = &spec;
     }
   }
+  auto fp32 = [&](const model::WeightSpec& spec) {
+    return file.load_f32(spec.gguf_name, spec.shape);
+  };
   // llama.cpp's Q/K row order undone by choosing rows (unpermute_rotary_rows's map): packed
   // row (head, h · head_dim/2 + i) is the file's row (head, 2i + h).
   auto rotary_order = [&](i64 heads) {
     std::vector<i64> order(static_cast<std::size_t>(heads * c.head_dim));
     const i64 half = c.head_dim / 2;
-    for (i64 head = 0; head < heads; ++head)
+    for (i64 h0 = 0; h0 < heads; ++h0)
       for (i64 h = 0; h < 2; ++h)
         for (i64 i = 0; i < half; ++i)
-          order[static_cast<std::size_t>(head * c.head_dim + h * half + i)] =
-              head * c.head_dim + 2 * i + h;
+          order[static_cast<std::size_t>(h0 * c.head_dim + h * half + i)] =
+              h0 * c.head_dim + 2 * i + h;
     return order;
   };
+
+  Transformer t;
+  Impl& m = *t.impl_;
+  m.config = c;
+  m.quantized = true;
+  for (const model::WeightSpec& spec : table) {
+    if (spec.role == Role::token_embedding) m.token = fp32(spec);
+    if (spec.role == Role::final_norm_weight) m.final_norm.gamma = fp32(spec);
+  }
   for (i64 l = 0; l < c.layer_count(); ++l) {
-    const auto& n = names[static_cast<std::size_t>(l)];
-    auto name = [&](Role role) { return n.at(static_cast<std::size_t>(role)); };
+    const auto& row = specs[static_cast<std::size_t>(l)];
+    auto name = [&](Role role) { return row.at(static_cast<std::size_t>(role))->gguf_name; };
     const std::vector<i64> q_order = rotary_order(c.heads_in(l)),
                            k_order = rotary_order(c.kv_heads_in(l));
-    Layer& layer = impl_->layers[static_cast<std::size_t>(l)];
-    layer.attention.set_projection_blocks(
-        pack_blocks({block_source(file, name(Role::q_weight), q_order),
-                     block_source(file, name(Role::k_weight), k_order),
-                     block_source(file, name(Role::v_weight))}),
-        pack_blocks({block_source(file, name(Role::o_weight))}));
+    Layer layer{.attention = MultiHeadAttention(
+                    {.d_model = c.d_model,
+                     .heads = c.heads_in(l),
+                     .kv_heads = c.kv_heads_in(l),
+                     .head_dim = c.head_dim,
+                     .bias = false,
+                     .rope_base = c.rope_base},
+                    pack_blocks({block_source(file, name(Role::q_weight), q_order),
+                                 block_source(file, name(Role::k_weight), k_order),
+                                 block_source(file, name(Role::v_weight))}),
+                    pack_blocks({block_source(file, name(Role::o_weight))})),
+                .norm1 = {.gamma = fp32(*row.at(static_cast<std::size_t>(Role::norm1_weight)))},
+                .norm2 = {.gamma = fp32(*row.at(static_cast<std::size_t>(Role::norm2_weight)))}};
     layer.swiglu = layers::GatedFeedForward::from_blocks(
         pack_blocks({block_source(file, name(Role::ffn_gate_weight)),
                      block_source(file, name(Role::ffn_up_weight))}),
         pack_blocks({block_source(file, name(Role::ffn_down_weight))}));
+    m.layers.push_back(std::move(layer));
   }
-  impl_->head_blocks = pack_blocks({block_source(file, head_name)});
-  impl_->head = Tensor();
-  impl_->quantized = true;
+  m.head_blocks = pack_blocks({block_source(file, head->gguf_name)});
+  return t;
 }
 
 KvCache Transformer::make_cache(i64 capacity, CacheDType dtype) const {

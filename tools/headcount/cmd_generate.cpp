@@ -65,8 +65,15 @@ std::string decoder_model_help() {
                         default_decoder_model(), " (put there by scripts/setup.sh)");
 }
 
+// --weights: "auto" (the default) is the file's own blocks when it is quantized, else fp32;
+// resolved as the model loads, after every other option is checked.
+DecoderOptions parse_weights_option(const std::string& model, const std::string& name) {
+  if (name != "auto") return parse_decoder_weights(name, "--weights");
+  return parse_decoder_weights(auto_decoder_weights(model), "--weights");
+}
+
 struct GenerateArgs {
-  std::string model, prompt, kv_dtype = "fp32", weights = "fp32";
+  std::string model, prompt, kv_dtype = "fp32", weights = "auto";
   bool chat = false, as_json = false, prompt_given = false, ignore_eos = false;
   std::int64_t max_tokens = 128;
   float temperature = 0, top_p = 1;
@@ -84,11 +91,11 @@ void run_generate(const GenerateArgs& a) {
         "a finite number >= 0 (0: greedy)", a.temperature);
   check(a.top_p > 0 && a.top_p <= 1, "--top-p", "in (0, 1]", a.top_p);
   const CacheDType kv_dtype = parse_kv_dtype(a.kv_dtype);
-  const DecoderOptions weights = parse_decoder_weights(a.weights, "--weights");
+  if (a.weights != "auto") (void)parse_decoder_weights(a.weights, "--weights");
   Context ctx({.threads = resolve_threads(a.threads)});
 
   // 2. Model and prompt.
-  const LlamaDecoder decoder = LlamaDecoder::load(model, weights);
+  const LlamaDecoder decoder = LlamaDecoder::load(model, parse_weights_option(model, a.weights));
   const BpeTokenizer& tokenizer = decoder.tokenizer();
   const std::string text =
       a.chat ? format_chatml({{.role = "user", .content = a.prompt}},
@@ -127,7 +134,7 @@ void run_generate(const GenerateArgs& a) {
                 {"decode_tokens_per_second", decode_rate},
                 {"threads", ctx.threads()},
                 {"kv_dtype", a.kv_dtype},
-                {"weights", a.weights},
+                {"weights", decoder.weights_name()},
                 {"kv_cache_bytes", r.cache_bytes}};
     std::cout << dump(out) << '\n';
   } else {
@@ -137,14 +144,14 @@ void run_generate(const GenerateArgs& a) {
                  "[generate] prompt %lld tokens, prefill %.1f tokens/s; %zu new tokens, decode "
                  "%.1f tokens/s (%d threads, weights %s, KV cache %s)\n",
                  static_cast<long long>(r.prompt_tokens), prefill_rate, r.tokens.size(),
-                 decode_rate, ctx.threads(), a.weights.c_str(), a.kv_dtype.c_str());
+                 decode_rate, ctx.threads(), decoder.weights_name().c_str(), a.kv_dtype.c_str());
   }
   std::cout.flush();
   if (!std::cout) fail("stdout", "write failed");
 }
 
 struct PerplexityArgs {
-  std::string model, input, weights = "fp32";
+  std::string model, input, weights = "auto";
   std::int64_t context = 512;
   bool as_json = false;
   int threads = 0;
@@ -153,13 +160,13 @@ struct PerplexityArgs {
 void run_perplexity(const PerplexityArgs& a) {
   const std::string model = resolve_decoder_model(a.model);
   check(a.context >= 4, "--context", ">= 4", a.context);
-  const DecoderOptions weights = parse_decoder_weights(a.weights, "--weights");
+  if (a.weights != "auto") (void)parse_decoder_weights(a.weights, "--weights");
   std::ifstream file(a.input, std::ios::binary);
   check(static_cast<bool>(file), "TEXT_FILE", "a readable file", a.input);
   std::stringstream text;
   text << file.rdbuf();
   Context ctx({.threads = resolve_threads(a.threads)});
-  const LlamaDecoder decoder = LlamaDecoder::load(model, weights);
+  const LlamaDecoder decoder = LlamaDecoder::load(model, parse_weights_option(model, a.weights));
   check(a.context <= decoder.config().context, "--context",
         detail::concat("at most the model's context ", decoder.config().context), a.context);
   // The text as text: a special token's spelling in it is not that token.
@@ -175,7 +182,7 @@ void run_perplexity(const PerplexityArgs& a) {
                            {"context", a.context},
                            {"seconds", r.seconds},
                            {"threads", ctx.threads()},
-                           {"weights", a.weights}})
+                           {"weights", decoder.weights_name()}})
               << '\n';
   } else {
     std::printf("perplexity %.4f (%lld tokens scored in %lld windows of %lld; %.1f s)\n",
@@ -206,8 +213,9 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache: fp32, bf16 or int8")->capture_default_str();
   cmd->add_option("--weights", a->weights,
-                  "Weights as multiplied: fp32 (dequantized, the reference), bf16, int8 or "
-                  "quantized (the file's own Q4_1/Q8_0 blocks, inputs in int8 blocks of 32)")
+                  "Weights as multiplied: auto (quantized for a Q4_1/Q8_0 file, else fp32), fp32 "
+                  "(dequantized, the reference), bf16, int8 or quantized (the file's own "
+                  "Q4_1/Q8_0 blocks, inputs in int8 blocks of 32)")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", a->ignore_eos,
                 "Go on past the end-of-text token (benchmarks: always --max-tokens tokens)");
@@ -223,7 +231,7 @@ void register_perplexity(CLI::App& app) {
   cmd->add_option("input", a->input, "Text file")->required();
   cmd->add_option("--context", a->context, "Tokens per window (the second half is scored)")
       ->capture_default_str();
-  cmd->add_option("--weights", a->weights, "fp32, bf16, int8 or quantized (as for generate)")
+  cmd->add_option("--weights", a->weights, "auto, fp32, bf16, int8 or quantized (as for generate)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--json", a->as_json, "One JSON object");
