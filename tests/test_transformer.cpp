@@ -8,13 +8,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "expect_error.h"
 #include "headcount/train/definition.h"
 #include "headcount/train/model.h"
+#include "headcount/train/trainer.h"
 #include "headcount/transformer.h"
 
 namespace headcount {
@@ -187,6 +190,63 @@ TEST(Transformer, BadInputNamesTheParameter) {
   KvCache cache = executor.make_cache(4);
   expect_error([&] { (void)executor.forward(ctx, ids, cache, Logits::last, {.head_mask = mask}); },
                {"forward options", "KV cache"});
+}
+
+}  // namespace
+}  // namespace headcount
+
+namespace headcount {
+namespace {
+
+// A Llama-style model trained by main before the executors became one (tests/testdata/
+// checkpoints/llama-char-2026-12-07: 2 layers, 4 heads over 2 K/V heads, RMSNorm, rotary,
+// SwiGLU, no biases, tied head; 300 char-lm steps, `headcount train --config config.json`) still
+// loads, and the inference executor, decoding through its KV cache, continues a prompt with the
+// same greedy tokens as the training executor recomputing the whole sequence at every step.
+TEST(Transformer, ACommittedCheckpointDecodesAsTheTrainingExecutorContinuesIt) {
+  Context ctx({.threads = 2});
+  const std::string dir =
+      std::string(HEADCOUNT_TESTDATA_DIR) + "/checkpoints/llama-char-2026-12-07";
+  const std::unique_ptr<train::Trainer> trainer = train::Trainer::resume(ctx, dir);
+  EXPECT_EQ(trainer->step(), 300);
+  train::Model& trained = trainer->model();
+  const Transformer executor(train::to_weights(trained));
+  const model::Config& c = executor.config();
+  EXPECT_EQ(c.family, model::Family::llama);
+  EXPECT_EQ(c.kv_heads_in(0), 2);
+  const std::int64_t prompt = 6, steps = c.context - prompt;
+  std::vector<std::int32_t> ids;
+  for (std::int64_t i = 0; i < prompt; ++i)
+    ids.push_back(static_cast<std::int32_t>((i * 11 + 5) % c.vocab));
+  auto argmax = [&](const float* row) {
+    return static_cast<std::int32_t>(std::max_element(row, row + c.vocab) - row);
+  };
+
+  // The training executor: the whole sequence again at every step.
+  std::vector<std::int32_t> expected = ids;
+  std::vector<float> logits(static_cast<std::size_t>(c.context * c.vocab));
+  for (std::int64_t s = 0; s < steps; ++s) {
+    const auto n = static_cast<std::int64_t>(expected.size());
+    train::Batch batch{.batch = 1,
+                       .seq_len = n,
+                       .tokens = expected,
+                       .targets = std::vector<std::int32_t>(static_cast<std::size_t>(n), 0)};
+    trained.forward(ctx, batch, logits.data());
+    expected.push_back(argmax(logits.data() + (n - 1) * c.vocab));
+  }
+
+  // The inference executor: prefill, then one token at a time through the cache.
+  KvCache cache = executor.make_cache(c.context);
+  std::vector<std::int32_t> got = ids;
+  Tensor step = executor.forward(ctx, ids, cache);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    got.push_back(argmax(step.data<const float>()));
+    if (s + 1 < steps)
+      step = executor.forward(ctx, std::span<const std::int32_t>(&got.back(), 1), cache);
+  }
+  EXPECT_EQ(got, expected);
+  // Not a constant continuation: the trained model predicts several distinct characters.
+  EXPECT_GE(std::set<std::int32_t>(got.begin() + prompt, got.end()).size(), 3u);
 }
 
 }  // namespace
