@@ -15,6 +15,8 @@
 
 #include "cli_runner.h"
 #include "gguf_builder.h"
+#include "headcount/context.h"
+#include "headcount/train/trainer.h"
 
 namespace headcount::testing {
 namespace {
@@ -309,3 +311,54 @@ TEST(CliDecoder, DecoderKvSuiteCacheBytesAreTheCostModels) {
 
 }  // namespace
 }  // namespace headcount::testing
+
+namespace headcount {
+namespace {
+
+// A model headcount trained runs through `generate` as a GGUF does (the one inference executor,
+// KV-cache decoding): on the committed Llama-style char-lm checkpoint, generate's greedy tokens
+// are the training executor's argmax continuation, recomputed over the whole sequence each step.
+TEST(CliDecoder, GenerateOnATrainedCheckpointContinuesAsTheTrainingExecutor) {
+  const std::string dir =
+      std::string(HEADCOUNT_TESTDATA_DIR) + "/checkpoints/llama-char-2026-12-07";
+  const std::string prompt = "It is a truth";
+  const CliResult r = run_cli("generate --model '" + dir + "' --prompt '" + prompt +
+                              "' --max-tokens 12 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out.at("model"), "headcount checkpoint (llama family, step 300)");
+  const auto ids = out.at("prompt_tokens").get<std::vector<std::int32_t>>();
+  ASSERT_EQ(ids.size(), prompt.size());
+
+  Context ctx({.threads = 2});
+  const std::unique_ptr<train::Trainer> trainer = train::Trainer::resume(ctx, dir);
+  const std::int64_t vocab = trainer->task().vocab_size();
+  std::vector<std::int32_t> sequence = ids;
+  std::vector<float> logits(static_cast<std::size_t>(64 * vocab));
+  for (int s = 0; s < 12; ++s) {
+    const auto n = static_cast<std::int64_t>(sequence.size());
+    train::Batch batch{.batch = 1,
+                       .seq_len = n,
+                       .tokens = sequence,
+                       .targets = std::vector<std::int32_t>(static_cast<std::size_t>(n), 0)};
+    trainer->model().forward(ctx, batch, logits.data());
+    const float* last = logits.data() + (n - 1) * vocab;
+    sequence.push_back(static_cast<std::int32_t>(std::max_element(last, last + vocab) - last));
+  }
+  EXPECT_EQ(
+      out.at("tokens").get<std::vector<std::int32_t>>(),
+      std::vector<std::int32_t>(sequence.begin() + static_cast<long>(ids.size()), sequence.end()));
+
+  // Options a checkpoint cannot take, and characters outside its vocabulary: one line, exit 2.
+  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"--prompt 'It' --chat", "--chat"},
+           {"--prompt 'It' --weights quantized", "--weights"},
+           {"--prompt 'It is \xce\xa9'", "vocabulary"}}) {
+    const CliResult bad = run_cli("generate --model '" + dir + "' " + args);
+    EXPECT_EQ(bad.exit_code, 2) << args;
+    EXPECT_NE(bad.err.find(expected), std::string::npos) << bad.err;
+  }
+}
+
+}  // namespace
+}  // namespace headcount

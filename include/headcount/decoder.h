@@ -108,6 +108,14 @@ DecoderOptions parse_decoder_weights(const std::string& name,
 // is stored as Q4_1 or Q8_0 blocks, else "fp32" (an F32/F16 file: the dequantized reference).
 std::string auto_decoder_weights(const std::string& gguf_path);
 
+// LlamaDecoder::generate's loop on any causal model with an LM head (a model headcount trained,
+// say): the prompt through prefill, then up to options.max_tokens new tokens (at most the
+// context), each chosen by sample_token and fed back through the KV cache. `eos` (-1: none)
+// ends the run when options.stop_at_eos.
+GenerateResult generate_tokens(Context& ctx, const Transformer& model,
+                               std::span<const std::int32_t> prompt, const GenerateOptions& options,
+                               std::int32_t eos = -1);
+
 // The compiled-in default decoder file (<repo>/models/SmolLM2-135M-Instruct.Q4_1.gguf, which
 // scripts/setup.sh puts there); the CLI's `generate` and `perplexity` use it when neither
 // --model nor $HEADCOUNT_DECODER_MODEL names a file.

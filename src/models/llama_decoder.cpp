@@ -279,7 +279,13 @@ std::int32_t sample_token(std::span<const float> logits, float temperature, floa
 
 GenerateResult LlamaDecoder::generate(Context& ctx, std::span<const std::int32_t> prompt,
                                       const GenerateOptions& options) const {
-  const model::Config& c = config();
+  return generate_tokens(ctx, impl_->executor, prompt, options, impl_->tokenizer.eos_id());
+}
+
+GenerateResult generate_tokens(Context& ctx, const Transformer& model,
+                               std::span<const std::int32_t> prompt, const GenerateOptions& options,
+                               std::int32_t eos) {
+  const model::Config& c = model.config();
   const i64 n = static_cast<i64>(prompt.size());
   check(n >= 1 && n < c.context, "prompt", concat("1 to ", c.context - 1, " tokens"), n);
   check(options.max_tokens >= 1, "max_tokens", ">= 1", options.max_tokens);
@@ -288,7 +294,7 @@ GenerateResult LlamaDecoder::generate(Context& ctx, std::span<const std::int32_t
   check(options.top_p > 0 && options.top_p <= 1, "top_p", "in (0, 1]", options.top_p);
   const i64 max_tokens = std::min(options.max_tokens, c.context - n);
   // The prompt and every new token but the last (which is never fed back).
-  KvCache cache = make_cache(n + max_tokens - 1, options.kv_dtype);
+  KvCache cache = model.make_cache(n + max_tokens - 1, options.kv_dtype);
   std::mt19937_64 rng(options.seed);
   auto choose = [&](const Tensor& logits) {
     // 53 random bits -> [0, 1), the same on every standard library.
@@ -299,9 +305,8 @@ GenerateResult LlamaDecoder::generate(Context& ctx, std::span<const std::int32_t
   using clock = std::chrono::steady_clock;
   GenerateResult result{.prompt_tokens = n, .cache_bytes = cache.bytes()};
   auto t0 = clock::now();
-  std::int32_t token = choose(impl_->executor.forward(ctx, prompt, cache));
+  std::int32_t token = choose(model.forward(ctx, prompt, cache));
   result.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-  const std::int32_t eos = impl_->tokenizer.eos_id();
   t0 = clock::now();
   while (true) {
     result.tokens.push_back(token);
@@ -309,7 +314,7 @@ GenerateResult LlamaDecoder::generate(Context& ctx, std::span<const std::int32_t
     if ((options.stop_at_eos && token == eos) ||
         static_cast<i64>(result.tokens.size()) >= max_tokens)
       break;
-    token = choose(impl_->executor.forward(ctx, std::span<const std::int32_t>(&token, 1), cache));
+    token = choose(model.forward(ctx, std::span<const std::int32_t>(&token, 1), cache));
     ++result.decode_steps;
   }
   result.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
