@@ -62,8 +62,8 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
            Case{m, "--prompt"},
            Case{m + "--prompt hi", "general.architecture"},
            Case{"--model '" + (dir / "absent.gguf").string() + "' --prompt hi",
-                "model: expected a GGUF file, got " + (dir / "absent.gguf").string() +
-                    " (no such file) (from --model)"},
+                "model: expected a GGUF file or a headcount checkpoint directory, got " +
+                    (dir / "absent.gguf").string() + " (no such file) (from --model)"},
        }) {
     const std::string args =
         c.args.rfind("generate", 0) == 0 ? c.args : std::string("generate ") + c.args;
@@ -145,10 +145,13 @@ TEST(CliDecoder, ModelComesFromTheFlagThenTheEnvironmentThenTheDefault) {
   std::ofstream(text) << "Some text.\n";
   const char* variable = "HEADCOUNT_DECODER_MODEL";
   ::setenv(variable, absent.c_str(), 1);
-  const std::string from_env = "model: expected a GGUF file, got " + absent +
-                               " (no such file) (from $HEADCOUNT_DECODER_MODEL)";
-  expect_one_line_error(run_cli("generate --prompt hi"), from_env);
-  expect_one_line_error(run_cli("perplexity '" + text + "'"), from_env);
+  const std::string from_env =
+      ", got " + absent + " (no such file) (from $HEADCOUNT_DECODER_MODEL)";
+  expect_one_line_error(
+      run_cli("generate --prompt hi"),
+      "model: expected a GGUF file or a headcount checkpoint directory" + from_env);
+  expect_one_line_error(run_cli("perplexity '" + text + "'"),
+                        "model: expected a GGUF file" + from_env);
   // --model first; the variable's file is the one loaded (a bert file: the loader's error).
   expect_one_line_error(run_cli("generate --model '" + bert + "' --prompt hi"),
                         "general.architecture");
