@@ -40,6 +40,7 @@ HOME = {
     "model.h": "model",
     "multi_head_attention.h": "layers",
     "encoder.h": "models", "sts.h": "models", "decoder.h": "models", "transformer.h": "models",
+    "model_files.h": "models",
     "distributed.h": "distributed",
     "compress.h": "compress", "encoder_training.h": "compress", "decoder_training.h": "compress",
     "head_analysis.h": "analysis", "decoder_heads.h": "analysis",
