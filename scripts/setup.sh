@@ -18,6 +18,7 @@ packages=(
   clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, scripts/fuzz.sh)
   clang-format-14        # the formatter .clang-format configures (scripts/check_format.sh)
   libopenmpi-dev openmpi-bin  # attention over MPI ranks (-DHEADCOUNT_MPI=ON, src/distributed/)
+  libcpp-httplib-dev     # headcount serve's HTTP/1.1 server (httplib.h and its library)
 )
 
 missing=()
