@@ -3,7 +3,8 @@
 # alternate, A B then B A (so a drift of the host hits both and neither always runs first); then
 # each row's B/A ratio of the median seconds over the rounds is printed, with the spread of the
 # per-round ratios. Rows are matched by their shape fields; rows only one binary has are counted
-# as unmatched.
+# as unmatched. Suites that report tokens/s (decoder) are compared as seconds per token, a row per
+# phase (prefill, decode, batched decode).
 #
 #   bench/suite_ab.sh BIN_A BIN_B SUITE [ROUNDS=3] [extra bench options...]
 #
@@ -36,13 +37,26 @@ python3 - "$work" "$rounds" <<'EOF'
 import json, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
 KEY = ("op", "kernel", "dtype", "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len",
-       "causal", "d_model", "threads")
+       "causal", "d_model", "threads", "weights", "sequences")
+# Suites that report rates (decoder: tokens/s) are compared as seconds per token, one row per
+# phase.
+RATES = ("prefill", "decode", "batched_decode")
 
 def rows(side, r):
     with open(f"{work}/{side}.{r}.json") as f:
         doc = json.load(f)
-    return {tuple(row.get(k) for k in KEY): row["seconds"]
-            for row in doc["rows"] if row.get("status", "ok") == "ok" and "seconds" in row}
+    out = {}
+    for row in doc["rows"]:
+        if row.get("status", "ok") != "ok":
+            continue
+        key = tuple(row.get(k) for k in KEY)
+        if "seconds" in row:
+            out[key + ("",)] = row["seconds"]
+        for phase in RATES:
+            rate = row.get(f"{phase}_tokens_per_second")
+            if rate:
+                out[key + (phase,)] = 1.0 / rate
+    return out
 
 a = [rows("a", r) for r in range(rounds)]
 b = [rows("b", r) for r in range(rounds)]
@@ -54,11 +68,16 @@ for k in keys:
     mb = statistics.median(x[k] for x in b)
     per = [b[r][k] / a[r][k] for r in range(rounds)]
     ratios.append(mb / ma)
-    f = dict(zip(KEY, k))
-    name = " ".join(str(x) for x in (
-        f["op"] or "", f["kernel"], f["dtype"], f"b{f['batch']}", f"h{f['heads']}/{f['kv_heads']}",
-        f"d{f['head_dim']}", f"q{f['q_len']}", f"k{f['kv_len']}",
-        "causal" if f["causal"] else "", f"dm{f['d_model']}" if f["d_model"] else "") if x)
+    f = dict(zip(KEY + ("phase",), k))
+    if f["phase"]:
+        name = " ".join(str(x) for x in (f["weights"], f["phase"], "s/token",
+                                          f"x{f['sequences']}" if f["sequences"] else "") if x)
+    else:
+        name = " ".join(str(x) for x in (
+            f["op"] or "", f["kernel"], f["dtype"], f"b{f['batch']}",
+            f"h{f['heads']}/{f['kv_heads']}", f"d{f['head_dim']}", f"q{f['q_len']}",
+            f"k{f['kv_len']}", "causal" if f["causal"] else "",
+            f"dm{f['d_model']}" if f["d_model"] else "") if x)
     print(f"{name:<56} {ma:10.5f} {mb:10.5f} {mb / ma:7.3f} {min(per):7.3f}-{max(per):.3f}")
 unmatched = len(set(a[0]) ^ set(b[0]))
 print(f"# {len(keys)} rows matched, {unmatched} unmatched; median B/A over rows "

@@ -15,6 +15,8 @@
 
 #include "cli_runner.h"
 #include "gguf_builder.h"
+#include "headcount/context.h"
+#include "headcount/train/trainer.h"
 
 namespace headcount::testing {
 namespace {
@@ -60,8 +62,8 @@ TEST(CliDecoder, BadOptionsAndFilesAreOneLineAndExit2) {
            Case{m, "--prompt"},
            Case{m + "--prompt hi", "general.architecture"},
            Case{"--model '" + (dir / "absent.gguf").string() + "' --prompt hi",
-                "model: expected a GGUF file, got " + (dir / "absent.gguf").string() +
-                    " (no such file) (from --model)"},
+                "model: expected a GGUF file or a headcount checkpoint directory, got " +
+                    (dir / "absent.gguf").string() + " (no such file) (from --model)"},
        }) {
     const std::string args =
         c.args.rfind("generate", 0) == 0 ? c.args : std::string("generate ") + c.args;
@@ -143,10 +145,13 @@ TEST(CliDecoder, ModelComesFromTheFlagThenTheEnvironmentThenTheDefault) {
   std::ofstream(text) << "Some text.\n";
   const char* variable = "HEADCOUNT_DECODER_MODEL";
   ::setenv(variable, absent.c_str(), 1);
-  const std::string from_env = "model: expected a GGUF file, got " + absent +
-                               " (no such file) (from $HEADCOUNT_DECODER_MODEL)";
-  expect_one_line_error(run_cli("generate --prompt hi"), from_env);
-  expect_one_line_error(run_cli("perplexity '" + text + "'"), from_env);
+  const std::string from_env =
+      ", got " + absent + " (no such file) (from $HEADCOUNT_DECODER_MODEL)";
+  expect_one_line_error(
+      run_cli("generate --prompt hi"),
+      "model: expected a GGUF file or a headcount checkpoint directory" + from_env);
+  expect_one_line_error(run_cli("perplexity '" + text + "'"),
+                        "model: expected a GGUF file" + from_env);
   // --model first; the variable's file is the one loaded (a bert file: the loader's error).
   expect_one_line_error(run_cli("generate --model '" + bert + "' --prompt hi"),
                         "general.architecture");
@@ -211,7 +216,7 @@ TEST(CliDecoder, GenerateJsonHasTransformersGreedyTokensAndPerplexityRuns) {
   const nlohmann::json fixture = nlohmann::json::parse(in).at("cases")[0];
   const std::string prompt = fixture.at("text").get<std::string>();  // plain text, no quotes
   const CliResult r = run_cli("generate --model '" + kModel.string() + "' --prompt '" + prompt +
-                              "' --max-tokens 8 --threads 2 --json");
+                              "' --max-tokens 8 --threads 2 --weights fp32 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json out = nlohmann::json::parse(r.out);
   EXPECT_EQ(out.at("prompt_tokens"), fixture.at("ids"));
@@ -222,13 +227,19 @@ TEST(CliDecoder, GenerateJsonHasTransformersGreedyTokensAndPerplexityRuns) {
   EXPECT_GT(out.at("decode_tokens_per_second").get<double>(), 0);
   EXPECT_EQ(out.at("text").get<std::string>().rfind(" Paris", 0), 0u) << out.at("text");
 
-  // The file's own blocks (--weights quantized) say so and give the same first token.
+  // By default a Q4_1 file runs on its own blocks: the JSON says so, the tokens are those of
+  // --weights quantized, and the first is transformers' (fp32) first token.
   const CliResult q = run_cli("generate --model '" + kModel.string() + "' --prompt '" + prompt +
-                              "' --max-tokens 2 --threads 2 --weights quantized --json");
+                              "' --max-tokens 4 --threads 2 --json");
   ASSERT_EQ(q.exit_code, 0) << q.err;
   const nlohmann::json qj = nlohmann::json::parse(q.out);
   EXPECT_EQ(qj.at("weights"), "quantized");
   EXPECT_EQ(qj.at("tokens")[0].get<int>(), greedy[0]);
+  const CliResult explicit_q =
+      run_cli("generate --model '" + kModel.string() + "' --prompt '" + prompt +
+              "' --max-tokens 4 --threads 1 --weights quantized --json");
+  ASSERT_EQ(explicit_q.exit_code, 0) << explicit_q.err;
+  EXPECT_EQ(nlohmann::json::parse(explicit_q.out).at("tokens"), qj.at("tokens"));
 
   // Perplexity on a short text: two windows of 32 tokens, 15 scored in each.
   const fs::path text = fs::temp_directory_path() /
@@ -303,3 +314,54 @@ TEST(CliDecoder, DecoderKvSuiteCacheBytesAreTheCostModels) {
 
 }  // namespace
 }  // namespace headcount::testing
+
+namespace headcount {
+namespace {
+
+// A model headcount trained runs through `generate` as a GGUF does (the one inference executor,
+// KV-cache decoding): on the committed Llama-style char-lm checkpoint, generate's greedy tokens
+// are the training executor's argmax continuation, recomputed over the whole sequence each step.
+TEST(CliDecoder, GenerateOnATrainedCheckpointContinuesAsTheTrainingExecutor) {
+  const std::string dir =
+      std::string(HEADCOUNT_TESTDATA_DIR) + "/checkpoints/llama-char-2026-12-07";
+  const std::string prompt = "It is a truth";
+  const CliResult r = run_cli("generate --model '" + dir + "' --prompt '" + prompt +
+                              "' --max-tokens 12 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out.at("model"), "headcount checkpoint (llama family, step 300)");
+  const auto ids = out.at("prompt_tokens").get<std::vector<std::int32_t>>();
+  ASSERT_EQ(ids.size(), prompt.size());
+
+  Context ctx({.threads = 2});
+  const std::unique_ptr<train::Trainer> trainer = train::Trainer::resume(ctx, dir);
+  const std::int64_t vocab = trainer->task().vocab_size();
+  std::vector<std::int32_t> sequence = ids;
+  std::vector<float> logits(static_cast<std::size_t>(64 * vocab));
+  for (int s = 0; s < 12; ++s) {
+    const auto n = static_cast<std::int64_t>(sequence.size());
+    train::Batch batch{.batch = 1,
+                       .seq_len = n,
+                       .tokens = sequence,
+                       .targets = std::vector<std::int32_t>(static_cast<std::size_t>(n), 0)};
+    trainer->model().forward(ctx, batch, logits.data());
+    const float* last = logits.data() + (n - 1) * vocab;
+    sequence.push_back(static_cast<std::int32_t>(std::max_element(last, last + vocab) - last));
+  }
+  EXPECT_EQ(
+      out.at("tokens").get<std::vector<std::int32_t>>(),
+      std::vector<std::int32_t>(sequence.begin() + static_cast<long>(ids.size()), sequence.end()));
+
+  // Options a checkpoint cannot take, and characters outside its vocabulary: one line, exit 2.
+  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"--prompt 'It' --chat", "--chat"},
+           {"--prompt 'It' --weights quantized", "--weights"},
+           {"--prompt 'It is \xce\xa9'", "vocabulary"}}) {
+    const CliResult bad = run_cli("generate --model '" + dir + "' " + args);
+    EXPECT_EQ(bad.exit_code, 2) << args;
+    EXPECT_NE(bad.err.find(expected), std::string::npos) << bad.err;
+  }
+}
+
+}  // namespace
+}  // namespace headcount

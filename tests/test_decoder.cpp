@@ -232,27 +232,27 @@ TEST(LlamaDecoderSmall, PrefillThenDecodeEqualsOnePrefill) {
   const i64 vocab = 40, prompt = 4;
   Context ctx({.threads = 2});
   KvCache whole = decoder.make_cache(16);
-  const Tensor all = decoder.forward(ctx, ids, whole, Logits::all);
+  const Tensor all = decoder.executor().forward(ctx, ids, whole, Logits::all);
   ASSERT_EQ(all.shape(), (std::vector<i64>{12, 40}));
   EXPECT_EQ(whole.length(0, 0), 12);
 
   KvCache cache = decoder.make_cache(16);
   const std::span<const std::int32_t> span(ids);
-  const Tensor first = decoder.forward(ctx, span.subspan(0, prompt), cache, Logits::all);
+  const Tensor first = decoder.executor().forward(ctx, span.subspan(0, prompt), cache, Logits::all);
   EXPECT_LE(max_abs_diff(first.data<const float>(), all.data<const float>(), prompt * vocab), 1e-4);
   for (i64 i = prompt; i < 8; ++i) {
-    const Tensor step = decoder.forward(ctx, span.subspan(i, 1), cache);
+    const Tensor step = decoder.executor().forward(ctx, span.subspan(i, 1), cache);
     EXPECT_LE(max_abs_diff(step.data<const float>(), all.data<const float>() + i * vocab, vocab),
               1e-4)
         << "position " << i;
   }
-  const Tensor chunk = decoder.forward(ctx, span.subspan(8), cache, Logits::all);
+  const Tensor chunk = decoder.executor().forward(ctx, span.subspan(8), cache, Logits::all);
   EXPECT_LE(max_abs_diff(chunk.data<const float>(), all.data<const float>() + 8 * vocab, 4 * vocab),
             1e-4);
   // A bf16 cache changes the decoded logits a little, not a lot (its K/V rounding is 2^-9).
   KvCache bf16 = decoder.make_cache(16, CacheDType::bf16);
-  (void)decoder.forward(ctx, span.subspan(0, prompt), bf16);
-  const Tensor rounded = decoder.forward(ctx, span.subspan(prompt, 1), bf16);
+  (void)decoder.executor().forward(ctx, span.subspan(0, prompt), bf16);
+  const Tensor rounded = decoder.executor().forward(ctx, span.subspan(prompt, 1), bf16);
   const double d =
       max_abs_diff(rounded.data<const float>(), all.data<const float>() + prompt * vocab, vocab);
   EXPECT_GT(d, 0.0);
@@ -266,7 +266,7 @@ TEST(LlamaDecoderSmall, PrefillThenDecodeEqualsOnePrefill) {
   std::vector<std::int32_t> seq(ids.begin(), ids.begin() + prompt);
   for (std::int32_t t : r.tokens) {
     KvCache fresh = decoder.make_cache(16);
-    const Tensor l = decoder.forward(ctx, seq, fresh);
+    const Tensor l = decoder.executor().forward(ctx, seq, fresh);
     EXPECT_EQ(t, sample_token({l.data<const float>(), 40}, 0, 1, 0));
     seq.push_back(t);
   }
@@ -420,7 +420,7 @@ TEST(LlamaDecoderSmall, AlignedPoolingFindsAKvHeadTurnedInsideItsRotaryPlanes) {
   auto logits = [&](const model::Weights& w) {
     const LlamaDecoder decoder(w, small_tokenizer(40));
     KvCache cache = decoder.make_cache(16);
-    return decoder.forward(ctx, ids, cache, Logits::all);
+    return decoder.executor().forward(ctx, ids, cache, Logits::all);
   };
   const Tensor want = logits(twins);
   // The disguise changes nothing the model computes (R commutes with the positions).
@@ -492,8 +492,8 @@ TEST(LlamaDecoderSmall, UptrainingDistillsTheMqaConversionTowardsItsTeacher) {
   auto distance = [&](const model::Weights& w) {
     const LlamaDecoder d(w, small_tokenizer(40));
     KvCache a = d.make_cache(14), b = teacher.make_cache(14);
-    const Tensor x = d.forward(ctx, held_out, a, Logits::all);
-    const Tensor y = teacher.forward(ctx, held_out, b, Logits::all);
+    const Tensor x = d.executor().forward(ctx, held_out, a, Logits::all);
+    const Tensor y = teacher.executor().forward(ctx, held_out, b, Logits::all);
     double kl = 0;
     for (i64 r = 0; r < 14; ++r) {
       const float* s = x.data<const float>() + r * 40;
@@ -602,21 +602,21 @@ TEST(LlamaDecoderSmall, PrunedByWholeGroupsEqualsZeroedHeadsAndDecodesThroughIts
   Context ctx({.threads = 2});
   KvCache whole = small.make_cache(16);
   EXPECT_EQ(whole.bytes(), 16 * (2 + 1 + 1) * 2 * 8 * 4);
-  const Tensor all = small.forward(ctx, ids, whole, Logits::all);
+  const Tensor all = small.executor().forward(ctx, ids, whole, Logits::all);
   KvCache ref_cache = reference.make_cache(16);
-  const Tensor want = reference.forward(ctx, ids, ref_cache, Logits::all);
+  const Tensor want = reference.executor().forward(ctx, ids, ref_cache, Logits::all);
   EXPECT_LE(max_abs_diff(all.data<const float>(), want.data<const float>(), 12 * 40), 1e-4);
   KvCache cache = small.make_cache(16);
   const std::span<const std::int32_t> span(ids);
-  (void)small.forward(ctx, span.subspan(0, 5), cache);
+  (void)small.executor().forward(ctx, span.subspan(0, 5), cache);
   for (i64 i = 5; i < 12; ++i) {
-    const Tensor step = small.forward(ctx, span.subspan(i, 1), cache);
+    const Tensor step = small.executor().forward(ctx, span.subspan(i, 1), cache);
     EXPECT_LE(max_abs_diff(step.data<const float>(), all.data<const float>() + i * 40, 40), 1e-4)
         << "position " << i;
   }
   // A cache of the unpruned shape is refused by name.
   KvCache other = LlamaDecoder(weights, small_tokenizer(40)).make_cache(16);
-  headcount::testing::expect_error([&] { (void)small.forward(ctx, ids, other); },
+  headcount::testing::expect_error([&] { (void)small.executor().forward(ctx, ids, other); },
                                    {"kv cache", "2 kv heads in layer 0"});
 }
 
@@ -743,15 +743,15 @@ TEST(LlamaDecoderSmall, BadInputsAreErrorsNamingTheParameter) {
   Context ctx;
   KvCache cache = decoder.make_cache(4);
   const std::vector<std::int32_t> bad = {3, 40};
-  headcount::testing::expect_error([&] { (void)decoder.forward(ctx, bad, cache); },
+  headcount::testing::expect_error([&] { (void)decoder.executor().forward(ctx, bad, cache); },
                                    {"ids[1]", "[0, 40)", "40"});
   const std::vector<std::int32_t> five = {1, 2, 3, 4, 5};
-  headcount::testing::expect_error([&] { (void)decoder.forward(ctx, five, cache); },
+  headcount::testing::expect_error([&] { (void)decoder.executor().forward(ctx, five, cache); },
                                    {"kv cache capacity", "room for 5"});
   headcount::testing::expect_error([&] { (void)decoder.make_cache(65); },
                                    {"kv cache capacity", "64"});
   KvCache other({.layers = 3, .batch = 1, .kv_heads = 4, .head_dim = 8, .capacity = 8});
-  headcount::testing::expect_error([&] { (void)decoder.forward(ctx, five, other); },
+  headcount::testing::expect_error([&] { (void)decoder.executor().forward(ctx, five, other); },
                                    {"kv cache", "2 kv heads"});
   headcount::testing::expect_error([&] { (void)decoder.generate(ctx, five, {.max_tokens = 0}); },
                                    {"max_tokens", ">= 1"});
@@ -896,7 +896,7 @@ TEST_F(SmolLM2, LogitsAndGreedyTokensMatchTransformers) {
     EXPECT_EQ(decoder_->tokenizer().encode(c.at("text").get<std::string>()), ids) << "case " << i;
 
     KvCache cache = decoder_->make_cache(static_cast<i64>(ids.size() + greedy.size()));
-    Tensor logits = decoder_->forward(ctx, ids, cache);
+    Tensor logits = decoder_->executor().forward(ctx, ids, cache);
     const double prefill_error =
         max_abs_diff(logits.data<const float>(), reference.data<const float>(), vocab);
     std::vector<std::int32_t> ours;
@@ -904,7 +904,8 @@ TEST_F(SmolLM2, LogitsAndGreedyTokensMatchTransformers) {
       ours.push_back(
           sample_token({logits.data<const float>(), static_cast<std::size_t>(vocab)}, 0, 1, 0));
       if (t + 1 < greedy.size())
-        logits = decoder_->forward(ctx, std::span<const std::int32_t>(&greedy[t], 1), cache);
+        logits =
+            decoder_->executor().forward(ctx, std::span<const std::int32_t>(&greedy[t], 1), cache);
     }
     const double decode_error =
         max_abs_diff(logits.data<const float>(), reference.data<const float>() + vocab, vocab);
@@ -934,12 +935,12 @@ TEST_F(SmolLM2, GenerateAndPrefillThenDecodeAgreeWithOnePrefill) {
   std::vector<std::int32_t> seq = ids;
   seq.insert(seq.end(), greedy.begin(), greedy.begin() + 11);
   KvCache whole = decoder_->make_cache(static_cast<i64>(seq.size()));
-  const Tensor all = decoder_->forward(ctx, seq, whole, Logits::all);
+  const Tensor all = decoder_->executor().forward(ctx, seq, whole, Logits::all);
   const i64 vocab = decoder_->config().vocab, n = static_cast<i64>(seq.size());
   KvCache stepped = decoder_->make_cache(n);
-  (void)decoder_->forward(ctx, ids, stepped);
+  (void)decoder_->executor().forward(ctx, ids, stepped);
   const std::span<const std::int32_t> rest = std::span<const std::int32_t>(seq).subspan(ids.size());
-  const Tensor tail = decoder_->forward(ctx, rest, stepped, Logits::all);
+  const Tensor tail = decoder_->executor().forward(ctx, rest, stepped, Logits::all);
   const double bound = std::min(0.02, 4 * c.at("torch_float32_max_abs_error").get<double>());
   const double diff = max_abs_diff(tail.data<const float>(),
                                    all.data<const float>() + static_cast<i64>(ids.size()) * vocab,
@@ -979,7 +980,7 @@ TEST_F(SmolLM2, QuantizedWeightsStayCloseToTheFp32Path) {
     const Tensor reference = read_npy_f32(decoder_testdata("logits_" + std::to_string(i) + ".npy"));
     const double peer_error = peer.at("cases")[i].at("max_abs_error").get<double>();
     KvCache cache = quantized.make_cache(static_cast<i64>(ids.size()) + 1);
-    const Tensor logits = quantized.forward(ctx, ids, cache);
+    const Tensor logits = quantized.executor().forward(ctx, ids, cache);
     const double error =
         max_abs_diff(logits.data<const float>(), reference.data<const float>(), vocab);
     const std::int32_t first =
@@ -1019,6 +1020,82 @@ TEST(LlamaDecoderSmall, QuantizedWeightsNeedTheFileAndF32) {
       {"quantized", "LlamaDecoder::load"});
   EXPECT_TRUE(parse_decoder_weights("quantized").quantized);
   EXPECT_EQ(parse_decoder_weights("int8").weights, DType::i8);
+}
+
+}  // namespace
+}  // namespace headcount
+
+namespace headcount {
+namespace {
+
+// Batched decoding (Transformer::decode): 4 prompts of different lengths, each prefilled into
+// its own cache, then 12 steps in which every sequence advances by one greedy token in one
+// pass over the weights. Each sequence's logits must be bitwise those it gets decoding alone,
+// on the fp32 weights and on the file's own quantized blocks.
+TEST_F(SmolLM2, BatchedDecodingGivesEachSequenceItsOwnBits) {
+  Context ctx({.threads = 2});
+  const LlamaDecoder quantized = LlamaDecoder::load(kModel.string(), {.quantized = true});
+  const std::vector<std::string> prompts = {"The history of the printing press begins in",
+                                            "Once upon a time",
+                                            "def fibonacci(n):", "Paris is the capital of"};
+  const int steps = HEADCOUNT_TEST_SANITIZED ? 2 : 12;
+  for (const LlamaDecoder* decoder :
+       {static_cast<const LlamaDecoder*>(decoder_.get()), &quantized}) {
+    SCOPED_TRACE(decoder->weights_name());
+    const Transformer& model = decoder->executor();
+    const i64 vocab = model.config().vocab;
+    auto argmax = [&](const float* row) {
+      return static_cast<std::int32_t>(std::max_element(row, row + vocab) - row);
+    };
+    // Alone: each sequence's logits at every step.
+    std::vector<std::vector<std::vector<float>>> alone(prompts.size());
+    for (std::size_t s = 0; s < prompts.size(); ++s) {
+      const std::vector<std::int32_t> ids = decoder->tokenizer().encode(prompts[s]);
+      KvCache cache = model.make_cache(static_cast<i64>(ids.size()) + steps);
+      Tensor logits = model.forward(ctx, ids, cache);
+      for (int t = 0; t < steps; ++t) {
+        const float* row = logits.data<const float>();
+        alone[s].emplace_back(row, row + vocab);
+        const std::int32_t next = argmax(row);
+        logits = model.forward(ctx, std::span<const std::int32_t>(&next, 1), cache);
+      }
+    }
+    // Together: the prompts prefilled one by one, then one decode() call per step.
+    std::vector<KvCache> caches;
+    std::vector<std::int32_t> next;
+    for (std::size_t s = 0; s < prompts.size(); ++s) {
+      const std::vector<std::int32_t> ids = decoder->tokenizer().encode(prompts[s]);
+      caches.push_back(model.make_cache(static_cast<i64>(ids.size()) + steps));
+      const Tensor logits = model.forward(ctx, ids, caches.back());
+      ASSERT_TRUE(std::equal(alone[s][0].begin(), alone[s][0].end(), logits.data<const float>()));
+      next.push_back(argmax(logits.data<const float>()));
+    }
+    std::vector<KvCache*> pointers;
+    for (KvCache& c : caches) pointers.push_back(&c);
+    for (int t = 1; t < steps; ++t) {
+      const Tensor logits = model.decode(ctx, next, pointers);
+      for (std::size_t s = 0; s < prompts.size(); ++s) {
+        const float* row = logits.data<const float>() + static_cast<i64>(s) * vocab;
+        EXPECT_TRUE(std::equal(alone[s][static_cast<std::size_t>(t)].begin(),
+                               alone[s][static_cast<std::size_t>(t)].end(), row))
+            << "sequence " << s << ", step " << t;
+        next[s] = argmax(row);
+      }
+    }
+    // Bad input: one cache per id, each its own, each holding its prompt.
+    testing::expect_error(
+        [&] {
+          (void)model.decode(ctx, next, {pointers.data(), 2});
+        },
+        {"caches", "4 (one per id)", "2"});
+    std::vector<KvCache*> shared = {pointers[0], pointers[0], pointers[2], pointers[3]};
+    testing::expect_error([&] { (void)model.decode(ctx, next, shared); },
+                          {"caches[1]", "a cache of its own"});
+    KvCache empty = model.make_cache(8);
+    std::vector<KvCache*> with_empty = {pointers[0], &empty, pointers[2], pointers[3]};
+    testing::expect_error([&] { (void)model.decode(ctx, next, with_empty); },
+                          {"caches[1]", "holding its prompt"});
+  }
 }
 
 }  // namespace

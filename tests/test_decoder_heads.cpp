@@ -106,17 +106,17 @@ double check_hook(const LlamaDecoder& decoder, std::span<const std::int32_t> ids
   Context ctx({.threads = 2});
   const i64 n = static_cast<i64>(ids.size()), layers = decoder.config().layer_count();
   KvCache plain_cache = decoder.make_cache(n), hooked_cache = decoder.make_cache(n);
-  const Tensor plain = decoder.forward(ctx, ids, plain_cache, Logits::all);
+  const Tensor plain = decoder.executor().forward(ctx, ids, plain_cache, Logits::all);
   double worst = 0;
   std::vector<i64> seen;
   const Tensor hooked =
-      decoder.forward(ctx, ids, hooked_cache, Logits::all,
-                      {.observe_attention = [&](i64 layer, const AttentionParams& p) {
-                        seen.push_back(layer);
-                        EXPECT_TRUE(p.causal);
-                        EXPECT_EQ(p.q.shape[1], n);
-                        worst = std::max(worst, check_layer_against_float64(ctx, p));
-                      }});
+      decoder.executor().forward(ctx, ids, hooked_cache, Logits::all,
+                                 {.observe_attention = [&](i64 layer, const AttentionParams& p) {
+                                   seen.push_back(layer);
+                                   EXPECT_TRUE(p.causal);
+                                   EXPECT_EQ(p.q.shape[1], n);
+                                   worst = std::max(worst, check_layer_against_float64(ctx, p));
+                                 }});
   std::vector<i64> all(static_cast<std::size_t>(layers));
   for (i64 l = 0; l < layers; ++l) all[static_cast<std::size_t>(l)] = l;
   EXPECT_EQ(seen, all);
@@ -135,11 +135,11 @@ TEST(DecoderHeadsSmall, ObserveHookSeesWhatTheKernelUsedAndChangesNothing) {
   // The hook is for the prompt's prefill only.
   Context ctx;
   KvCache cache = decoder.make_cache(16);
-  (void)decoder.forward(ctx, std::span(ids).first(4), cache);
+  (void)decoder.executor().forward(ctx, std::span(ids).first(4), cache);
   headcount::testing::expect_error(
       [&] {
-        (void)decoder.forward(ctx, std::span(ids).subspan(4, 1), cache, Logits::last,
-                              {.observe_attention = [](i64, const AttentionParams&) {}});
+        (void)decoder.executor().forward(ctx, std::span(ids).subspan(4, 1), cache, Logits::last,
+                                         {.observe_attention = [](i64, const AttentionParams&) {}});
       },
       {"observe_attention", "an empty cache", "holding 4 tokens"});
 }
@@ -298,7 +298,7 @@ TEST(DecoderHeadsSmall, InductionScoresSummariseTheMapsAndLogits) {
           prefix[static_cast<std::size_t>(l * heads + h)] +=
               maps.map(l, h)[p * n + p - L + 1] / (3.0 * L);
     KvCache cache = decoder.make_cache(n);
-    const Tensor logits = decoder.forward(ctx, s, cache, Logits::all);
+    const Tensor logits = decoder.executor().forward(ctx, s, cache, Logits::all);
     for (i64 t = 1; t < n; ++t) {
       const float* row = logits.data<const float>() + (t - 1) * 40;
       double sum = 0;

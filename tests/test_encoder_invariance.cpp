@@ -155,12 +155,12 @@ TEST_F(EncoderInvariance, ValidTokensHiddenStatesIgnorePadding) {
   for (Kernel kernel : {Kernel::streaming, Kernel::reference}) {
     Context one({.threads = 1}), two({.threads = 2});
     Tensor hidden(DType::f32, {wide.batch, n, d});
-    encoder_->forward(two, wide, hidden.view(), kernel);
+    encoder_->executor().forward(two, wide, hidden.view(), {.kernel = kernel});
     for (std::int64_t r = 0; r < wide.batch; ++r) {
       const std::int64_t len = wide.lengths[static_cast<std::size_t>(r)];
       const TokenBatch single = pad_batch({ids[static_cast<std::size_t>(r)]}, pad);
       Tensor h(DType::f32, {1, len, d});
-      encoder_->forward(one, single, h.view(), kernel);
+      encoder_->executor().forward(one, single, h.view(), {.kernel = kernel});
       EXPECT_EQ(std::memcmp(h.data<const float>(), hidden.data<const float>() + r * n * d,
                             len * d * sizeof(float)),
                 0)

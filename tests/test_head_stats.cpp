@@ -357,9 +357,9 @@ TEST(HeadAnalysisModel, StreamingStatisticsEqualReferenceOnCorpus) {
     const TokenBatch batch =
         pad_batch({encoder.tokenizer().encode(text)}, encoder.tokenizer().pad_id());
     Tensor hidden(DType::f32, {1, batch.seq_len, encoder.dim()});
-    encoder.forward(
+    encoder.executor().forward(
         ctx, batch, hidden.view(),
-        EncoderForwardOptions{.observe_attention = [&](std::int64_t, const AttentionParams& p) {
+        TransformerForwardOptions{.observe_attention = [&](std::int64_t, const AttentionParams& p) {
           const std::int64_t n = p.q.shape[1], heads = p.q.shape[2], d = p.q.shape[3];
           const double scale = 1.0 / std::sqrt(static_cast<double>(d));
           for (std::int64_t h = 0; h < heads; ++h)
@@ -500,16 +500,18 @@ TEST(HeadAnalysisModel, AblationBaselineIsTheStsScoreAndMasksChangeIt) {
       pad_batch({encoder.tokenizer().encode(two[0]), encoder.tokenizer().encode(two[1])},
                 encoder.tokenizer().pad_id());
   Tensor full(DType::f32, {2, tb.seq_len, 384}), split(DType::f32, {2, tb.seq_len, 384});
-  encoder.forward(ctx, tb, full.view());
-  encoder.forward(ctx, tb, split.view(), EncoderForwardOptions{.end_layer = 3});
-  encoder.forward(ctx, tb, split.view(), EncoderForwardOptions{.first_layer = 3});
+  encoder.executor().forward(ctx, tb, full.view());
+  encoder.executor().forward(ctx, tb, split.view(), TransformerForwardOptions{.end_layer = 3});
+  encoder.executor().forward(ctx, tb, split.view(), TransformerForwardOptions{.first_layer = 3});
   for (std::int64_t i = 0; i < full.numel(); ++i)
     ASSERT_EQ(full.data<const float>()[i], split.data<const float>()[i]) << i;
-  EXPECT_THROW(encoder.forward(ctx, tb, split.view(), EncoderForwardOptions{.first_layer = 7}),
+  EXPECT_THROW(encoder.executor().forward(ctx, tb, split.view(),
+                                          TransformerForwardOptions{.first_layer = 7}),
                Error);
-  EXPECT_THROW(encoder.forward(ctx, tb, split.view(),
-                               EncoderForwardOptions{.first_layer = 4, .end_layer = 2}),
-               Error);
+  EXPECT_THROW(
+      encoder.executor().forward(ctx, tb, split.view(),
+                                 TransformerForwardOptions{.first_layer = 4, .end_layer = 2}),
+      Error);
   std::vector<float> short_mask(71, 1.0f);
   EXPECT_THROW(encoder.embed(ctx, two, {.head_mask = short_mask}), Error);
 }

@@ -219,7 +219,7 @@ TEST(TrainDefinition, LlamaTrainsWhatTheDecoderRuns) {
   Context ctx({.threads = 2});
   const LlamaDecoder decoder(w, headcount::testing::small_tokenizer(40));
   KvCache cache = decoder.make_cache(12);
-  const Tensor want = decoder.forward(ctx, ids, cache, Logits::all);
+  const Tensor want = decoder.executor().forward(ctx, ids, cache, Logits::all);
   train::Model trained = train::from_weights(w);
   train::Batch batch{.batch = 1, .seq_len = 12, .tokens = ids, .targets = ids};
   std::vector<float> got(12 * 40);

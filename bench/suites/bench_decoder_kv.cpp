@@ -131,7 +131,7 @@ void run_decoder_kv_suite(const DecoderKvSuiteOptions& o) {
     for (Variant& v : variants) {
       caches.push_back(v.decoder.make_cache(n));
       const auto t0 = clock_type::now();
-      first.push_back(greedy(v.decoder.forward(ctx, prompt, caches.back()), c.vocab));
+      first.push_back(greedy(v.decoder.executor().forward(ctx, prompt, caches.back()), c.vocab));
       prefill_seconds.push_back(seconds_between(t0, clock_type::now()));
     }
     std::vector<std::vector<double>> decode_rates(variants.size());
@@ -141,9 +141,9 @@ void run_decoder_kv_suite(const DecoderKvSuiteOptions& o) {
         std::int32_t token = first[i];
         const auto t0 = clock_type::now();
         for (std::int64_t k = 0; k < decoded; ++k)
-          token = greedy(
-              variants[i].decoder.forward(ctx, std::span<const std::int32_t>(&token, 1), caches[i]),
-              c.vocab);
+          token = greedy(variants[i].decoder.executor().forward(
+                             ctx, std::span<const std::int32_t>(&token, 1), caches[i]),
+                         c.vocab);
         if (round > 0)
           decode_rates[i].push_back(static_cast<double>(decoded) /
                                     seconds_between(t0, clock_type::now()));

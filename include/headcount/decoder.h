@@ -30,6 +30,7 @@
 #include "headcount/kv_cache.h"
 #include "headcount/model.h"
 #include "headcount/tensor.h"
+#include "headcount/transformer.h"
 
 namespace headcount {
 
@@ -51,9 +52,6 @@ model::Weights llama_definition(const GgufFile& file);
 // (head, h * head_dim/2 + i) of q_proj / k_proj (h in {0, 1}, i < head_dim / 2). `rows` x
 // `cols` row-major, rows = heads * head_dim; in place.
 void unpermute_rotary_rows(float* w, std::int64_t heads, std::int64_t head_dim, std::int64_t cols);
-
-// Which positions' logits a forward call returns.
-enum class Logits { last, all };
 
 struct GenerateOptions {
   std::int64_t max_tokens = 128;  // new tokens at most (>= 1)
@@ -105,16 +103,18 @@ struct DecoderOptions {
 // options; anything else: Error naming `option` and the value.
 DecoderOptions parse_decoder_weights(const std::string& name,
                                      const std::string& option = "--weights");
+// What "auto" (the CLI's default --weights) means for a file: "quantized" (the file's own
+// blocks, the fast path) when every matrix the projections, the FFN and the LM head multiply
+// is stored as Q4_1 or Q8_0 blocks, else "fp32" (an F32/F16 file: the dequantized reference).
+std::string auto_decoder_weights(const std::string& gguf_path);
 
-// What forward() does besides the logits (analysis only; the defaults change nothing).
-struct DecoderForwardOptions {
-  // Called in each layer's prefill, right after the attention kernel, with (layer, the
-  // kernel's params): q and k rotated as the kernel used them, v, causal, out (the concat
-  // buffer the kernel wrote, [1, n, heads, head_dim]) and lse (the kernel's log-sum-exp, [1,
-  // heads, n]). The views are valid only during the call. Prefill only: Error with a cache
-  // that already holds tokens.
-  std::function<void(std::int64_t, const AttentionParams&)> observe_attention;
-};
+// LlamaDecoder::generate's loop on any causal model with an LM head (a model headcount trained,
+// say): the prompt through prefill, then up to options.max_tokens new tokens (at most the
+// context), each chosen by sample_token and fed back through the KV cache. `eos` (-1: none)
+// ends the run when options.stop_at_eos.
+GenerateResult generate_tokens(Context& ctx, const Transformer& model,
+                               std::span<const std::int32_t> prompt, const GenerateOptions& options,
+                               std::int32_t eos = -1);
 
 // The compiled-in default decoder file (<repo>/models/SmolLM2-135M-Instruct.Q4_1.gguf, which
 // scripts/setup.sh puts there); the CLI's `generate` and `perplexity` use it when neither
@@ -139,17 +139,14 @@ class LlamaDecoder {
   bool quantized() const;  // DecoderOptions::quantized
   // "fp32", "bf16", "int8" or "quantized", as parse_decoder_weights reads them.
   std::string weights_name() const;
+  // The executor that runs the layers (headcount/transformer.h).
+  const Transformer& executor() const;
 
   // A cache for one sequence of up to `capacity` positions (<= config().context).
   KvCache make_cache(std::int64_t capacity, CacheDType dtype = CacheDType::f32) const;
 
-  // Runs `ids` after whatever `cache` holds (positions cache length ..) and returns the logits
-  // f32 [1 or ids.size(), vocab] of the last position or of all of them. An empty cache runs
-  // the prompt through prefill (streaming kernel, causal); a cache that holds a prefix runs the
-  // ids through decode_step, up to 16 at a time (decode kernel). Error names a bad id, or a
-  // cache of another shape or without room for the ids.
-  Tensor forward(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
-                 Logits logits = Logits::last, const DecoderForwardOptions& options = {}) const;
+  // One step of the model (a prompt's prefill, or tokens after a cached prefix) comes from the
+  // executor: executor().forward(ctx, ids, cache, Logits::last or all) returns the logits.
 
   // Prompt, then up to max_tokens new tokens, each fed back through the cache.
   GenerateResult generate(Context& ctx, std::span<const std::int32_t> prompt,
@@ -165,6 +162,7 @@ class LlamaDecoder {
                               std::int64_t context) const;
 
  private:
+  LlamaDecoder();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -25,6 +25,7 @@
 #include "headcount/safetensors.h"
 #include "headcount/tensor.h"
 #include "headcount/tokenizer.h"
+#include "headcount/transformer.h"
 
 namespace headcount {
 
@@ -84,27 +85,11 @@ model::Config bert_definition(const EncoderConfig& config);
 // exports write "bert.embeddings...").
 std::string bert_checkpoint_prefix(const SafetensorsFile& file);
 
-struct EncoderForwardOptions {
-  Kernel kernel = Kernel::streaming;
-  // [config.total_heads()] factors on each head's output before its layer's W_O (layer-major,
-  // layer l's heads from config.head_offset(l); 0 removes the head, 1 keeps it). Empty: every
-  // head kept.
-  std::span<const float> head_mask;
-  // Called after each layer's attention kernel with (layer, the kernel's params). params.lse
-  // is filled; q, k, v are views of the layer's projection, valid only during the call.
-  std::function<void(std::int64_t, const AttentionParams&)> observe_attention;
-  // Run only layers [first_layer, end_layer) (end_layer -1: to the last). With first_layer > 0
-  // the embeddings are skipped and `hidden` must hold the input of first_layer (the output of
-  // layer first_layer - 1 of the same batch); results equal the full forward's bitwise.
-  std::int64_t first_layer = 0;
-  std::int64_t end_layer = -1;
-};
-
 struct EmbedOptions {
   std::int64_t batch_size = 32;  // sequences per forward pass, >= 1
   bool normalize = true;         // L2-normalise (if the model does); false: plain mean pooling
   Kernel kernel = Kernel::streaming;
-  std::span<const float> head_mask;  // as EncoderForwardOptions::head_mask
+  std::span<const float> head_mask;  // as TransformerForwardOptions::head_mask
   // Called after each batch with (sentences done, total), for progress reports.
   std::function<void(std::int64_t, std::int64_t)> progress;
 };
@@ -154,14 +139,12 @@ class BertEncoder {
   void set_partial_sum(std::function<void(float* data, std::int64_t count)> sum);
   const WordPieceTokenizer& tokenizer() const;
   DType dtype() const;  // the projections' dtype (EncoderLoadOptions)
+  // The executor that runs the layers (headcount/transformer.h).
+  const Transformer& executor() const;
   std::int64_t dim() const { return config().hidden_size; }
 
-  // The last hidden states of one padded batch: hidden [batch.batch, batch.seq_len, d_model].
-  // Rows past a sequence's length hold values that mean nothing.
-  void forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
-               Kernel kernel = Kernel::streaming) const;
-  void forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
-               const EncoderForwardOptions& options) const;
+  // The last hidden states of one padded batch come from the executor:
+  // executor().forward(ctx, batch, hidden [batch.batch, batch.seq_len, d_model], options).
 
   // Pooled (and normalised, if asked) embeddings of one padded batch: out [batch.batch, d_model].
   void embed_batch(Context& ctx, const TokenBatch& batch, const TensorView& out,

@@ -110,6 +110,12 @@ struct LayerStats {
 class MultiHeadAttention {
  public:
   MultiHeadAttention(const MultiHeadAttentionConfig& config, MultiHeadAttentionWeights weights);
+  // Self-attention on a GGUF file's blocks alone (set_projection_blocks's), with no fp32 copy
+  // of the projections: weights() is then empty, set_projection_dtype and the cross-attention
+  // forward are Errors. config.bias must be false (the blocks carry no biases).
+  MultiHeadAttention(const MultiHeadAttentionConfig& config,
+                     std::shared_ptr<const layers::BlockWeights> qkv,
+                     std::shared_ptr<const layers::BlockWeights> o);
 
   const MultiHeadAttentionConfig& config() const { return config_; }
   const MultiHeadAttentionWeights& weights() const { return weights_; }
@@ -137,6 +143,14 @@ class MultiHeadAttention {
   // <= i) through the decode kernel; out [B, t, d_model]. Nothing allocates once warm.
   LayerStats decode_step(Context& ctx, const TensorView& x_new, KvCache& cache, std::int64_t layer,
                          const TensorView& out, const DecodeStepOptions& options = {}) const;
+  // decode_step for B sequences that each have their own cache (caches[b], batch 1: each
+  // request's own in a server): row b of x_new [B, 1, d_model] is sequence b's new token, at
+  // its own position. One projection GEMM and one W_O GEMM over the B rows, the decode kernel
+  // per sequence: row b's bits are those decode_step gives it alone (the packed GEMM's rows do
+  // not depend on the other rows).
+  LayerStats decode_rows(Context& ctx, const TensorView& x_new, std::span<KvCache* const> caches,
+                         std::int64_t layer, const TensorView& out,
+                         const DecodeStepOptions& options = {}) const;
 
   // Repacks W_qkv and W_o for the packed GEMM in `dtype`: f32 (as constructed) or bf16 (the
   // weights rounded once; the packed projections then round their input rows to bf16 and

@@ -102,7 +102,7 @@ void register_decoder(nb::module_& m) {
             check(!v.empty(), "ids", "at least one token", "none");
             Tensor out = with_context(context, [&](Context& ctx) {
               KvCache cache = d.make_cache(static_cast<std::int64_t>(v.size()));
-              return d.forward(ctx, v, cache, Logits::all);
+              return d.executor().forward(ctx, v, cache, Logits::all);
             });
             return to_numpy(std::move(out));
           },

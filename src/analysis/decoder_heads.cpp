@@ -76,9 +76,9 @@ DecoderCorpusResult decoder_corpus_statistics(Context& ctx, const LlamaDecoder& 
   KvCache cache = decoder.make_cache(n);
   for (i64 w = 0; w < windows; ++w) {
     cache.reset();
-    (void)decoder.forward(ctx,
-                          ids.subspan(static_cast<std::size_t>(w * n), static_cast<std::size_t>(n)),
-                          cache, Logits::last, {.observe_attention = observe});
+    (void)decoder.executor().forward(
+        ctx, ids.subspan(static_cast<std::size_t>(w * n), static_cast<std::size_t>(n)), cache,
+        Logits::last, {.observe_attention = observe});
     if (options.progress) options.progress(w + 1, windows);
   }
 
@@ -290,8 +290,8 @@ InContextLoss decoder_in_context_loss(Context& ctx, const LlamaDecoder& decoder,
   i64 first_count = 0;
   for (const std::vector<std::int32_t>& seq : sequences) {
     cache.reset();
-    add_copy_losses(decoder.forward(ctx, seq, cache, Logits::all), seq, bos, L, c.vocab, loss_first,
-                    first_count, loss_second);
+    add_copy_losses(decoder.executor().forward(ctx, seq, cache, Logits::all), seq, bos, L, c.vocab,
+                    loss_first, first_count, loss_second);
   }
   return {.first_copy = loss_first / static_cast<double>(first_count),
           .second_copy =
@@ -342,7 +342,7 @@ InductionResult decoder_induction_scores(Context& ctx, const LlamaDecoder& decod
     };
     cache.reset();
     const Tensor logits =
-        decoder.forward(ctx, seq, cache, Logits::all, {.observe_attention = observe});
+        decoder.executor().forward(ctx, seq, cache, Logits::all, {.observe_attention = observe});
     add_copy_losses(logits, seq, bos, L, c.vocab, loss_first, first_count, loss_second);
     if (options.progress) options.progress(q + 1, options.sequences);
   }
@@ -444,14 +444,14 @@ AttentionMaps decoder_attention_maps(Context& ctx, const LlamaDecoder& decoder,
   maps.probs.assign(static_cast<std::size_t>(maps.layers * heads * n * n), 0.0f);
   std::vector<float> scratch;
   KvCache cache = decoder.make_cache(n);
-  (void)decoder.forward(ctx, ids, cache, Logits::last,
-                        {.observe_attention = [&](i64 layer, const AttentionParams& params) {
-                          reference_probabilities(
-                              ctx, params,
-                              TensorView::contiguous(maps.probs.data() + layer * heads * n * n,
-                                                     DType::f32, {1, heads, n, n}),
-                              scratch);
-                        }});
+  (void)decoder.executor().forward(
+      ctx, ids, cache, Logits::last,
+      {.observe_attention = [&](i64 layer, const AttentionParams& params) {
+        reference_probabilities(ctx, params,
+                                TensorView::contiguous(maps.probs.data() + layer * heads * n * n,
+                                                       DType::f32, {1, heads, n, n}),
+                                scratch);
+      }});
   return maps;
 }
 

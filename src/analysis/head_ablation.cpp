@@ -49,9 +49,9 @@ class StsEvaluator {
       const TokenBatch& b = batches_[i].tokens;
       std::vector<float>& hidden = cache_[i];
       hidden.resize(static_cast<std::size_t>(b.batch * b.seq_len * d));
-      encoder_.forward(
+      encoder_.executor().forward(
           ctx, b, TensorView::contiguous(hidden.data(), DType::f32, {b.batch, b.seq_len, d}),
-          EncoderForwardOptions{
+          TransformerForwardOptions{
               .head_mask = mask, .first_layer = layer == 0 ? 0 : layer - 1, .end_layer = layer});
     }
     cached_layer_ = layer;
@@ -69,9 +69,9 @@ class StsEvaluator {
       hidden = cache_.empty()
                    ? std::vector<float>(static_cast<std::size_t>(b.batch * b.seq_len * d))
                    : cache_[i];
-      encoder_.forward(ctx, b,
-                       TensorView::contiguous(hidden.data(), DType::f32, {b.batch, b.seq_len, d}),
-                       EncoderForwardOptions{.head_mask = mask, .first_layer = first});
+      encoder_.executor().forward(
+          ctx, b, TensorView::contiguous(hidden.data(), DType::f32, {b.batch, b.seq_len, d}),
+          TransformerForwardOptions{.head_mask = mask, .first_layer = first});
       pooled.resize(static_cast<std::size_t>(b.batch * d));
       encoder_.pool(b, hidden.data(), pooled.data());
       for (std::size_t j = 0; j < batches_[i].rows.size(); ++j)

@@ -111,8 +111,9 @@ HeadAnalysis analyze_heads(Context& ctx, const BertEncoder& encoder,
         }
     };
     hidden.resize(static_cast<std::size_t>(B * n * d));
-    encoder.forward(ctx, batch, TensorView::contiguous(hidden.data(), DType::f32, {B, n, d}),
-                    EncoderForwardOptions{.observe_attention = observe});
+    encoder.executor().forward(ctx, batch,
+                               TensorView::contiguous(hidden.data(), DType::f32, {B, n, d}),
+                               TransformerForwardOptions{.observe_attention = observe});
     for (std::int64_t len : batch.lengths) result.tokens += len;
     done += B;
     if (options.progress) options.progress(done, count);
@@ -261,9 +262,9 @@ AttentionMaps attention_maps(Context& ctx, const BertEncoder& encoder, const std
                             scratch_out);
   };
   std::vector<float> hidden(static_cast<std::size_t>(n * c.hidden_size));
-  encoder.forward(ctx, batch,
-                  TensorView::contiguous(hidden.data(), DType::f32, {1, n, c.hidden_size}),
-                  EncoderForwardOptions{.observe_attention = observe});
+  encoder.executor().forward(
+      ctx, batch, TensorView::contiguous(hidden.data(), DType::f32, {1, n, c.hidden_size}),
+      TransformerForwardOptions{.observe_attention = observe});
   return maps;
 }
 

@@ -24,7 +24,7 @@ std::int64_t cache_bytes_per_token(const model::Config& c, CacheDType dtype) {
 
 Tensor first_logits(Context& ctx, const LlamaDecoder& decoder, std::span<const std::int32_t> ids) {
   KvCache cache = decoder.make_cache(static_cast<std::int64_t>(ids.size()));
-  return decoder.forward(ctx, ids, cache, Logits::all);
+  return decoder.executor().forward(ctx, ids, cache, Logits::all);
 }
 
 }  // namespace

@@ -345,10 +345,11 @@ json decoder_prune_curve(Context& ctx, const model::Weights& weights, const BpeT
                               0);
         };
         const auto t0 = Clock::now();
-        std::int32_t token = greedy(m.decoder.forward(ctx, prompt, cache));
+        std::int32_t token = greedy(m.decoder.executor().forward(ctx, prompt, cache));
         const auto t1 = Clock::now();
         for (std::int64_t s = 0; s < o.speed_decoded; ++s)
-          token = greedy(m.decoder.forward(ctx, std::span<const std::int32_t>(&token, 1), cache));
+          token = greedy(
+              m.decoder.executor().forward(ctx, std::span<const std::int32_t>(&token, 1), cache));
         const auto t2 = Clock::now();
         if (round == 0) continue;
         m.prefill.push_back(static_cast<double>(o.speed_prompt) /

@@ -2,8 +2,8 @@
 //
 //   window s mod W of `ids` (W = (ids - 1) / seq_len windows; the token after each is its last
 //   target)
-//     teacher logits = LlamaDecoder(teacher).forward(window)        (distill only; the packed
-//                                                                    inference path, fp32)
+//     teacher logits = LlamaDecoder(teacher).executor().forward(window)
+//                                       (distill only; the packed inference path, fp32)
 //     student: train::Model (the same definition, training executor) forward_backward with
 //              teacher_logits (KL) or with the targets (cross-entropy)
 //     clip, AdamW step (OptimConfig's schedule)
@@ -69,7 +69,7 @@ DecoderUptrainResult uptrain_decoder(Context& ctx, const LlamaDecoder& teacher,
     Tensor teacher_logits;
     if (o.loss == UptrainLoss::distill) {
       KvCache cache = teacher.make_cache(o.seq_len);
-      teacher_logits = teacher.forward(ctx, window, cache, Logits::all);
+      teacher_logits = teacher.executor().forward(ctx, window, cache, Logits::all);
       options.teacher_logits = teacher_logits.data<const float>();
     }
     const train::StepResult s = model.forward_backward(ctx, batch, options);

@@ -138,7 +138,7 @@ DistillResult distill_encoder(Context& ctx, const BertEncoder& teacher,
     const TokenBatch& b = batches[order[static_cast<std::size_t>(step) % order.size()]];
     const Tensor x = encoder_layer_input(ctx, teacher, b);
     Tensor target(DType::f32, {b.batch, b.seq_len, d}), hidden(DType::f32, {b.batch, b.seq_len, d});
-    teacher.forward(ctx, b, target.view(), o.kernel);
+    teacher.executor().forward(ctx, b, target.view(), {.kernel = o.kernel});
     model.forward_hidden(ctx, b.batch, b.seq_len, x.data<const float>(), hidden.data<float>(),
                          {.kernel = o.kernel, .key_lengths = b.lengths});
     // The loss over the sentences' own tokens; the padded rows get zero gradient (so nothing

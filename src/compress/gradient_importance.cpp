@@ -52,7 +52,7 @@ Tensor encoder_layer_input(Context& ctx, const BertEncoder& encoder, const Token
                     concat("batch lengths[", i, "]"),
                     concat("in [1, seq_len = ", batch.seq_len, "]"), batch.lengths[i]);
   Tensor x(DType::f32, {batch.batch, batch.seq_len, encoder.dim()});
-  encoder.forward(ctx, batch, x.view(), EncoderForwardOptions{.end_layer = 0});
+  encoder.executor().forward(ctx, batch, x.view(), TransformerForwardOptions{.end_layer = 0});
   return x;
 }
 

@@ -103,6 +103,30 @@ const char* verdict_name(Verdict verdict) {
   return "not shown";
 }
 
+EffectReading read_effect(double low, double high, int predicted_sign, double predicted_size) {
+  HEADCOUNT_CHECK(predicted_sign == 1 || predicted_sign == -1, "read_effect", "a sign of +1 or -1",
+                  predicted_sign);
+  HEADCOUNT_CHECK(low <= high, "read_effect", "an interval with low <= high",
+                  concat("[", low, ", ", high, "]"));
+  // The interval's upper end in the predicted direction: the most favourable reading.
+  const double best = predicted_sign > 0 ? high : -low;
+  if (best < 0 && predicted_size >= 0) return EffectReading::wrong_sign;
+  if (best < predicted_size) return EffectReading::excludes_prediction;
+  return EffectReading::consistent;
+}
+
+Verdict r_words(Verdict registered, EffectReading effect) {
+  if (registered == Verdict::refuted && effect == EffectReading::consistent)
+    return Verdict::not_shown;
+  return registered;
+}
+
+std::string worded_verdict(Verdict verdict, const std::string& at) {
+  HEADCOUNT_CHECK(!at.empty(), "worded_verdict", "the size and budget a verdict is at", "none");
+  if (verdict == Verdict::not_shown) return concat("not shown at this size (", at, ")");
+  return concat(verdict_name(verdict), " at ", at);
+}
+
 json to_json(const Comparison& c) {
   return {{"a", c.a},           {"b", c.b},           {"mean_a", c.mean_a}, {"std_a", c.std_a},
           {"mean_b", c.mean_b}, {"std_b", c.std_b},   {"gap", c.gap},       {"noise", c.noise},

@@ -58,6 +58,29 @@ enum class Verdict { confirmed, refuted, not_shown, not_learned };
 // "confirmed" | "refuted" | "not shown" | "task not learned"
 const char* verdict_name(Verdict verdict);
 
+// R-words (claims protocol, third edition, §5): the words a verdict is reported in. "Refuted" is
+// reserved for an effect of the wrong sign, or one whose interval excludes the predicted size; an
+// effect of the predicted sign that misses a threshold is "not shown at this size". A registered
+// rule's own branch (ClaimVerdict::verdict, as its JSON carries it) is not changed by this: the
+// registrations made before the third edition keep reproducing their JSON, and their verdicts
+// are reworded where they are reported (README, docs/what-the-split-buys.md).
+enum class EffectReading {
+  wrong_sign,           // the interval lies wholly on the side opposite to the prediction
+  excludes_prediction,  // the interval lies wholly short of the predicted size
+  consistent            // the interval reaches the predicted side and size (or straddles them)
+};
+// The claim predicts predicted_sign * (a - b) >= predicted_size (predicted_sign +1 or -1;
+// predicted_size 0 when only the sign is predicted, negative for a non-inferiority margin, e.g.
+// -0.056 for "an increase of at most 0.056"). [low, high] is the interval of a - b. Throws
+// Error on a sign other than +-1 or low > high.
+EffectReading read_effect(double low, double high, int predicted_sign, double predicted_size);
+// The registered verdict in R-words: refuted stays refuted only for wrong_sign or
+// excludes_prediction; otherwise it reads not_shown. Other verdicts are unchanged.
+Verdict r_words(Verdict registered, EffectReading effect);
+// "<verdict> at <size, budget>", e.g. "not shown at 2,400 steps, 2 layers, d_model 64". A
+// not_shown verdict says "not shown at this size (<at>)". Throws Error on an empty `at`.
+std::string worded_verdict(Verdict verdict, const std::string& at);
+
 // Rule R7 for continuous metrics, paired by seed: d_s = a_s - b_s (the two cells ran the same
 // seeds, in the same order), their mean, sample sd, t = mean / (sd / sqrt(n)) and the two-sided
 // `confidence` t-interval with n - 1 degrees of freedom. A beats B iff the interval excludes 0

@@ -23,4 +23,22 @@ void add_layer_norm(Context& ctx, float* x, const float* residual, std::int64_t 
   });
 }
 
+void add_layer_norm_into(Context& ctx, float* x, const float* residual, std::int64_t rows,
+                         std::int64_t width, const float* gamma, const float* beta, float eps,
+                         float* y) {
+  constexpr std::int64_t kRowsPerTask = 16;
+  const auto norm_row = simd::gemm_kernels(ctx.isa()).layer_norm_row;
+  const std::int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+  ctx.parallel_for_ranges(tasks, [&](std::int64_t task, int) {
+    const std::int64_t end = std::min(rows, (task + 1) * kRowsPerTask);
+    for (std::int64_t r = task * kRowsPerTask; r < end; ++r) {
+      float* row = x + r * width;
+      if (residual != nullptr)
+        for (std::int64_t i = 0; i < width; ++i) row[i] += residual[r * width + i];
+      std::copy_n(row, width, y + r * width);
+      norm_row(y + r * width, nullptr, width, gamma, beta, eps);
+    }
+  });
+}
+
 }  // namespace headcount::layers

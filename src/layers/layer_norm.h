@@ -16,4 +16,10 @@ namespace headcount::layers {
 void add_layer_norm(Context& ctx, float* x, const float* residual, std::int64_t rows,
                     std::int64_t width, const float* gamma, const float* beta, float eps);
 
+// Pre-norm with LayerNorm: x[r] += residual[r] (residual may be nullptr), then y[r] = the same
+// LayerNorm of the new x[r], into y (x keeps the residual stream).
+void add_layer_norm_into(Context& ctx, float* x, const float* residual, std::int64_t rows,
+                         std::int64_t width, const float* gamma, const float* beta, float eps,
+                         float* y);
+
 }  // namespace headcount::layers

@@ -176,10 +176,24 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
   set_projection_dtype(DType::f32);
 }
 
+MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config,
+                                       std::shared_ptr<const layers::BlockWeights> qkv,
+                                       std::shared_ptr<const layers::BlockWeights> o)
+    : config_(resolve(config)) {
+  const auto& c = config_;
+  HEADCOUNT_CHECK(!c.bias, "bias", "false (a GGUF file's blocks carry no biases)", "true");
+  HEADCOUNT_CHECK(c.kv_dim == c.d_model, "projection blocks",
+                  "a self-attention layer (one fused W_qkv)", concat("kv_dim ", c.kv_dim));
+  qkv_width_ = q_width() + k_width() + v_width();
+  set_projection_blocks(std::move(qkv), std::move(o));
+}
+
 void MultiHeadAttention::set_projection_dtype(DType dtype) {
   HEADCOUNT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i8,
                   "projection dtype", "f32, bf16 or i8", dtype_name(dtype));
   const MultiHeadAttentionConfig& c = config_;
+  HEADCOUNT_CHECK(!weights_.w_o.empty(), "projection dtype",
+                  "fp32 weights to pack (this layer was built on a file's blocks alone)", "none");
   blocks_qkv_.reset();
   blocks_o_.reset();
   if (c.kv_dim == c.d_model) {
@@ -251,6 +265,8 @@ LayerStats MultiHeadAttention::forward(Context& ctx, const TensorView& x_q, cons
   const auto& c = config_;
   HEADCOUNT_CHECK(c.rope_base == 0, "rope_base",
                   "0 for cross-attention (rotary positions are for self-attention)", c.rope_base);
+  HEADCOUNT_CHECK(!weights_.w_q.empty(), "cross-attention",
+                  "fp32 weights (this layer was built on a file's blocks alone)", "none");
   check_input(x_q, "x_q", c.d_model, "[batch, q_len, d_model]");
   check_input(x_k, "x_k", c.kv_dim, "[batch, kv_len, kv_dim]");
   check_input(x_v, "x_v", c.kv_dim, "[batch, kv_len, kv_dim]");

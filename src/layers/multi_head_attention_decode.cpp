@@ -183,4 +183,69 @@ LayerStats MultiHeadAttention::decode_step(Context& ctx, const TensorView& x_new
   return stats;
 }
 
+LayerStats MultiHeadAttention::decode_rows(Context& ctx, const TensorView& x_new,
+                                           std::span<KvCache* const> caches, i64 layer,
+                                           const TensorView& out,
+                                           const DecodeStepOptions& options) const {
+  const auto& c = config_;
+  layers::check_input(x_new, "x_new", c.d_model, "[sequences, 1, d_model]");
+  const i64 batch = x_new.shape[0];
+  HEADCOUNT_CHECK(x_new.shape[1] == 1, "x_new new tokens", "1 per sequence", x_new.shape[1]);
+  HEADCOUNT_CHECK(static_cast<i64>(caches.size()) == batch, "caches",
+                  concat(batch, " (one per row of x_new)"), caches.size());
+  for (KvCache* cache : caches) {
+    HEADCOUNT_CHECK(cache != nullptr && cache->config().batch == 1, "caches",
+                    "one batch-1 cache per sequence",
+                    cache == nullptr ? "a null cache" : "batch > 1");
+    check_cache(*cache, layer);
+  }
+  check_out(out, batch, 1, c.d_model);
+
+  // 1-2. Project every sequence's new token in one GEMM; each rotated at its own position and
+  // appended to its own cache.
+  const i64 width = qkv_width_;
+  float* qkv = project_qkv(ctx, x_new);
+  for (i64 b = 0; b < batch; ++b) {
+    KvCache& cache = *caches[static_cast<std::size_t>(b)];
+    float* row = qkv + b * width;
+    rotate(ctx, row, 1, cache.length(layer, 0));
+    cache.append(layer, head_view(row, width, q_width(), 1, 1, c.kv_heads, c.head_dim),
+                 head_view(row, width, q_width() + k_width(), 1, 1, c.kv_heads, c.v_head_dim));
+  }
+
+  // 3. The decode kernel per sequence, over its own cache: each writes its row of the concat
+  // buffer as decode_step does for a batch of one.
+  float* concat_buffer = static_cast<float*>(
+      ctx.workspace(kSlotConcat, static_cast<std::size_t>(batch * concat_width()) * sizeof(float)));
+  LayerStats stats;
+  for (i64 b = 0; b < batch; ++b) {
+    const AttentionStats s =
+        attention_decode(ctx, {.q = head_view(qkv + b * width, width, 0, 1, 1, c.heads, c.head_dim),
+                               .kv = caches[static_cast<std::size_t>(b)]->view(layer),
+                               .out = head_view(concat_buffer + b * concat_width(), concat_width(),
+                                                0, 1, 1, c.heads, c.v_head_dim),
+                               .scale = options.scale});
+    stats.attention.score_macs += s.score_macs;
+    stats.attention.weighted_sum_macs += s.weighted_sum_macs;
+    stats.attention.peak_score_entries =
+        std::max(stats.attention.peak_score_entries, s.peak_score_entries);
+  }
+
+  // 4. Mix, one GEMM over the rows (out's rows are strides[0] apart): out = concat · W_o + b_o.
+  layers::packed_gemm(ctx, {.m = batch,
+                            .x = concat_buffer,
+                            .ldx = concat_width(),
+                            .w = blocks_o_ ? nullptr : &packed_o_,
+                            .blocks = blocks_o_.get(),
+                            .n = c.d_model,
+                            .bias = c.bias ? weights_.b_o.data<const float>() : nullptr,
+                            .y = out.ptr<float>(),
+                            .ldy = out.strides[0]});
+  stats.q_macs = batch * c.d_model * q_width();
+  stats.k_macs = batch * c.d_model * k_width();
+  stats.v_macs = batch * c.d_model * v_width();
+  stats.o_macs = batch * concat_width() * c.d_model;
+  return stats;
+}
+
 }  // namespace headcount

@@ -1,16 +1,15 @@
-// BertEncoder: weights from the name -> shape table, the forward pass in numbered steps,
-// mean pooling, and dynamic batching by length.
+// BertEncoder: the one executor (headcount/transformer.h) over BERT's definition, with
+// WordPiece, mean pooling and dynamic batching by length.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "headcount/encoder.h"
 #include "headcount/error.h"
-#include "headcount/multi_head_attention.h"
-#include "layers/feed_forward.h"
-#include "layers/layer_norm.h"
+#include "headcount/transformer.h"
 
 namespace headcount {
 
@@ -18,41 +17,15 @@ using detail::concat;
 
 namespace {
 
-// Context workspace slots of the encoder (the attention layer uses the low slots).
-enum EncoderSlot : int { kSlotHidden = 32, kSlotSublayer, kSlotFfn, kSlotPooled, kSlotLse };
-
-// PyTorch's nn.Linear stores [out, in]; headcount multiplies x · W with W [in, out].
-Tensor transposed(const Tensor& t) {
-  const std::int64_t rows = t.size(0), cols = t.size(1);
-  Tensor out(DType::f32, {cols, rows});
-  const float* src = t.data<const float>();
-  float* dst = out.data<float>();
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
-  return out;
-}
-
-struct NormWeights {
-  Tensor gamma, beta;
-};
-
-struct EncoderLayer {
-  MultiHeadAttention attention;
-  NormWeights attention_norm;
-  layers::FeedForward ffn;
-  NormWeights output_norm;
-};
+// Context workspace slots of the encoder's pooling (the executor uses 40 and up).
+enum EncoderSlot : int { kSlotHidden = 32, kSlotPooled = 35 };
 
 }  // namespace
 
 struct BertEncoder::Impl {
   EncoderConfig config;
   WordPieceTokenizer tokenizer;
-  Tensor word, position, token_type;  // [vocab, d], [max_positions, d], [types, d]
-  NormWeights embedding_norm;
-  std::vector<EncoderLayer> layers;
-  DType dtype = DType::f32;                               // of the packed projections
-  std::function<void(float*, std::int64_t)> partial_sum;  // a heads-parallel slice's
+  std::optional<Transformer> executor;
 
   Impl(EncoderConfig c, WordPieceTokenizer t) : config(std::move(c)), tokenizer(std::move(t)) {}
 };
@@ -93,7 +66,6 @@ BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights,
   const EncoderConfig& c = impl_->config;
   check(options.dtype == DType::f32 || options.dtype == DType::bf16 || options.dtype == DType::i8,
         "dtype", "f32, bf16 or i8", dtype_name(options.dtype));
-  impl_->dtype = options.dtype;
   if (options.dtype == DType::i8) {
     // The int8 kernel multiplies 4 depths at a time (vpdpbusd): every projection's input width
     // must be a multiple of 4. Said here with the config's names, before any weight is packed.
@@ -116,45 +88,7 @@ BertEncoder::BertEncoder(EncoderConfig config, const WeightSource& weights,
   model::Weights loaded{.config = bert_definition(c)};
   for (const model::WeightSpec& spec : model::weight_table(loaded.config))
     loaded.tensors.emplace(spec.name, weights(spec.name, spec.shape));
-  using model::Role;
-  auto take = [&](Role role, std::int64_t layer = -1) { return std::move(loaded.at(role, layer)); };
-
-  // 2. Embeddings.
-  impl_->word = take(Role::token_embedding);
-  impl_->position = take(Role::position_embedding);
-  impl_->token_type = take(Role::token_type_embedding);
-  impl_->embedding_norm = {take(Role::embedding_norm_weight), take(Role::embedding_norm_bias)};
-
-  // 3. Layers: linear weights transposed to [in, out].
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    // Per layer: the heads left after pruning, their K/V heads (GQA), head_dim unchanged.
-    const MultiHeadAttentionConfig attention_config =
-        resolve(MultiHeadAttentionConfig{.d_model = c.hidden_size,
-                                         .heads = c.layer_heads(l),
-                                         .kv_heads = c.layer_kv_heads(l),
-                                         .head_dim = c.head_dim()});
-    MultiHeadAttentionWeights w;
-    w.w_q = transposed(take(Role::q_weight, l));
-    w.w_k = transposed(take(Role::k_weight, l));
-    w.w_v = transposed(take(Role::v_weight, l));
-    w.w_o = transposed(take(Role::o_weight, l));
-    w.b_q = take(Role::q_bias, l);
-    w.b_k = take(Role::k_bias, l);
-    w.b_v = take(Role::v_bias, l);
-    w.b_o = take(Role::o_bias, l);
-    layers::FeedForward ffn{
-        .up = layers::Linear::make(transposed(take(Role::ffn_up_weight, l)),
-                                   take(Role::ffn_up_bias, l), options.dtype),
-        .down = layers::Linear::make(transposed(take(Role::ffn_down_weight, l)),
-                                     take(Role::ffn_down_bias, l), options.dtype)};
-    MultiHeadAttention attention(attention_config, std::move(w));
-    if (options.dtype != DType::f32) attention.set_projection_dtype(options.dtype);
-    impl_->layers.push_back(
-        EncoderLayer{.attention = std::move(attention),
-                     .attention_norm = {take(Role::norm1_weight, l), take(Role::norm1_bias, l)},
-                     .ffn = std::move(ffn),
-                     .output_norm = {take(Role::norm2_weight, l), take(Role::norm2_bias, l)}});
-  }
+  impl_->executor.emplace(loaded, options.dtype);
 }
 
 BertEncoder BertEncoder::load(const std::string& model_dir, const EncoderLoadOptions& options) {
@@ -173,109 +107,11 @@ BertEncoder& BertEncoder::operator=(BertEncoder&&) noexcept = default;
 const EncoderConfig& BertEncoder::config() const { return impl_->config; }
 
 void BertEncoder::set_partial_sum(std::function<void(float*, std::int64_t)> sum) {
-  impl_->partial_sum = std::move(sum);
+  impl_->executor->set_partial_sum(std::move(sum));
 }
+const Transformer& BertEncoder::executor() const { return *impl_->executor; }
 const WordPieceTokenizer& BertEncoder::tokenizer() const { return impl_->tokenizer; }
-DType BertEncoder::dtype() const { return impl_->dtype; }
-
-void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
-                          Kernel kernel) const {
-  forward(ctx, batch, hidden, EncoderForwardOptions{.kernel = kernel});
-}
-
-void BertEncoder::forward(Context& ctx, const TokenBatch& batch, const TensorView& hidden,
-                          const EncoderForwardOptions& options) const {
-  const EncoderConfig& c = impl_->config;
-  const std::int64_t B = batch.batch, n = batch.seq_len, d = c.hidden_size;
-  check(B >= 1 && n >= 1, "batch", "at least one sequence of at least one token",
-        concat(B, " x ", n));
-  check(n <= c.max_position_embeddings, "batch seq_len",
-        concat("at most max_position_embeddings = ", c.max_position_embeddings), n);
-  check(static_cast<std::int64_t>(batch.ids.size()) == B * n &&
-            static_cast<std::int64_t>(batch.lengths.size()) == B,
-        "batch", concat(B * n, " ids and ", B, " lengths"),
-        concat(batch.ids.size(), " ids and ", batch.lengths.size(), " lengths"));
-  for (std::int64_t len : batch.lengths)
-    check(len >= 1 && len <= n, "batch lengths", concat("in [1, ", n, "]"), len);
-  for (std::int32_t id : batch.ids)
-    check(id >= 0 && id < c.vocab_size, "token id", concat("in [0, ", c.vocab_size, ")"), id);
-  check(!hidden.empty() && hidden.dtype == DType::f32 && hidden.rank == 3 &&
-            hidden.is_contiguous() && hidden.shape[0] == B && hidden.shape[1] == n &&
-            hidden.shape[2] == d,
-        "hidden", concat("a contiguous f32 tensor [", B, ", ", n, ", ", d, "]"),
-        hidden.shape_string());
-  check(options.head_mask.empty() ||
-            static_cast<std::int64_t>(options.head_mask.size()) == c.total_heads(),
-        "head_mask", concat(c.total_heads(), " factors (one per head of every layer) or none"),
-        options.head_mask.size());
-  for (std::int64_t l = 0; l < c.layers && !options.head_mask.empty(); ++l)
-    for (std::int64_t h = 0; h < c.layer_heads(l); ++h)
-      if (const float f = options.head_mask[static_cast<std::size_t>(c.head_offset(l) + h)];
-          !std::isfinite(f))
-        fail(concat("head_mask[", c.head_offset(l) + h, "] (layer ", l, ", head ", h, ")"),
-             concat("expected a finite factor, got ", f));
-
-  float* x = hidden.ptr<float>();  // [B, n, d]: the residual stream
-  const std::int64_t rows = B * n;
-  const float eps = c.layer_norm_eps;
-
-  check(options.first_layer >= 0 && options.first_layer <= c.layers, "first_layer",
-        concat("in [0, ", c.layers, "]"), options.first_layer);
-  const std::int64_t end_layer = options.end_layer < 0 ? c.layers : options.end_layer;
-  check(end_layer >= options.first_layer && end_layer <= c.layers, "end_layer",
-        concat("-1 or in [first_layer = ", options.first_layer, ", ", c.layers, "]"),
-        options.end_layer);
-  if (options.first_layer == 0) {
-    // 1. Embeddings: word + position + token type 0, then LayerNorm.
-    const float* word = impl_->word.data<const float>();
-    const float* position = impl_->position.data<const float>();
-    const float* type0 = impl_->token_type.data<const float>();
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t i = 0; i < n; ++i) {
-        float* row = x + (b * n + i) * d;
-        const float* w =
-            word + static_cast<std::int64_t>(batch.ids[static_cast<std::size_t>(b * n + i)]) * d;
-        const float* p = position + i * d;
-        for (std::int64_t k = 0; k < d; ++k) row[k] = w[k] + p[k] + type0[k];
-      }
-    layers::add_layer_norm(ctx, x, nullptr, rows, d,
-                           impl_->embedding_norm.gamma.data<const float>(),
-                           impl_->embedding_norm.beta.data<const float>(), eps);
-  }
-
-  // 2. Layers, post-LN: x = LN(x + attention(x)); x = LN(x + FFN(x)).
-  float* sublayer = static_cast<float*>(
-      ctx.workspace(kSlotSublayer, static_cast<std::size_t>(rows * d) * sizeof(float)));
-  float* ffn_hidden = static_cast<float*>(ctx.workspace(
-      kSlotFfn, static_cast<std::size_t>(rows * c.intermediate_size) * sizeof(float)));
-  const TensorView x_view = TensorView::contiguous(x, DType::f32, {B, n, d});
-  const TensorView sublayer_view = TensorView::contiguous(sublayer, DType::f32, {B, n, d});
-  AttentionOptions attention_options{.kernel = options.kernel, .key_lengths = batch.lengths};
-  for (std::int64_t l = options.first_layer; l < end_layer; ++l) {
-    const EncoderLayer& layer = impl_->layers[static_cast<std::size_t>(l)];
-    const std::int64_t heads = c.layer_heads(l);
-    if (options.observe_attention)
-      attention_options.lse = TensorView::contiguous(
-          ctx.workspace(kSlotLse, static_cast<std::size_t>(B * heads * n) * sizeof(float)),
-          DType::f32, {B, heads, n});
-    if (!options.head_mask.empty())
-      attention_options.head_mask = options.head_mask.subspan(
-          static_cast<std::size_t>(c.head_offset(l)), static_cast<std::size_t>(heads));
-    if (options.observe_attention)
-      attention_options.observe = [&options, l](const AttentionParams& params) {
-        options.observe_attention(l, params);
-      };
-    layer.attention.forward(ctx, x_view, sublayer_view, attention_options);
-    if (impl_->partial_sum) impl_->partial_sum(sublayer, rows * d);
-    layers::add_layer_norm(ctx, x, sublayer, rows, d,
-                           layer.attention_norm.gamma.data<const float>(),
-                           layer.attention_norm.beta.data<const float>(), eps);
-    layer.ffn.forward(ctx, x, rows, ffn_hidden, sublayer);
-    if (impl_->partial_sum) impl_->partial_sum(sublayer, rows * d);
-    layers::add_layer_norm(ctx, x, sublayer, rows, d, layer.output_norm.gamma.data<const float>(),
-                           layer.output_norm.beta.data<const float>(), eps);
-  }
-}
+DType BertEncoder::dtype() const { return impl_->executor->dtype(); }
 
 void BertEncoder::embed_batch(Context& ctx, const TokenBatch& batch, const TensorView& out,
                               bool normalize, Kernel kernel,
@@ -286,8 +122,10 @@ void BertEncoder::embed_batch(Context& ctx, const TokenBatch& batch, const Tenso
         "out", concat("a contiguous f32 tensor [", B, ", ", d, "]"), out.shape_string());
   float* hidden = static_cast<float*>(
       ctx.workspace(kSlotHidden, static_cast<std::size_t>(B * n * d) * sizeof(float)));
-  forward(ctx, batch, TensorView::contiguous(hidden, DType::f32, {B, n, d}),
-          EncoderForwardOptions{.kernel = kernel, .head_mask = head_mask});
+  check(n <= impl_->config.max_position_embeddings, "batch seq_len",
+        concat("at most max_position_embeddings = ", impl_->config.max_position_embeddings), n);
+  impl_->executor->forward(ctx, batch, TensorView::contiguous(hidden, DType::f32, {B, n, d}),
+                           {.kernel = kernel, .head_mask = head_mask});
 
   pool(batch, hidden, out.ptr<float>(), normalize);
 }

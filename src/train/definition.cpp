@@ -33,8 +33,7 @@ model::Config definition(const ModelConfig& config) {
       .head_dim = c.head_dim,
       .context = c.context,
       .norm = c.rms_norm ? model::NormKind::rms_norm : model::NormKind::layer_norm,
-      .placement =
-          c.norm == NormPlacement::pre ? model::NormPlacement::pre : model::NormPlacement::post,
+      .placement = c.norm,
       .norm_eps = c.ln_eps,
       .activation = c.swiglu ? model::Activation::swiglu : model::Activation::gelu_erf,
       .positions = c.rope_base != 0 ? model::Positions::rotary : model::Positions::learned,
@@ -71,25 +70,24 @@ ModelConfig model_config(const model::Config& d, WeightParts parts) {
           concat(model::output_name(d.output), d.output_bias ? " with a bias" : ""));
   }
   const bool uniform = d.uniform();
-  ModelConfig c{
-      .vocab = parts == WeightParts::all ? d.vocab : 1,
-      .context = d.context,
-      .layers = d.layer_count(),
-      .d_model = d.d_model,
-      .heads = d.heads_in(0),
-      .kv_heads = d.kv_heads_in(0),
-      .head_dim = d.head_dim,
-      .d_ff = d.attention_only ? 0 : d.d_ff,
-      .scale = d.scale,
-      .norm = d.placement == model::NormPlacement::pre ? NormPlacement::pre : NormPlacement::post,
-      .causal = d.causal,
-      .attention_only = d.attention_only,
-      .ln_eps = d.norm_eps,
-      .rms_norm = d.norm == model::NormKind::rms_norm,
-      .rope_base = d.positions == model::Positions::rotary ? d.rope_base : 0.0f,
-      .swiglu = d.activation == model::Activation::swiglu,
-      .biases = biases,
-      .tied_head = parts == WeightParts::all && d.output == model::Output::tied};
+  ModelConfig c{.vocab = parts == WeightParts::all ? d.vocab : 1,
+                .context = d.context,
+                .layers = d.layer_count(),
+                .d_model = d.d_model,
+                .heads = d.heads_in(0),
+                .kv_heads = d.kv_heads_in(0),
+                .head_dim = d.head_dim,
+                .d_ff = d.attention_only ? 0 : d.d_ff,
+                .scale = d.scale,
+                .norm = d.placement,
+                .causal = d.causal,
+                .attention_only = d.attention_only,
+                .ln_eps = d.norm_eps,
+                .rms_norm = d.norm == model::NormKind::rms_norm,
+                .rope_base = d.positions == model::Positions::rotary ? d.rope_base : 0.0f,
+                .swiglu = d.activation == model::Activation::swiglu,
+                .biases = biases,
+                .tied_head = parts == WeightParts::all && d.output == model::Output::tied};
   if (!uniform)
     for (const model::LayerShape& s : d.layers) {
       c.layer_heads.push_back(s.heads);

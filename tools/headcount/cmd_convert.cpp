@@ -53,7 +53,7 @@ struct ConvertArgs {
 
 void run_convert(const ConvertArgs& a) {
   // headcount writes no GGUF: a decoder's conversions are built and measured in memory.
-  check(!a.model.ends_with(".gguf"), "--model",
+  check(!names_a_decoder(a.model, "convert"), "--model",
         "an encoder directory (a GGUF decoder is converted, uptrained and measured in memory by "
         "`headcount convert-sweep --model FILE.gguf`; no decoder file is written)",
         a.model);
@@ -210,7 +210,7 @@ void run_decoder_sweep(const SweepArgs& a) {
 }
 
 void run_sweep(SweepArgs a) {
-  if (a.model.ends_with(".gguf")) return run_decoder_sweep(a);
+  if (names_a_decoder(a.model, "convert-sweep")) return run_decoder_sweep(a);
   if (a.kv_heads.empty()) a.kv_heads = {12, 6, 4, 3, 2, 1};
   std::vector<KvConvertMethod> methods;
   for (const std::string& m : a.methods) methods.push_back(parse_kv_convert_method(m));

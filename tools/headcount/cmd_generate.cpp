@@ -1,7 +1,8 @@
 // `headcount generate`: text from a Llama-family GGUF decoder (SmolLM2), streamed as it is made,
 // and `headcount perplexity`: the model's perplexity on a text file (decoder.h).
 //
-//   generate [--model FILE.gguf] --prompt TEXT [--chat] [--max-tokens N] [--temperature T]
+//   generate [--model FILE.gguf | CHECKPOINT_DIR] --prompt TEXT [--chat] [--max-tokens N]
+//   [--temperature T]
 //            [--top-p P] [--seed S] [--threads T] [--kv-dtype fp32|bf16|int8]
 //            [--weights fp32|bf16|int8|quantized] [--ignore-eos] [--json]
 //   perplexity [--model FILE.gguf] TEXT_FILE [--context N] [--weights fp32|bf16|int8|quantized]
@@ -14,6 +15,7 @@
 // they come: a character split over tokens completes with the next one) and one line of
 // figures to stderr; with --json one object: {"prompt_tokens": [...], "tokens": [...],
 // "text": ..., "prefill_tokens_per_second": ..., "decode_tokens_per_second": ...}.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +32,9 @@
 #include "headcount/bpe.h"
 #include "headcount/decoder.h"
 #include "headcount/error.h"
+#include "headcount/train/definition.h"
+#include "headcount/train/trainer.h"
+#include "headcount/transformer.h"
 
 namespace headcount::cli {
 namespace {
@@ -48,13 +53,25 @@ CacheDType parse_kv_dtype(const std::string& name) {
 // The decoder's file, found as the encoder's directory is (encoder_cli.h): --model if given,
 // else $HEADCOUNT_DECODER_MODEL, else default_decoder_model(). Anything but an existing file is
 // one line naming the path and where it came from, before any option needs the model.
-std::string resolve_decoder_model(const std::string& flag) {
+// A directory holding checkpoint.safetensors: a model headcount trained (`headcount train --out
+// DIR`), which generate runs on the same inference executor as a GGUF file.
+bool is_checkpoint_dir(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) &&
+         std::filesystem::is_regular_file(std::filesystem::path(path) / "checkpoint.safetensors",
+                                          ec);
+}
+
+std::string resolve_decoder_model(const std::string& flag, bool checkpoint_allowed = false) {
   const ModelChoice model = choose_model(flag, "HEADCOUNT_DECODER_MODEL", default_decoder_model());
   std::error_code ec;
   const auto status = std::filesystem::status(model.path, ec);
+  if (checkpoint_allowed && is_checkpoint_dir(model.path)) return model.path;
   if (!std::filesystem::is_regular_file(status))
     fail("model",
-         detail::concat("expected a GGUF file, got ", model.path,
+         detail::concat("expected a GGUF file",
+                        checkpoint_allowed ? " or a headcount checkpoint directory" : "", ", got ",
+                        model.path,
                         std::filesystem::exists(status) ? " (not a file)" : " (no such file)",
                         " (from ", model.source, ")"));
   return model.path;
@@ -65,8 +82,15 @@ std::string decoder_model_help() {
                         default_decoder_model(), " (put there by scripts/setup.sh)");
 }
 
+// --weights: "auto" (the default) is the file's own blocks when it is quantized, else fp32;
+// resolved as the model loads, after every other option is checked.
+DecoderOptions parse_weights_option(const std::string& model, const std::string& name) {
+  if (name != "auto") return parse_decoder_weights(name, "--weights");
+  return parse_decoder_weights(auto_decoder_weights(model), "--weights");
+}
+
 struct GenerateArgs {
-  std::string model, prompt, kv_dtype = "fp32", weights = "fp32";
+  std::string model, prompt, kv_dtype = "fp32", weights = "auto";
   bool chat = false, as_json = false, prompt_given = false, ignore_eos = false;
   std::int64_t max_tokens = 128;
   float temperature = 0, top_p = 1;
@@ -74,9 +98,12 @@ struct GenerateArgs {
   int threads = 0;
 };
 
+void generate_from_checkpoint(const GenerateArgs& a, const std::string& dir, Context& ctx,
+                              CacheDType kv_dtype);
+
 void run_generate(const GenerateArgs& a) {
   // 1. Options before the model.
-  const std::string model = resolve_decoder_model(a.model);
+  const std::string model = resolve_decoder_model(a.model, /*checkpoint_allowed=*/true);
   check(a.prompt_given, "--prompt", "a text", "nothing");
   check(a.max_tokens >= 1 && a.max_tokens <= (std::int64_t{1} << 20), "--max-tokens", "1 to 2^20",
         a.max_tokens);
@@ -84,11 +111,12 @@ void run_generate(const GenerateArgs& a) {
         "a finite number >= 0 (0: greedy)", a.temperature);
   check(a.top_p > 0 && a.top_p <= 1, "--top-p", "in (0, 1]", a.top_p);
   const CacheDType kv_dtype = parse_kv_dtype(a.kv_dtype);
-  const DecoderOptions weights = parse_decoder_weights(a.weights, "--weights");
+  if (a.weights != "auto") (void)parse_decoder_weights(a.weights, "--weights");
   Context ctx({.threads = resolve_threads(a.threads)});
 
   // 2. Model and prompt.
-  const LlamaDecoder decoder = LlamaDecoder::load(model, weights);
+  if (is_checkpoint_dir(model)) return generate_from_checkpoint(a, model, ctx, kv_dtype);
+  const LlamaDecoder decoder = LlamaDecoder::load(model, parse_weights_option(model, a.weights));
   const BpeTokenizer& tokenizer = decoder.tokenizer();
   const std::string text =
       a.chat ? format_chatml({{.role = "user", .content = a.prompt}},
@@ -127,7 +155,7 @@ void run_generate(const GenerateArgs& a) {
                 {"decode_tokens_per_second", decode_rate},
                 {"threads", ctx.threads()},
                 {"kv_dtype", a.kv_dtype},
-                {"weights", a.weights},
+                {"weights", decoder.weights_name()},
                 {"kv_cache_bytes", r.cache_bytes}};
     std::cout << dump(out) << '\n';
   } else {
@@ -137,14 +165,103 @@ void run_generate(const GenerateArgs& a) {
                  "[generate] prompt %lld tokens, prefill %.1f tokens/s; %zu new tokens, decode "
                  "%.1f tokens/s (%d threads, weights %s, KV cache %s)\n",
                  static_cast<long long>(r.prompt_tokens), prefill_rate, r.tokens.size(),
-                 decode_rate, ctx.threads(), a.weights.c_str(), a.kv_dtype.c_str());
+                 decode_rate, ctx.threads(), decoder.weights_name().c_str(), a.kv_dtype.c_str());
+  }
+  std::cout.flush();
+  if (!std::cout) fail("stdout", "write failed");
+}
+
+// The UTF-8 sequences of `text`, one per code point (a char-lm vocabulary is code points).
+std::vector<std::string> code_points(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const std::size_t length = lead < 0x80 ? 1 : lead < 0xe0 ? 2 : lead < 0xf0 ? 3 : 4;
+    out.push_back(text.substr(i, length));
+    i += length;
+  }
+  return out;
+}
+
+// generate on a checkpoint of a char-lm run: its characters are the tokenizer, its weights go
+// to the inference executor (train::to_weights), and the loop is LlamaDecoder's
+// (generate_tokens): KV-cache decoding, the same tokens as the training executor's argmax.
+void generate_from_checkpoint(const GenerateArgs& a, const std::string& dir, Context& ctx,
+                              CacheDType kv_dtype) {
+  check(!a.chat, "--chat", "a ChatML model (a GGUF file)", "a headcount checkpoint");
+  check(a.weights == "auto" || a.weights == "fp32" || a.weights == "bf16" || a.weights == "int8",
+        "--weights", "auto, fp32, bf16 or int8 for a headcount checkpoint (it has no GGUF blocks)",
+        a.weights);
+  const std::unique_ptr<train::Trainer> trainer = train::Trainer::resume(ctx, dir);
+  const nlohmann::json task = trainer->task().describe();
+  check(task.contains("characters") && trainer->task().causal(), "--model",
+        "a checkpoint of a causal text task (char-lm: its characters are the vocabulary)",
+        detail::concat(dir, ": task ", task.value("name", std::string("?"))));
+  const DType dtype = a.weights == "bf16"   ? DType::bf16
+                      : a.weights == "int8" ? DType::i8
+                                            : DType::f32;
+  const Transformer model(train::to_weights(trainer->model()), dtype);
+  const std::vector<std::string> vocabulary = code_points(task.at("characters").get<std::string>());
+  std::vector<std::int32_t> prompt;
+  const std::vector<std::string> text = code_points(a.prompt);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto it = std::find(vocabulary.begin(), vocabulary.end(), text[i]);
+    check(it != vocabulary.end(), "--prompt",
+          detail::concat("characters of the model's vocabulary (", vocabulary.size(),
+                         " characters of its training text)"),
+          detail::concat("'", text[i], "' at character ", i));
+    prompt.push_back(static_cast<std::int32_t>(it - vocabulary.begin()));
+  }
+  check(!prompt.empty(), "--prompt", "at least one character", "none");
+  std::string made;
+  GenerateOptions options{.max_tokens = a.max_tokens,
+                          .temperature = a.temperature,
+                          .top_p = a.top_p,
+                          .seed = a.seed,
+                          .kv_dtype = kv_dtype,
+                          .stop_at_eos = false};
+  options.on_token = [&](std::int32_t id) {
+    const std::string& c = vocabulary[static_cast<std::size_t>(id)];
+    made += c;
+    if (!a.as_json) {
+      std::fwrite(c.data(), 1, c.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  const GenerateResult r = generate_tokens(ctx, model, prompt, options);
+  const double prefill_rate = static_cast<double>(r.prompt_tokens) / r.prefill_seconds;
+  const double decode_rate =
+      r.decode_steps > 0 ? static_cast<double>(r.decode_steps) / r.decode_seconds : 0.0;
+  const std::string weights = a.weights == "auto" ? "fp32" : a.weights;
+  if (a.as_json) {
+    std::cout << dump(json{{"model", detail::concat("headcount checkpoint (",
+                                                    model::family_name(model.config().family),
+                                                    " family, step ", trainer->step(), ")")},
+                           {"prompt_tokens", prompt},
+                           {"tokens", r.tokens},
+                           {"text", made},
+                           {"prefill_tokens_per_second", prefill_rate},
+                           {"decode_tokens_per_second", decode_rate},
+                           {"threads", ctx.threads()},
+                           {"kv_dtype", a.kv_dtype},
+                           {"weights", weights},
+                           {"kv_cache_bytes", r.cache_bytes}})
+              << '\n';
+  } else {
+    std::printf("\n");
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "[generate] prompt %lld characters, %zu new, decode %.1f tokens/s (%d threads, "
+                 "weights %s, KV cache %s)\n",
+                 static_cast<long long>(r.prompt_tokens), r.tokens.size(), decode_rate,
+                 ctx.threads(), weights.c_str(), a.kv_dtype.c_str());
   }
   std::cout.flush();
   if (!std::cout) fail("stdout", "write failed");
 }
 
 struct PerplexityArgs {
-  std::string model, input, weights = "fp32";
+  std::string model, input, weights = "auto";
   std::int64_t context = 512;
   bool as_json = false;
   int threads = 0;
@@ -153,13 +270,13 @@ struct PerplexityArgs {
 void run_perplexity(const PerplexityArgs& a) {
   const std::string model = resolve_decoder_model(a.model);
   check(a.context >= 4, "--context", ">= 4", a.context);
-  const DecoderOptions weights = parse_decoder_weights(a.weights, "--weights");
+  if (a.weights != "auto") (void)parse_decoder_weights(a.weights, "--weights");
   std::ifstream file(a.input, std::ios::binary);
   check(static_cast<bool>(file), "TEXT_FILE", "a readable file", a.input);
   std::stringstream text;
   text << file.rdbuf();
   Context ctx({.threads = resolve_threads(a.threads)});
-  const LlamaDecoder decoder = LlamaDecoder::load(model, weights);
+  const LlamaDecoder decoder = LlamaDecoder::load(model, parse_weights_option(model, a.weights));
   check(a.context <= decoder.config().context, "--context",
         detail::concat("at most the model's context ", decoder.config().context), a.context);
   // The text as text: a special token's spelling in it is not that token.
@@ -175,7 +292,7 @@ void run_perplexity(const PerplexityArgs& a) {
                            {"context", a.context},
                            {"seconds", r.seconds},
                            {"threads", ctx.threads()},
-                           {"weights", a.weights}})
+                           {"weights", decoder.weights_name()}})
               << '\n';
   } else {
     std::printf("perplexity %.4f (%lld tokens scored in %lld windows of %lld; %.1f s)\n",
@@ -206,8 +323,9 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache: fp32, bf16 or int8")->capture_default_str();
   cmd->add_option("--weights", a->weights,
-                  "Weights as multiplied: fp32 (dequantized, the reference), bf16, int8 or "
-                  "quantized (the file's own Q4_1/Q8_0 blocks, inputs in int8 blocks of 32)")
+                  "Weights as multiplied: auto (quantized for a Q4_1/Q8_0 file, else fp32), fp32 "
+                  "(dequantized, the reference), bf16, int8 or quantized (the file's own "
+                  "Q4_1/Q8_0 blocks, inputs in int8 blocks of 32)")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", a->ignore_eos,
                 "Go on past the end-of-text token (benchmarks: always --max-tokens tokens)");
@@ -223,7 +341,7 @@ void register_perplexity(CLI::App& app) {
   cmd->add_option("input", a->input, "Text file")->required();
   cmd->add_option("--context", a->context, "Tokens per window (the second half is scored)")
       ->capture_default_str();
-  cmd->add_option("--weights", a->weights, "fp32, bf16, int8 or quantized (as for generate)")
+  cmd->add_option("--weights", a->weights, "auto, fp32, bf16, int8 or quantized (as for generate)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--json", a->as_json, "One JSON object");

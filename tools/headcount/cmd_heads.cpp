@@ -371,7 +371,7 @@ void register_heads(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "A GGUF decoder: the random sequences' seed")
       ->capture_default_str();
   cmd->callback([a, cmd] {
-    const bool decoder = a->model.ends_with(".gguf");
+    const bool decoder = names_a_decoder(a->model, "heads");
     check_options_for(*cmd, a->model, decoder);
     if (decoder)
       run_decoder_heads(*a);

@@ -190,7 +190,7 @@ void run_curve(const CurveArgs& a) {
         "neither");
   check(a.random_orders >= 0 && a.random_orders <= 100, "--random-orders", "in [0, 100]",
         a.random_orders);
-  if (a.model.ends_with(".gguf")) return run_decoder_curve(a);
+  if (names_a_decoder(a.model, "prune-curve")) return run_decoder_curve(a);
   const std::vector<StsPair> dev = read_pairs(a.dev, a.max_pairs),
                              test = read_pairs(a.test, a.max_pairs);
   const std::string model_dir = resolve_model_dir(a.model);

@@ -11,6 +11,7 @@
 
 #include "headcount/error.h"
 #include "headcount/isa.h"
+#include "headcount/model_files.h"
 
 namespace headcount::cli {
 
@@ -28,6 +29,16 @@ ModelChoice choose_model(const std::string& flag, const char* env, const std::st
   const char* value = std::getenv(env);
   if (value != nullptr && *value != '\0') return {value, concat("$", env)};
   return {fallback, concat("the default; run scripts/setup.sh, or pass --model or set $", env)};
+}
+
+bool names_a_decoder(const std::string& model, const std::string& command) {
+  if (model.empty()) return false;
+  const ModelFormat format = model_format(model, "--model");
+  check(format != ModelFormat::checkpoint, "--model",
+        concat("an encoder directory or a GGUF file (`", command,
+               "` does not take a headcount checkpoint yet; `generate` does)"),
+        concat(model, " (a headcount checkpoint directory)"));
+  return format == ModelFormat::gguf;
 }
 
 std::string resolve_model_dir(const std::string& flag) {

@@ -25,6 +25,11 @@ std::string model_option_help();
 // The model directory: --model if given, else $HEADCOUNT_MODEL, else default_model_dir().
 // Throws Error("model: expected a directory with model.safetensors, config.json, vocab.txt,
 // got ... (from --model | $HEADCOUNT_MODEL | the default)").
+// Whether --model names a GGUF decoder (by the file's content, model_files.h), for the commands
+// that take an encoder directory or a decoder file. Empty: the default encoder. A headcount
+// checkpoint directory: one line saying `command` does not take one yet.
+bool names_a_decoder(const std::string& model, const std::string& command);
+
 std::string resolve_model_dir(const std::string& flag);
 
 // Loads the encoder from resolve_model_dir(flag), its projections in `dtype`.

@@ -31,13 +31,15 @@
 
 #include "headcount/attention.h"
 #include "headcount/context.h"
+#include "headcount/model.h"
 #include "headcount/tensor.h"
 #include "headcount/train/task.h"
 #include "nlohmann/json_fwd.hpp"
 
 namespace headcount::train {
 
-enum class NormPlacement { pre, post };
+// The definition's own placement (model.h): one enum for both executors.
+using NormPlacement = model::NormPlacement;
 
 struct ModelConfig {
   std::int64_t vocab = 0;
