@@ -164,6 +164,15 @@ def main():
     put("bpe", "special", "<|im_start|>\n<|im_end|>\n<a\n\u0120 \u0120\0<|im_start|>user\nhi<|im_end|>   x")
     put("bpe", "unicode", "\u00e4 \u00b8\0\u4e2d\u6587 \U0001F600 \u0661\u0662 \t\r\n  \u3000end".encode("utf-8", "surrogatepass"))
 
+    # headcount serve's request bodies (tools/headcount/serve/requests.h): valid ones of each route,
+    # and near-misses (a token array, a wrong type, malformed JSON).
+    put("serve_request", "openai_list", json.dumps({"input": ["A man plays a guitar.", ""], "model": "all-MiniLM-L6-v2",
+                                                   "encoding_format": "base64", "dimensions": 384}))
+    put("serve_request", "tei", json.dumps({"inputs": "What is Deep Learning?", "truncate": True, "normalize": False,
+                                           "add_special_tokens": False}))
+    put("serve_request", "token_array", json.dumps({"input": [[101, 2023, 102]], "model": 7, "encoding_format": "hex"}))
+    put("serve_request", "malformed", r'{"inputs": ["caf\u00e9", "\ud800"], "truncate": "yes"')
+
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,7 @@ seconds=${1:-60}
 shift || true
 build=${FUZZ_BUILD:-$root/build-fuzz}
 jobs=${FUZZ_JOBS:-2}
-all=(safetensors npy encoder_config wordpiece sts attention_options gguf bpe)
+all=(safetensors npy encoder_config wordpiece sts attention_options gguf bpe serve_request)
 targets=("${@:-${all[@]}}")
 cxx=${FUZZ_CXX:-$(command -v clang++-14 || command -v clang++)}
 

@@ -18,6 +18,8 @@ packages=(
   clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, scripts/fuzz.sh)
   clang-format-14        # the formatter .clang-format configures (scripts/check_format.sh)
   libopenmpi-dev openmpi-bin  # attention over MPI ranks (-DHEADCOUNT_MPI=ON, src/distributed/)
+  libcpp-httplib-dev     # headcount serve's HTTP/1.1 server (httplib.h and its library)
+  curl                   # headcount serve's tests drive it with curl too
 )
 
 missing=()
@@ -87,12 +89,15 @@ fi
 
 # The Python package's build tools, from PyPI by pinned version, in the git-ignored .venv: Debian's
 # python3 (whose headers python3-dev installs) with its numpy and pytest visible
-# (--system-site-packages), plus nanobind and scikit-build-core.
+# (--system-site-packages), plus nanobind and scikit-build-core, and the `openai` client that
+# tests/python/test_serve.py drives `headcount serve` with. A venv made before openai was on this
+# list gets it added.
 venv="$root/.venv"
-if ! "$venv/bin/python" -c 'import nanobind, scikit_build_core, numpy, pytest' 2>/dev/null; then
-  echo "setup: creating $venv (nanobind, scikit-build-core)"
-  /usr/bin/python3 -m venv --system-site-packages "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check nanobind==3.1.0 scikit-build-core==1.1.2
+if ! "$venv/bin/python" -c 'import nanobind, scikit_build_core, numpy, pytest, openai' 2>/dev/null; then
+  echo "setup: creating $venv (nanobind, scikit-build-core, openai)"
+  [[ -x $venv/bin/pip ]] || /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check nanobind==3.1.0 scikit-build-core==1.1.2 \
+    openai==3.51.0
 else
   echo "setup: $venv present"
 fi

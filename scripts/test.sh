@@ -28,7 +28,7 @@ rc=0; "$root/scripts/check_fresh_clone.sh" "$root/build/headcount" || rc=$?
 section "AddressSanitizer + UndefinedBehaviorSanitizer build and tests, then the fuzz targets"
 # One clang tree serves both: the library carries ASan + UBSan, and libFuzzer's coverage hooks in
 # the readers the fuzz targets reach (CMakeLists.txt, HEADCOUNT_FUZZED_SOURCES), so the same
-# objects link the test suite and the eight fuzz targets (fuzz/). clang compiles this about 1.8x
+# objects link the test suite and the nine fuzz targets (fuzz/). clang compiles this about 1.8x
 # faster than GCC does with the same sanitizers (their .ninja_log on 2 cores: 747 s against 1346 s
 # for the library); with the hooks in every kernel loop the suite took 1398 s against GCC's 497 s.
 clang=$(command -v clang++-14 || command -v clang++)

@@ -22,6 +22,7 @@ extern "C" int fuzz_sts_one_input(const std::uint8_t*, std::size_t);
 extern "C" int fuzz_attention_options_one_input(const std::uint8_t*, std::size_t);
 extern "C" int fuzz_gguf_one_input(const std::uint8_t*, std::size_t);
 extern "C" int fuzz_bpe_one_input(const std::uint8_t*, std::size_t);
+extern "C" int fuzz_serve_request_one_input(const std::uint8_t*, std::size_t);
 
 namespace {
 using Harness = int (*)(const std::uint8_t*, std::size_t);
@@ -34,7 +35,8 @@ const std::map<std::string, Harness>& harnesses() {
       {"sts", fuzz_sts_one_input},
       {"attention_options", fuzz_attention_options_one_input},
       {"gguf", fuzz_gguf_one_input},
-      {"bpe", fuzz_bpe_one_input}};
+      {"bpe", fuzz_bpe_one_input},
+      {"serve_request", fuzz_serve_request_one_input}};
   return table;
 }
 

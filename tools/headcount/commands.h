@@ -24,5 +24,6 @@ void register_convert(CLI::App& app);
 void register_gguf_info(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_perplexity(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace headcount::cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   headcount::cli::register_gguf_info(app);
   headcount::cli::register_generate(app);
   headcount::cli::register_perplexity(app);
+  headcount::cli::register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

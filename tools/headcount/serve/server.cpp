@@ -1,0 +1,324 @@
+#include "server.h"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "api_error.h"
+#include "embedding_routes.h"
+#include "headcount/encoder.h"
+#include "headcount/error.h"
+#include "metrics.h"
+#include "scheduler.h"
+
+namespace headcount::serve {
+namespace {
+
+using httplib::Request;
+using httplib::Response;
+using HandlerResponse = httplib::Server::HandlerResponse;
+
+// When the request on this HTTP thread was routed (set before the body is read), for its
+// deadline and the latency histogram. httplib runs one request at a time per thread.
+thread_local std::optional<Clock::time_point> request_start;
+
+void reply(Response& res, int status, std::string body, const char* type = "application/json") {
+  res.status = status;
+  res.set_content(std::move(body), type);
+}
+
+void reply_error(Response& res, const ApiError& error) {
+  // 503 means "try again": the queue drains, the model finishes loading.
+  if (error.status() == 503) res.set_header("Retry-After", "1");
+  if (error.status() == 401) res.set_header("WWW-Authenticate", "Bearer");
+  reply(res, error.status(), error.body());
+}
+
+// Runs a route's body; an ApiError becomes its error object, anything else a 500.
+template <typename F>
+void guarded(Response& res, F&& route) {
+  try {
+    route();
+  } catch (const ApiError& e) {
+    reply_error(res, e);
+  } catch (const std::exception& e) {
+    reply_error(res, ApiError(500, std::string("internal error: ") + e.what(), "server_error"));
+  }
+}
+
+// The encoder's parts, made by the loader thread; `ready` publishes them to the HTTP threads.
+struct Model {
+  std::unique_ptr<BertEncoder> encoder;
+  std::unique_ptr<EmbeddingScheduler> scheduler;
+  std::unique_ptr<EmbeddingRoutes> routes;
+  std::atomic<bool> ready{false};
+  std::atomic<bool> failed{false};
+  std::string error;  // written before `failed` is set
+
+  const EmbeddingRoutes& routes_or_503() const {
+    if (!ready.load(std::memory_order_acquire))
+      throw ApiError(503, "the model is still loading (GET /health says when it is ready)",
+                     "server_error", "", "model_loading");
+    return *routes;
+  }
+};
+
+// The write end of the pipe the handler writes to (one server per process).
+std::atomic<int> stop_pipe_write{-1};
+
+extern "C" void on_stop_signal(int sig) {
+  const int fd = stop_pipe_write.load();
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  if (fd >= 0) (void)!::write(fd, &byte, 1);  // async-signal-safe; a full pipe drops a repeat
+}
+
+// Installs on_stop_signal for SIGTERM and SIGINT while it lives; wait() returns a signal's
+// number, or 0 after `ms` milliseconds without one.
+class StopSignals {
+ public:
+  StopSignals() {
+    if (::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) fail("serve", "cannot create a pipe");
+    stop_pipe_write.store(fds_[1]);
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGTERM, &action, &old_term_);
+    ::sigaction(SIGINT, &action, &old_int_);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    stop_pipe_write.store(-1);
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  int wait(int ms) const {
+    pollfd p{.fd = fds_[0], .events = POLLIN, .revents = 0};
+    if (::poll(&p, 1, ms) <= 0) return 0;
+    unsigned char byte = 0;
+    return ::read(fds_[0], &byte, 1) == 1 ? byte : 0;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+  struct sigaction old_term_ {};
+  struct sigaction old_int_ {};
+};
+
+}  // namespace
+
+bool constant_time_equals(const std::string& given, const std::string& secret) {
+  // Every byte of the secret is compared, whatever the given key's length or content; the
+  // length difference is folded in without an early exit.
+  volatile unsigned char diff = given.size() == secret.size() ? 0 : 1;
+  for (std::size_t i = 0; i < secret.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff = diff | (g ^ static_cast<unsigned char>(secret[i]));
+  }
+  return diff == 0;
+}
+
+void run_server(const ServeOptions& o) {
+  // SIGTERM and SIGINT: the handler only writes the signal's number to a pipe, and the signal
+  // thread below does the rest. (Blocking them and waiting in sigtimedwait would not do: the CLI
+  // links OpenBLAS, whose threads start before main and would take the signal's default action,
+  // ending the process.) A client that vanishes must not kill the server with SIGPIPE.
+  StopSignals stop_signals;
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Metrics metrics;
+  Model model;
+  httplib::Server server;
+  // httplib's default pool is 8 threads: each open connection (keep-alive included) holds one,
+  // so the pool is --max-connections wide. The body cap is set explicitly (httplib's default is
+  // unlimited); past it httplib answers 413 before the handler runs.
+  server.new_task_queue = [n = o.max_connections] { return new httplib::ThreadPool(n); };
+  server.set_payload_max_length(o.max_body_bytes);
+  server.set_keep_alive_timeout(5);
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server
+  // started on the same port binds too and silently takes half the connections. A busy port
+  // must be an error.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  const auto timeout =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.timeout_seconds));
+
+  if (!o.cors_origin.empty())
+    server.set_default_headers(
+        {{"Access-Control-Allow-Origin", o.cors_origin}, {"Vary", "Origin"}});
+
+  server.set_pre_routing_handler([&](const Request& req, Response& res) {
+    request_start = Clock::now();
+    if (req.method == "OPTIONS" && !o.cors_origin.empty()) {  // a browser's preflight
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
+      res.status = 204;
+      return HandlerResponse::Handled;
+    }
+    return HandlerResponse::Unhandled;
+  });
+
+  // Answers httplib made itself (404 for an unknown route, 413 past the body cap, 400 for a
+  // malformed request line) get an error object too; routes' own errors already have one.
+  server.set_error_handler(
+      httplib::Server::HandlerWithResponse([&](const Request& req, Response& res) {
+        if (!res.body.empty()) return HandlerResponse::Unhandled;
+        if (res.status == 404)
+          reply_error(res, ApiError(404, "no route " + req.method + " " + req.path,
+                                    "invalid_request_error", "", "not_found"));
+        else if (res.status == 413)
+          reply_error(res, ApiError(413,
+                                    "body: expected at most " + std::to_string(o.max_body_bytes) +
+                                        " bytes (--max-body-bytes), got more",
+                                    "invalid_request_error", "body", "payload_too_large"));
+        else
+          reply_error(res, ApiError(res.status, "the request could not be read",
+                                    "invalid_request_error", "", ""));
+        return HandlerResponse::Handled;
+      }));
+  server.set_exception_handler([](const Request&, Response& res, std::exception_ptr) {
+    reply_error(res, ApiError(500, "internal error", "server_error"));
+  });
+  server.set_logger([&](const Request& req, const Response& res) {
+    const double seconds =
+        request_start ? std::chrono::duration<double>(Clock::now() - *request_start).count() : -1;
+    request_start.reset();
+    metrics.record_request(req.path, res.status, seconds);
+  });
+
+  auto deadline = [&] { return request_start.value_or(Clock::now()) + timeout; };
+  // The API key is checked in each route, after httplib has read the body (at most
+  // --max-body-bytes): answering before would leave the body unread on a keep-alive connection,
+  // where it would be taken for the next request.
+  auto authorize = [&](const Request& req) {
+    if (o.api_key.empty()) return;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (!auth.starts_with(prefix) || !constant_time_equals(auth.substr(prefix.size()), o.api_key))
+      throw ApiError(401,
+                     auth.empty() ? "no API key: send Authorization: Bearer <key>"
+                                  : "Authorization: the API key is not valid",
+                     "authentication_error", "", "invalid_api_key");
+  };
+
+  server.Get("/health", [&](const Request&, Response& res) {
+    if (model.ready.load(std::memory_order_acquire))
+      reply(res, 200, R"({"status":"ok"})");
+    else
+      reply(res, 503, model.failed.load() ? R"({"status":"failed"})" : R"({"status":"loading"})");
+  });
+  server.Get("/metrics", [&](const Request& req, Response& res) {
+    guarded(res, [&] {
+      authorize(req);
+      reply(res, 200, metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+  });
+  server.Get("/v1/models", [&](const Request& req, Response& res) {
+    guarded(res, [&] {
+      authorize(req);
+      reply(res, 200, model.routes_or_503().models());
+    });
+  });
+  server.Post("/v1/embeddings", [&](const Request& req, Response& res) {
+    guarded(res, [&] {
+      authorize(req);
+      reply(res, 200, model.routes_or_503().openai_embeddings(req.body, deadline()));
+    });
+  });
+  server.Post("/embed", [&](const Request& req, Response& res) {
+    guarded(res, [&] {
+      authorize(req);
+      reply(res, 200, model.routes_or_503().tei_embed(req.body, deadline()));
+    });
+  });
+  server.Post("/tokenize", [&](const Request& req, Response& res) {
+    guarded(res, [&] {
+      authorize(req);
+      reply(res, 200, model.routes_or_503().tokenize(req.body));
+    });
+  });
+
+  // 1. Bind: a busy port or a bad address is the user's to fix (exit 2).
+  int port = o.port;
+  if (port == 0) {
+    port = server.bind_to_any_port(o.host);
+    if (port < 0) fail("--host", detail::concat("cannot listen on ", o.host, " (any port)"));
+  } else if (!server.bind_to_port(o.host, port)) {
+    fail("--host/--port",
+         detail::concat("cannot listen on ", o.host, ":", port, " (address in use or not local)"));
+  }
+  std::fprintf(stderr, "headcount serve: listening on http://%s:%d (model %s loading)\n",
+               o.host.c_str(), port, o.model_name.c_str());
+
+  // 2. Load while already answering /health.
+  std::atomic<bool> stop_requested{false}, listening_done{false};
+  std::thread loader([&] {
+    try {
+      const auto start = Clock::now();
+      model.encoder = std::make_unique<BertEncoder>(BertEncoder::load(o.model_dir));
+      model.scheduler = std::make_unique<EmbeddingScheduler>(
+          *model.encoder,
+          SchedulerOptions{.threads = o.threads,
+                           .max_batch_tokens = o.max_batch_tokens,
+                           .max_queue = o.max_queue},
+          metrics);
+      const std::int64_t cap = o.max_input_tokens > 0
+                                   ? o.max_input_tokens
+                                   : model.encoder->tokenizer().options().max_length;
+      model.routes =
+          std::make_unique<EmbeddingRoutes>(*model.encoder, *model.scheduler, o.model_name, cap);
+      model.ready.store(true, std::memory_order_release);
+      std::fprintf(stderr, "headcount serve: model %s ready in %.2f s (%d threads)\n",
+                   o.model_name.c_str(),
+                   std::chrono::duration<double>(Clock::now() - start).count(), o.threads);
+    } catch (const std::exception& e) {
+      model.error = e.what();
+      model.failed.store(true);
+      stop_requested.store(true);
+    }
+  });
+
+  // 3. The signal thread: on SIGTERM/SIGINT (or a failed load) it stops the listener.
+  std::thread signals([&] {
+    while (!listening_done.load()) {
+      const int sig = stop_signals.wait(100);
+      if (sig <= 0 && !stop_requested.load()) continue;
+      if (sig > 0)
+        std::fprintf(stderr, "headcount serve: %s, finishing the requests in flight\n",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      // stop() before the accept loop has started would be lost: wait for it.
+      while (!server.is_running() && !listening_done.load())
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      server.stop();
+      return;
+    }
+  });
+
+  // Returns once stopped and every HTTP thread has finished its request.
+  server.listen_after_bind();
+  listening_done.store(true);
+  signals.join();
+  loader.join();
+  if (model.scheduler) model.scheduler->stop();
+  if (model.failed.load()) fail("--embedding-model", model.error);
+  std::fprintf(stderr, "headcount serve: stopped\n");
+}
+
+}  // namespace headcount::serve
