@@ -55,23 +55,20 @@ void run_decoder_suite(const DecoderSuiteOptions& o) {
     if (o.quick && prompt.size() > 64) prompt.resize(64);
     const auto n = static_cast<std::int64_t>(prompt.size());
     std::vector<double> prefill, decode;
-    auto argmax_of = [&](const Tensor& logits) {
+    // The greedy choice from row `row` of a logits tensor [rows, vocab].
+    const std::int64_t vocab = decoder.config().vocab;
+    auto argmax_of = [vocab](const Tensor& logits, std::int64_t row = 0) {
       return sample_token(
-          {logits.data<const float>(), static_cast<std::size_t>(decoder.config().vocab)}, 0, 1, 0);
+          {logits.data<const float>() + row * vocab, static_cast<std::size_t>(vocab)}, 0, 1, 0);
     };
     for (int run = 0; run <= o.repeats; ++run) {  // run 0 warms up
       KvCache cache = decoder.make_cache(n + new_tokens - 1);
       using clock = std::chrono::steady_clock;
-      auto argmax = [&](const Tensor& logits) {
-        return sample_token(
-            {logits.data<const float>(), static_cast<std::size_t>(decoder.config().vocab)}, 0, 1,
-            0);
-      };
       const auto t0 = clock::now();
-      std::int32_t token = argmax(decoder.executor().forward(ctx, prompt, cache));
+      std::int32_t token = argmax_of(decoder.executor().forward(ctx, prompt, cache));
       const auto t1 = clock::now();
       for (std::int64_t i = 1; i < new_tokens; ++i)
-        token = argmax(
+        token = argmax_of(
             decoder.executor().forward(ctx, std::span<const std::int32_t>(&token, 1), cache));
       const auto t2 = clock::now();
       if (run == 0) continue;
@@ -105,10 +102,7 @@ void run_decoder_suite(const DecoderSuiteOptions& o) {
           const Tensor logits = sequences == 1 ? model.forward(ctx, next, caches[0])
                                                : model.decode(ctx, next, pointers);
           for (std::int64_t s = 0; s < sequences; ++s)
-            next[static_cast<std::size_t>(s)] =
-                sample_token({logits.data<const float>() + s * model.config().vocab,
-                              static_cast<std::size_t>(model.config().vocab)},
-                             0, 1, 0);
+            next[static_cast<std::size_t>(s)] = argmax_of(logits, s);
         }
         return static_cast<double>(sequences * (new_tokens - 1)) /
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

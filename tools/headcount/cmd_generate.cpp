@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -98,36 +99,21 @@ struct GenerateArgs {
   int threads = 0;
 };
 
-void generate_from_checkpoint(const GenerateArgs& a, const std::string& dir, Context& ctx,
-                              CacheDType kv_dtype);
+// What generate runs, whatever --model holds: the executor, the prompt as ids, each id's text
+// (empty for a control token), the end-of-text id (-1: none), and what the report names.
+struct Generation {
+  const Transformer* model = nullptr;
+  std::vector<std::int32_t> prompt;
+  std::function<std::string(std::int32_t)> text_of;
+  std::int32_t eos = -1;
+  std::string description, weights;
+};
 
-void run_generate(const GenerateArgs& a) {
-  // 1. Options before the model.
-  const std::string model = resolve_decoder_model(a.model, /*checkpoint_allowed=*/true);
-  check(a.prompt_given, "--prompt", "a text", "nothing");
-  check(a.max_tokens >= 1 && a.max_tokens <= (std::int64_t{1} << 20), "--max-tokens", "1 to 2^20",
-        a.max_tokens);
-  check(std::isfinite(a.temperature) && a.temperature >= 0, "--temperature",
-        "a finite number >= 0 (0: greedy)", a.temperature);
-  check(a.top_p > 0 && a.top_p <= 1, "--top-p", "in (0, 1]", a.top_p);
-  const CacheDType kv_dtype = parse_kv_dtype(a.kv_dtype);
-  if (a.weights != "auto") (void)parse_decoder_weights(a.weights, "--weights");
-  Context ctx({.threads = resolve_threads(a.threads)});
-
-  // 2. Model and prompt.
-  if (is_checkpoint_dir(model)) return generate_from_checkpoint(a, model, ctx, kv_dtype);
-  const LlamaDecoder decoder = LlamaDecoder::load(model, parse_weights_option(model, a.weights));
-  const BpeTokenizer& tokenizer = decoder.tokenizer();
-  const std::string text =
-      a.chat ? format_chatml({{.role = "user", .content = a.prompt}},
-                             {.default_system = std::string(kSmolLM2SystemPrompt)})
-             : a.prompt;
-  const std::vector<std::int32_t> prompt = tokenizer.encode(text);
-  check(!prompt.empty(), "--prompt", "text that makes at least one token", "none");
-
-  // 3. Generate, streaming the text of every token that is not a control token (EOS...).
+// Generates (generate_tokens: the one loop for every model) and reports, streaming each new
+// token's text to stdout unless --json; the statistics line goes to stderr.
+void generate_and_report(const GenerateArgs& a, Context& ctx, CacheDType kv_dtype,
+                         const Generation& g) {
   std::string made;
-  auto shown = [&](std::int32_t id) { return tokenizer.token_type(id) != TokenType::control; };
   GenerateOptions options{.max_tokens = a.max_tokens,
                           .temperature = a.temperature,
                           .top_p = a.top_p,
@@ -135,29 +121,29 @@ void run_generate(const GenerateArgs& a) {
                           .kv_dtype = kv_dtype,
                           .stop_at_eos = !a.ignore_eos};
   options.on_token = [&](std::int32_t id) {
-    if (!shown(id)) return;
-    const std::string& bytes = tokenizer.token_bytes(id);
-    made += bytes;
-    if (!a.as_json) {
-      std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+    const std::string text = g.text_of(id);
+    made += text;
+    if (!a.as_json && !text.empty()) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     }
   };
-  const GenerateResult r = decoder.generate(ctx, prompt, options);
+  const GenerateResult r = generate_tokens(ctx, *g.model, g.prompt, options, g.eos);
   const double prefill_rate = static_cast<double>(r.prompt_tokens) / r.prefill_seconds;
   const double decode_rate =
       r.decode_steps > 0 ? static_cast<double>(r.decode_steps) / r.decode_seconds : 0.0;
   if (a.as_json) {
-    json out = {{"prompt_tokens", prompt},
-                {"tokens", r.tokens},
-                {"text", made},
-                {"prefill_tokens_per_second", prefill_rate},
-                {"decode_tokens_per_second", decode_rate},
-                {"threads", ctx.threads()},
-                {"kv_dtype", a.kv_dtype},
-                {"weights", decoder.weights_name()},
-                {"kv_cache_bytes", r.cache_bytes}};
-    std::cout << dump(out) << '\n';
+    std::cout << dump(json{{"model", g.description},
+                           {"prompt_tokens", g.prompt},
+                           {"tokens", r.tokens},
+                           {"text", made},
+                           {"prefill_tokens_per_second", prefill_rate},
+                           {"decode_tokens_per_second", decode_rate},
+                           {"threads", ctx.threads()},
+                           {"kv_dtype", a.kv_dtype},
+                           {"weights", g.weights},
+                           {"kv_cache_bytes", r.cache_bytes}})
+              << '\n';
   } else {
     std::printf("\n");
     std::fflush(stdout);  // the text's line ends before the statistics on stderr
@@ -165,7 +151,7 @@ void run_generate(const GenerateArgs& a) {
                  "[generate] prompt %lld tokens, prefill %.1f tokens/s; %zu new tokens, decode "
                  "%.1f tokens/s (%d threads, weights %s, KV cache %s)\n",
                  static_cast<long long>(r.prompt_tokens), prefill_rate, r.tokens.size(),
-                 decode_rate, ctx.threads(), decoder.weights_name().c_str(), a.kv_dtype.c_str());
+                 decode_rate, ctx.threads(), g.weights.c_str(), a.kv_dtype.c_str());
   }
   std::cout.flush();
   if (!std::cout) fail("stdout", "write failed");
@@ -183,26 +169,63 @@ std::vector<std::string> code_points(const std::string& text) {
   return out;
 }
 
-// generate on a checkpoint of a char-lm run: its characters are the tokenizer, its weights go
-// to the inference executor (train::to_weights), and the loop is LlamaDecoder's
-// (generate_tokens): KV-cache decoding, the same tokens as the training executor's argmax.
-void generate_from_checkpoint(const GenerateArgs& a, const std::string& dir, Context& ctx,
-                              CacheDType kv_dtype) {
+void run_generate(const GenerateArgs& a) {
+  // 1. Options before the model.
+  const std::string path = resolve_decoder_model(a.model, /*checkpoint_allowed=*/true);
+  check(a.prompt_given, "--prompt", "a text", "nothing");
+  check(a.max_tokens >= 1 && a.max_tokens <= (std::int64_t{1} << 20), "--max-tokens", "1 to 2^20",
+        a.max_tokens);
+  check(std::isfinite(a.temperature) && a.temperature >= 0, "--temperature",
+        "a finite number >= 0 (0: greedy)", a.temperature);
+  check(a.top_p > 0 && a.top_p <= 1, "--top-p", "in (0, 1]", a.top_p);
+  const CacheDType kv_dtype = parse_kv_dtype(a.kv_dtype);
+  if (a.weights != "auto") (void)parse_decoder_weights(a.weights, "--weights");
+  Context ctx({.threads = resolve_threads(a.threads)});
+
+  // 2. The model and its tokenizer: a GGUF file (BPE, ChatML) or a checkpoint of a char-lm run
+  // (its characters are the vocabulary); both run on the one executor.
+  if (!is_checkpoint_dir(path)) {
+    const LlamaDecoder decoder = LlamaDecoder::load(path, parse_weights_option(path, a.weights));
+    const BpeTokenizer& tokenizer = decoder.tokenizer();
+    const std::string text =
+        a.chat ? format_chatml({{.role = "user", .content = a.prompt}},
+                               {.default_system = std::string(kSmolLM2SystemPrompt)})
+               : a.prompt;
+    Generation g{.model = &decoder.executor(),
+                 .prompt = tokenizer.encode(text),
+                 .text_of =
+                     [&](std::int32_t id) {
+                       return tokenizer.token_type(id) == TokenType::control
+                                  ? std::string()
+                                  : tokenizer.token_bytes(id);
+                     },
+                 .eos = tokenizer.eos_id(),
+                 .description = detail::concat(
+                     "GGUF file (", model::family_name(decoder.config().family), " family)"),
+                 .weights = decoder.weights_name()};
+    check(!g.prompt.empty(), "--prompt", "text that makes at least one token", "none");
+    return generate_and_report(a, ctx, kv_dtype, g);
+  }
   check(!a.chat, "--chat", "a ChatML model (a GGUF file)", "a headcount checkpoint");
   check(a.weights == "auto" || a.weights == "fp32" || a.weights == "bf16" || a.weights == "int8",
         "--weights", "auto, fp32, bf16 or int8 for a headcount checkpoint (it has no GGUF blocks)",
         a.weights);
-  const std::unique_ptr<train::Trainer> trainer = train::Trainer::resume(ctx, dir);
+  const std::unique_ptr<train::Trainer> trainer = train::Trainer::resume(ctx, path);
   const nlohmann::json task = trainer->task().describe();
   check(task.contains("characters") && trainer->task().causal(), "--model",
         "a checkpoint of a causal text task (char-lm: its characters are the vocabulary)",
-        detail::concat(dir, ": task ", task.value("name", std::string("?"))));
+        detail::concat(path, ": task ", task.value("name", std::string("?"))));
   const DType dtype = a.weights == "bf16"   ? DType::bf16
                       : a.weights == "int8" ? DType::i8
                                             : DType::f32;
   const Transformer model(train::to_weights(trainer->model()), dtype);
   const std::vector<std::string> vocabulary = code_points(task.at("characters").get<std::string>());
-  std::vector<std::int32_t> prompt;
+  Generation g{.model = &model,
+               .text_of = [&](std::int32_t id) { return vocabulary[static_cast<std::size_t>(id)]; },
+               .description = detail::concat("headcount checkpoint (",
+                                             model::family_name(model.config().family),
+                                             " family, step ", trainer->step(), ")"),
+               .weights = a.weights == "auto" ? "fp32" : a.weights};
   const std::vector<std::string> text = code_points(a.prompt);
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto it = std::find(vocabulary.begin(), vocabulary.end(), text[i]);
@@ -210,54 +233,10 @@ void generate_from_checkpoint(const GenerateArgs& a, const std::string& dir, Con
           detail::concat("characters of the model's vocabulary (", vocabulary.size(),
                          " characters of its training text)"),
           detail::concat("'", text[i], "' at character ", i));
-    prompt.push_back(static_cast<std::int32_t>(it - vocabulary.begin()));
+    g.prompt.push_back(static_cast<std::int32_t>(it - vocabulary.begin()));
   }
-  check(!prompt.empty(), "--prompt", "at least one character", "none");
-  std::string made;
-  GenerateOptions options{.max_tokens = a.max_tokens,
-                          .temperature = a.temperature,
-                          .top_p = a.top_p,
-                          .seed = a.seed,
-                          .kv_dtype = kv_dtype,
-                          .stop_at_eos = false};
-  options.on_token = [&](std::int32_t id) {
-    const std::string& c = vocabulary[static_cast<std::size_t>(id)];
-    made += c;
-    if (!a.as_json) {
-      std::fwrite(c.data(), 1, c.size(), stdout);
-      std::fflush(stdout);
-    }
-  };
-  const GenerateResult r = generate_tokens(ctx, model, prompt, options);
-  const double prefill_rate = static_cast<double>(r.prompt_tokens) / r.prefill_seconds;
-  const double decode_rate =
-      r.decode_steps > 0 ? static_cast<double>(r.decode_steps) / r.decode_seconds : 0.0;
-  const std::string weights = a.weights == "auto" ? "fp32" : a.weights;
-  if (a.as_json) {
-    std::cout << dump(json{{"model", detail::concat("headcount checkpoint (",
-                                                    model::family_name(model.config().family),
-                                                    " family, step ", trainer->step(), ")")},
-                           {"prompt_tokens", prompt},
-                           {"tokens", r.tokens},
-                           {"text", made},
-                           {"prefill_tokens_per_second", prefill_rate},
-                           {"decode_tokens_per_second", decode_rate},
-                           {"threads", ctx.threads()},
-                           {"kv_dtype", a.kv_dtype},
-                           {"weights", weights},
-                           {"kv_cache_bytes", r.cache_bytes}})
-              << '\n';
-  } else {
-    std::printf("\n");
-    std::fflush(stdout);
-    std::fprintf(stderr,
-                 "[generate] prompt %lld characters, %zu new, decode %.1f tokens/s (%d threads, "
-                 "weights %s, KV cache %s)\n",
-                 static_cast<long long>(r.prompt_tokens), r.tokens.size(), decode_rate,
-                 ctx.threads(), weights.c_str(), a.kv_dtype.c_str());
-  }
-  std::cout.flush();
-  if (!std::cout) fail("stdout", "write failed");
+  check(!g.prompt.empty(), "--prompt", "at least one character", "none");
+  generate_and_report(a, ctx, kv_dtype, g);
 }
 
 struct PerplexityArgs {
