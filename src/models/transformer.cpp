@@ -436,10 +436,12 @@ void Transformer::run(Context& ctx, std::span<const std::int32_t> ids, i64 B, i6
 
 namespace {
 
+// HEADCOUNT_CHECK here and in decode(): they run every decoded token, and the messages are
+// built only on failure.
 void check_ids(std::span<const std::int32_t> ids, i64 vocab) {
   for (std::size_t i = 0; i < ids.size(); ++i)
-    check(ids[i] >= 0 && ids[i] < vocab, concat("token id ", "(ids[", i, "])"),
-          concat("in [0, ", vocab, ")"), ids[i]);
+    HEADCOUNT_CHECK(ids[i] >= 0 && ids[i] < vocab, concat("token id ", "(ids[", i, "])"),
+                    concat("in [0, ", vocab, ")"), ids[i]);
 }
 
 }  // namespace
@@ -547,19 +549,21 @@ Tensor Transformer::decode(Context& ctx, std::span<const std::int32_t> ids,
                            std::span<KvCache* const> caches) const {
   const model::Config& c = impl_->config;
   const i64 B = static_cast<i64>(ids.size()), d = c.d_model;
-  check(B >= 1, "ids", "one token per sequence", "none");
-  check(static_cast<i64>(caches.size()) == B, "caches", concat(B, " (one per id)"), caches.size());
-  check(c.output != model::Output::hidden, "model output", "an LM head (a decoder)",
-        "hidden states only");
+  HEADCOUNT_CHECK(B >= 1, "ids", "one token per sequence", "none");
+  HEADCOUNT_CHECK(static_cast<i64>(caches.size()) == B, "caches", concat(B, " (one per id)"),
+                  caches.size());
+  HEADCOUNT_CHECK(c.output != model::Output::hidden, "model output", "an LM head (a decoder)",
+                  "hidden states only");
   check_ids(ids, c.vocab);
   for (std::size_t b = 0; b < caches.size(); ++b) {
-    check(caches[b] != nullptr, concat("caches[", b, "]"), "a cache", "null");
+    HEADCOUNT_CHECK(caches[b] != nullptr, concat("caches[", b, "]"), "a cache", "null");
     for (std::size_t other = 0; other < b; ++other)
-      check(caches[other] != caches[b], concat("caches[", b, "]"), "a cache of its own",
-            concat("the cache of sequence ", other));
+      HEADCOUNT_CHECK(caches[other] != caches[b], concat("caches[", b, "]"), "a cache of its own",
+                      concat("the cache of sequence ", other));
     check_cache(*caches[b], 1);
-    check(caches[b]->length(0, 0) >= 1, concat("caches[", b, "]"),
-          "a sequence's cache holding its prompt (forward() prefills it)", "an empty cache");
+    HEADCOUNT_CHECK(caches[b]->length(0, 0) >= 1, concat("caches[", b, "]"),
+                    "a sequence's cache holding its prompt (forward() prefills it)",
+                    "an empty cache");
   }
   float* x = static_cast<float*>(
       ctx.workspace(kSlotResidual, static_cast<std::size_t>(B * d) * sizeof(float)));
