@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -115,6 +116,21 @@ std::string auto_decoder_weights(const std::string& gguf_path);
 GenerateResult generate_tokens(Context& ctx, const Transformer& model,
                                std::span<const std::int32_t> prompt, const GenerateOptions& options,
                                std::int32_t eos = -1);
+
+// The choice of each next token as generate_tokens makes it: one draw of the seeded generator
+// (std::mt19937_64) per token, greedy runs included, so a sampled run's stream of draws does not
+// depend on its temperature, then sample_token. A caller choosing tokens one step at a time
+// (the server's continuous batching) with the same options and seed chooses generate's tokens.
+// temperature and top_p as GenerateOptions (checked: Error naming them).
+class TokenChooser {
+ public:
+  TokenChooser(float temperature, float top_p, std::uint64_t seed);
+  std::int32_t operator()(std::span<const float> logits);
+
+ private:
+  float temperature_, top_p_;
+  std::mt19937_64 rng_;
+};
 
 // The compiled-in default decoder file (<repo>/models/SmolLM2-135M-Instruct.Q4_1.gguf, which
 // scripts/setup.sh puts there); the CLI's `generate` and `perplexity` use it when neither

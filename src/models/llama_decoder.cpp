@@ -282,6 +282,19 @@ GenerateResult LlamaDecoder::generate(Context& ctx, std::span<const std::int32_t
   return generate_tokens(ctx, impl_->executor, prompt, options, impl_->tokenizer.eos_id());
 }
 
+TokenChooser::TokenChooser(float temperature, float top_p, std::uint64_t seed)
+    : temperature_(temperature), top_p_(top_p), rng_(seed) {
+  check(std::isfinite(temperature) && temperature >= 0, "temperature", "a finite number >= 0",
+        temperature);
+  check(top_p > 0 && top_p <= 1, "top_p", "in (0, 1]", top_p);
+}
+
+std::int32_t TokenChooser::operator()(std::span<const float> logits) {
+  // 53 random bits -> [0, 1), the same on every standard library.
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  return sample_token(logits, temperature_, top_p_, u);
+}
+
 GenerateResult generate_tokens(Context& ctx, const Transformer& model,
                                std::span<const std::int32_t> prompt, const GenerateOptions& options,
                                std::int32_t eos) {
@@ -289,18 +302,12 @@ GenerateResult generate_tokens(Context& ctx, const Transformer& model,
   const i64 n = static_cast<i64>(prompt.size());
   check(n >= 1 && n < c.context, "prompt", concat("1 to ", c.context - 1, " tokens"), n);
   check(options.max_tokens >= 1, "max_tokens", ">= 1", options.max_tokens);
-  check(std::isfinite(options.temperature) && options.temperature >= 0, "temperature",
-        "a finite number >= 0", options.temperature);
-  check(options.top_p > 0 && options.top_p <= 1, "top_p", "in (0, 1]", options.top_p);
+  TokenChooser chooser(options.temperature, options.top_p, options.seed);
   const i64 max_tokens = std::min(options.max_tokens, c.context - n);
   // The prompt and every new token but the last (which is never fed back).
   KvCache cache = model.make_cache(n + max_tokens - 1, options.kv_dtype);
-  std::mt19937_64 rng(options.seed);
   auto choose = [&](const Tensor& logits) {
-    // 53 random bits -> [0, 1), the same on every standard library.
-    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-    return sample_token({logits.data<const float>(), static_cast<std::size_t>(c.vocab)},
-                        options.temperature, options.top_p, u);
+    return chooser({logits.data<const float>(), static_cast<std::size_t>(c.vocab)});
   };
   using clock = std::chrono::steady_clock;
   GenerateResult result{.prompt_tokens = n, .cache_bytes = cache.bytes()};

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "commands.h"
+#include "decoder_cli.h"
 #include "encoder_cli.h"
 #include "headcount/bpe.h"
 #include "headcount/decoder.h"
@@ -43,52 +44,6 @@ namespace {
 using json = nlohmann::ordered_json;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-CacheDType parse_kv_dtype(const std::string& name) {
-  if (name == "fp32") return CacheDType::f32;
-  if (name == "bf16") return CacheDType::bf16;
-  if (name == "int8") return CacheDType::int8;
-  fail("--kv-dtype", detail::concat("expected fp32, bf16 or int8, got '", name, "'"));
-}
-
-// The decoder's file, found as the encoder's directory is (encoder_cli.h): --model if given,
-// else $HEADCOUNT_DECODER_MODEL, else default_decoder_model(). Anything but an existing file is
-// one line naming the path and where it came from, before any option needs the model.
-// A directory holding checkpoint.safetensors: a model headcount trained (`headcount train --out
-// DIR`), which generate runs on the same inference executor as a GGUF file.
-bool is_checkpoint_dir(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_directory(path, ec) &&
-         std::filesystem::is_regular_file(std::filesystem::path(path) / "checkpoint.safetensors",
-                                          ec);
-}
-
-std::string resolve_decoder_model(const std::string& flag, bool checkpoint_allowed = false) {
-  const ModelChoice model = choose_model(flag, "HEADCOUNT_DECODER_MODEL", default_decoder_model());
-  std::error_code ec;
-  const auto status = std::filesystem::status(model.path, ec);
-  if (checkpoint_allowed && is_checkpoint_dir(model.path)) return model.path;
-  if (!std::filesystem::is_regular_file(status))
-    fail("model",
-         detail::concat("expected a GGUF file",
-                        checkpoint_allowed ? " or a headcount checkpoint directory" : "", ", got ",
-                        model.path,
-                        std::filesystem::exists(status) ? " (not a file)" : " (no such file)",
-                        " (from ", model.source, ")"));
-  return model.path;
-}
-
-std::string decoder_model_help() {
-  return detail::concat("GGUF file. Default: $HEADCOUNT_DECODER_MODEL if set, else ",
-                        default_decoder_model(), " (put there by scripts/setup.sh)");
-}
-
-// --weights: "auto" (the default) is the file's own blocks when it is quantized, else fp32;
-// resolved as the model loads, after every other option is checked.
-DecoderOptions parse_weights_option(const std::string& model, const std::string& name) {
-  if (name != "auto") return parse_decoder_weights(name, "--weights");
-  return parse_decoder_weights(auto_decoder_weights(model), "--weights");
-}
 
 struct GenerateArgs {
   std::string model, prompt, kv_dtype = "fp32", weights = "auto";

@@ -20,4 +20,8 @@ ApiError invalid_field(const std::string& param, const std::string& expected,
                   param, "invalid_value");
 }
 
+std::string json_string(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace headcount::serve

@@ -38,4 +38,7 @@ class ApiError : public std::runtime_error {
 ApiError invalid_field(const std::string& param, const std::string& expected,
                        const std::string& got);
 
+// A JSON string of `text`, invalid UTF-8 replaced by U+FFFD (a model's tokens are bytes).
+std::string json_string(const std::string& text);
+
 }  // namespace headcount::serve

@@ -28,10 +28,6 @@ void append_float_list(std::string& out, const float* values, std::int64_t count
   out += ']';
 }
 
-std::string json_string(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 }  // namespace
 
 std::string base64_float32(const float* values, std::size_t count) {

@@ -13,8 +13,12 @@ const std::vector<double> kDurationBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 
 // Sentences per scheduler step: powers of two up to the largest request.
 const std::vector<double> kBatchBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
 
-const char* const kRoutes[] = {"/health",        "/metrics", "/v1/models",
-                               "/v1/embeddings", "/embed",   "/tokenize"};
+// Requests per decode step: 1 to --parallel (at most 4096).
+const std::vector<double> kRowsBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
+
+const char* const kRoutes[] = {
+    "/health",   "/metrics",        "/v1/models",           "/v1/embeddings", "/embed",
+    "/tokenize", "/v1/completions", "/v1/chat/completions", "/detokenize",    "/"};
 
 std::string number(double value) {
   char buffer[32];
@@ -48,7 +52,28 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
   out += name + "_count" + braces + " " + std::to_string(count_) + "\n";
 }
 
-Metrics::Metrics() : batch_sentences_(kBatchBounds) {}
+Metrics::Metrics()
+    : batch_sentences_(kBatchBounds), decode_rows_(kRowsBounds), first_token_(kDurationBounds) {}
+
+void Metrics::record_decode_step(std::int64_t rows) {
+  std::lock_guard lock(mutex_);
+  decode_rows_.observe(static_cast<double>(rows));
+}
+
+void Metrics::record_first_token(double seconds) {
+  std::lock_guard lock(mutex_);
+  first_token_.observe(seconds);
+}
+
+void Metrics::record_prompt(std::int64_t tokens) {
+  std::lock_guard lock(mutex_);
+  prompt_tokens_ += static_cast<std::uint64_t>(tokens);
+}
+
+void Metrics::record_generated(std::int64_t tokens) {
+  std::lock_guard lock(mutex_);
+  generated_tokens_ += static_cast<std::uint64_t>(tokens);
+}
 
 std::string Metrics::route_label(const std::string& path) {
   for (const char* route : kRoutes)
@@ -94,6 +119,24 @@ std::string Metrics::render() const {
   out += "# HELP headcount_embed_tokens_total Tokens embedded ([CLS] and [SEP] included).\n";
   out += "# TYPE headcount_embed_tokens_total counter\n";
   out += "headcount_embed_tokens_total " + std::to_string(tokens_) + "\n";
+  out += "# HELP headcount_decoder_queue_depth Completion requests waiting for a slot.\n";
+  out += "# TYPE headcount_decoder_queue_depth gauge\n";
+  out += "headcount_decoder_queue_depth " + std::to_string(decoder_queue_depth_.load()) + "\n";
+  out += "# HELP headcount_decoder_running Completion requests decoding (--parallel at most).\n";
+  out += "# TYPE headcount_decoder_running gauge\n";
+  out += "headcount_decoder_running " + std::to_string(decoder_running_.load()) + "\n";
+  out += "# HELP headcount_decode_batch_rows Requests per decode step.\n";
+  out += "# TYPE headcount_decode_batch_rows histogram\n";
+  decode_rows_.render(out, "headcount_decode_batch_rows", "");
+  out += "# HELP headcount_time_to_first_token_seconds From queueing to the first token.\n";
+  out += "# TYPE headcount_time_to_first_token_seconds histogram\n";
+  first_token_.render(out, "headcount_time_to_first_token_seconds", "");
+  out += "# HELP headcount_prompt_tokens_total Prompt tokens prefilled.\n";
+  out += "# TYPE headcount_prompt_tokens_total counter\n";
+  out += "headcount_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+  out += "# HELP headcount_generated_tokens_total Tokens generated.\n";
+  out += "# TYPE headcount_generated_tokens_total counter\n";
+  out += "headcount_generated_tokens_total " + std::to_string(generated_tokens_) + "\n";
   return out;
 }
 

@@ -5,6 +5,12 @@
 //   headcount_embed_batch_sentences              histogram, sentences per scheduler step
 //   headcount_embed_sentences_total              counter, sentences embedded
 //   headcount_embed_tokens_total                 counter, their tokens ([CLS]/[SEP] included)
+//   headcount_decoder_queue_depth                gauge, completion requests waiting for a slot
+//   headcount_decoder_running                    gauge, completion requests decoding
+//   headcount_decode_batch_rows                  histogram, requests per decode step
+//   headcount_time_to_first_token_seconds        histogram, from queueing to the first token
+//   headcount_prompt_tokens_total                counter, prompt tokens prefilled
+//   headcount_generated_tokens_total             counter, tokens generated (tokens/s: its rate)
 // Routes outside the served set are counted as route="other", so a scan of random paths
 // cannot grow the label set without bound.
 #pragma once
@@ -43,6 +49,12 @@ class Metrics {
   void record_request(const std::string& path, int status, double seconds);
   void record_batch(std::int64_t sentences, std::int64_t tokens);
   void set_queue_depth(std::int64_t depth) { queue_depth_.store(depth); }
+  void set_decoder_queue_depth(std::int64_t depth) { decoder_queue_depth_.store(depth); }
+  void set_decoder_running(std::int64_t running) { decoder_running_.store(running); }
+  void record_decode_step(std::int64_t rows);
+  void record_first_token(double seconds);
+  void record_prompt(std::int64_t tokens);
+  void record_generated(std::int64_t tokens);
   std::string render() const;
 
  private:
@@ -52,6 +64,9 @@ class Metrics {
   Histogram batch_sentences_;
   std::uint64_t sentences_ = 0, tokens_ = 0;
   std::atomic<std::int64_t> queue_depth_{0};
+  Histogram decode_rows_, first_token_;
+  std::uint64_t prompt_tokens_ = 0, generated_tokens_ = 0;
+  std::atomic<std::int64_t> decoder_queue_depth_{0}, decoder_running_{0};
 };
 
 }  // namespace headcount::serve

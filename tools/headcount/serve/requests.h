@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,5 +44,51 @@ struct TokenizeRequest {
   bool add_special_tokens = true;
 };
 TokenizeRequest parse_tokenize_request(std::string_view body);
+
+// POST /v1/completions and POST /v1/chat/completions (OpenAI), as far as one decoder serves them:
+//   completions: {"prompt": "text" | ["text"] | [token ids], "echo": bool, "logprobs": 0-5, ...}
+//   chat:        {"messages": [{"role": "system"|"user"|"assistant", "content": "text" |
+//                 [{"type": "text", "text": "..."}]}], "logprobs": bool, "top_logprobs": 0-20, ...}
+//   both:        "model", "max_tokens" (chat: or "max_completion_tokens"), "temperature" (default
+//                1, as OpenAI's), "top_p", "seed" (default 0, as generate's: the same request
+//                gives the same completion), "stop" (a string or up to 4), "stream",
+//                "stream_options": {"include_usage": bool}, "n" (1 only), "user".
+// Fields OpenAI has and this server does not implement (presence/frequency penalties,
+// logit_bias, tools, response_format, n > 1) are refused with 400 naming them, rather than
+// silently ignored: an answer that ignored them would not be the one the client asked for.
+struct ChatTurn {
+  std::string role, content;
+};
+struct CompletionRequest {
+  bool chat = false;
+  std::string model;
+  std::string prompt;                   // completions: the prompt's text
+  std::vector<std::int32_t> token_ids;  // completions: the prompt as token ids, when given so
+  std::vector<ChatTurn> messages;       // chat
+  std::int64_t max_tokens = -1;         // -1: not given (completions: 16; chat: to the context)
+  float temperature = 1;
+  float top_p = 1;
+  std::uint64_t seed = 0;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  bool echo = false;      // completions: the prompt's text (and its logprobs) before the answer
+  int top_logprobs = -1;  // -1: no logprobs; else the alternatives per token (0-5 / 0-20)
+};
+CompletionRequest parse_completion_request(std::string_view body, bool chat);
+
+// POST /detokenize (llama.cpp's shape): {"tokens": [ids]}. POST /tokenize with "content" (the
+// decoder's, llama.cpp's shape): {"content": "text", "parse_special": bool (default true: special
+// tokens' texts become their ids), "with_pieces": bool (each id with its text)}.
+std::vector<std::int64_t> parse_detokenize_request(std::string_view body);
+struct DecoderTokenizeRequest {
+  std::string content;
+  bool parse_special = true;
+  bool with_pieces = false;
+};
+DecoderTokenizeRequest parse_decoder_tokenize_request(std::string_view body);
+// Whether a /tokenize body is llama.cpp's shape ({"content": ...}) rather than TEI's
+// ({"inputs": ...}); malformed JSON counts as TEI's (whose parser then names the fault).
+bool is_decoder_tokenize_request(std::string_view body);
 
 }  // namespace headcount::serve

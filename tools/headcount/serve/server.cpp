@@ -15,9 +15,13 @@
 #include <thread>
 
 #include "api_error.h"
+#include "completion_routes.h"
+#include "decoder_scheduler.h"
 #include "embedding_routes.h"
+#include "headcount/decoder.h"
 #include "headcount/encoder.h"
 #include "headcount/error.h"
+#include "headcount/gguf.h"
 #include "metrics.h"
 #include "scheduler.h"
 
@@ -56,22 +60,98 @@ void guarded(Response& res, F&& route) {
   }
 }
 
-// The encoder's parts, made by the loader thread; `ready` publishes them to the HTTP threads.
+// The models' parts, made by the loader thread; `ready` publishes them to the HTTP threads.
 struct Model {
   std::unique_ptr<BertEncoder> encoder;
   std::unique_ptr<EmbeddingScheduler> scheduler;
   std::unique_ptr<EmbeddingRoutes> routes;
+  std::unique_ptr<LlamaDecoder> decoder;
+  std::unique_ptr<DecoderScheduler> decoder_scheduler;
+  std::unique_ptr<CompletionRoutes> completions;
   std::atomic<bool> ready{false};
   std::atomic<bool> failed{false};
   std::string error;  // written before `failed` is set
+  std::string failed_option;
 
-  const EmbeddingRoutes& routes_or_503() const {
+  void check_ready() const {
     if (!ready.load(std::memory_order_acquire))
       throw ApiError(503, "the model is still loading (GET /health says when it is ready)",
                      "server_error", "", "model_loading");
+  }
+  const EmbeddingRoutes& routes_or_503() const {
+    check_ready();
+    if (!routes)
+      throw ApiError(404, "this server has no embedding model (serve --embedding-model DIR)",
+                     "invalid_request_error", "model", "model_not_found");
     return *routes;
   }
+  const CompletionRoutes& completions_or_503() const {
+    check_ready();
+    if (!completions)
+      throw ApiError(404, "this server has no decoder (serve --model FILE.gguf)",
+                     "invalid_request_error", "model", "model_not_found");
+    return *completions;
+  }
+  std::string models() const {
+    check_ready();
+    std::string out = "{\"object\":\"list\",\"data\":[";
+    for (const std::string* name :
+         {routes ? &routes->name() : nullptr, completions ? &completions->name() : nullptr}) {
+      if (name == nullptr) continue;
+      if (out.back() == '}') out += ',';
+      out += "{\"id\":" + json_string(*name) +
+             ",\"object\":\"model\",\"created\":0,\"owned_by\":\"headcount\"}";
+    }
+    return out + "]}";
+  }
 };
+
+// Whether a GGUF file's chat template is ChatML (what format_chatml renders), and the system
+// turn it puts first when a conversation has none (SmolLM2's; "" when it names none).
+struct ChatTemplate {
+  bool chatml = false;
+  std::string default_system;
+};
+ChatTemplate read_chat_template(const std::string& gguf_path) {
+  const GgufFile file = GgufFile::open(gguf_path);
+  const GgufValue* value = file.find("tokenizer.chat_template");
+  if (value == nullptr) return {};
+  const std::string& text = value->text;
+  ChatTemplate t{.chatml = text.find("<|im_start|>") != std::string::npos &&
+                           text.find("<|im_end|>") != std::string::npos};
+  if (text.find(kSmolLM2SystemPrompt) != std::string::npos)
+    t.default_system = std::string(kSmolLM2SystemPrompt);
+  return t;
+}
+
+// Streams a completion's server-sent events from its HTTP thread; a write that fails (the
+// client left) cancels it, so its slot is freed at the scheduler's next step.
+void stream_events(Response& res, std::shared_ptr<Completion> completion) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [completion](std::size_t, httplib::DataSink& sink) {
+        bool ended = false;
+        const std::string events = completion->next_events(std::chrono::milliseconds(100), ended);
+        if (!events.empty() && !sink.write(events.data(), events.size())) {
+          completion->cancel();
+          return false;
+        }
+        if (ended) {
+          sink.done();
+          return true;
+        }
+        if (!sink.is_writable()) {
+          completion->cancel();
+          return false;
+        }
+        return true;
+      },
+      [completion](bool success) {
+        if (!success) completion->cancel();
+      });
+}
 
 // The write end of the pipe the handler writes to (one server per process).
 std::atomic<int> stop_pipe_write{-1};
@@ -233,7 +313,26 @@ void run_server(const ServeOptions& o) {
   server.Get("/v1/models", [&](const Request& req, Response& res) {
     guarded(res, [&] {
       authorize(req);
-      reply(res, 200, model.routes_or_503().models());
+      reply(res, 200, model.models());
+    });
+  });
+  for (const bool chat : {false, true})
+    server.Post(chat ? "/v1/chat/completions" : "/v1/completions",
+                [&, chat](const Request& req, Response& res) {
+                  guarded(res, [&] {
+                    authorize(req);
+                    std::shared_ptr<Completion> completion =
+                        model.completions_or_503().start(req.body, chat, deadline());
+                    if (completion->streaming())
+                      stream_events(res, std::move(completion));
+                    else
+                      reply(res, 200, completion->wait_for_body());
+                  });
+                });
+  server.Post("/detokenize", [&](const Request& req, Response& res) {
+    guarded(res, [&] {
+      authorize(req);
+      reply(res, 200, model.completions_or_503().detokenize(req.body));
     });
   });
   server.Post("/v1/embeddings", [&](const Request& req, Response& res) {
@@ -251,7 +350,14 @@ void run_server(const ServeOptions& o) {
   server.Post("/tokenize", [&](const Request& req, Response& res) {
     guarded(res, [&] {
       authorize(req);
-      reply(res, 200, model.routes_or_503().tokenize(req.body));
+      // {"content": ...} is llama.cpp's shape (the decoder's BPE), {"inputs": ...} TEI's (the
+      // encoder's WordPiece); with one model served, its own shape's errors name the fields.
+      model.check_ready();
+      const bool decoder =
+          model.completions && (!model.routes || is_decoder_tokenize_request(req.body));
+      reply(res, 200,
+            decoder ? model.completions->tokenize(req.body)
+                    : model.routes_or_503().tokenize(req.body));
     });
   });
 
@@ -264,32 +370,60 @@ void run_server(const ServeOptions& o) {
     fail("--host/--port",
          detail::concat("cannot listen on ", o.host, ":", port, " (address in use or not local)"));
   }
+  const std::string names = o.model_name.empty()     ? o.decoder_name
+                            : o.decoder_name.empty() ? o.model_name
+                                                     : o.model_name + " and " + o.decoder_name;
   std::fprintf(stderr, "headcount serve: listening on http://%s:%d (model %s loading)\n",
-               o.host.c_str(), port, o.model_name.c_str());
+               o.host.c_str(), port, names.c_str());
 
   // 2. Load while already answering /health.
   std::atomic<bool> stop_requested{false}, listening_done{false};
   std::thread loader([&] {
+    const char* option = "--embedding-model";
     try {
       const auto start = Clock::now();
-      model.encoder = std::make_unique<BertEncoder>(BertEncoder::load(o.model_dir));
-      model.scheduler = std::make_unique<EmbeddingScheduler>(
-          *model.encoder,
-          SchedulerOptions{.threads = o.threads,
-                           .max_batch_tokens = o.max_batch_tokens,
-                           .max_queue = o.max_queue},
-          metrics);
-      const std::int64_t cap = o.max_input_tokens > 0
-                                   ? o.max_input_tokens
-                                   : model.encoder->tokenizer().options().max_length;
-      model.routes =
-          std::make_unique<EmbeddingRoutes>(*model.encoder, *model.scheduler, o.model_name, cap);
+      if (!o.model_dir.empty()) {
+        model.encoder = std::make_unique<BertEncoder>(BertEncoder::load(o.model_dir));
+        model.scheduler = std::make_unique<EmbeddingScheduler>(
+            *model.encoder,
+            SchedulerOptions{.threads = o.threads,
+                             .max_batch_tokens = o.max_batch_tokens,
+                             .max_queue = o.max_queue},
+            metrics);
+        const std::int64_t cap = o.max_input_tokens > 0
+                                     ? o.max_input_tokens
+                                     : model.encoder->tokenizer().options().max_length;
+        model.routes =
+            std::make_unique<EmbeddingRoutes>(*model.encoder, *model.scheduler, o.model_name, cap);
+      }
+      option = "--model";
+      if (!o.decoder_path.empty()) {
+        const ChatTemplate chat = read_chat_template(o.decoder_path);
+        const std::string weights =
+            o.decoder_weights == "auto" ? auto_decoder_weights(o.decoder_path) : o.decoder_weights;
+        model.decoder = std::make_unique<LlamaDecoder>(
+            LlamaDecoder::load(o.decoder_path, parse_decoder_weights(weights, "--weights")));
+        model.decoder_scheduler = std::make_unique<DecoderScheduler>(
+            model.decoder->executor(),
+            DecoderSchedulerOptions{.threads = o.threads,
+                                    .parallel = o.parallel,
+                                    .max_queue = o.max_queue,
+                                    .kv_dtype = o.kv_dtype,
+                                    .eos = model.decoder->tokenizer().eos_id()},
+            metrics);
+        const std::int64_t context = model.decoder->config().context;
+        model.completions = std::make_unique<CompletionRoutes>(
+            *model.decoder, *model.decoder_scheduler, o.decoder_name,
+            o.max_input_tokens > 0 ? std::min(o.max_input_tokens, context - 1) : context - 1,
+            chat.chatml, chat.default_system);
+      }
       model.ready.store(true, std::memory_order_release);
       std::fprintf(stderr, "headcount serve: model %s ready in %.2f s (%d threads)\n",
-                   o.model_name.c_str(),
-                   std::chrono::duration<double>(Clock::now() - start).count(), o.threads);
+                   names.c_str(), std::chrono::duration<double>(Clock::now() - start).count(),
+                   o.threads);
     } catch (const std::exception& e) {
       model.error = e.what();
+      model.failed_option = option;
       model.failed.store(true);
       stop_requested.store(true);
     }
@@ -317,7 +451,8 @@ void run_server(const ServeOptions& o) {
   signals.join();
   loader.join();
   if (model.scheduler) model.scheduler->stop();
-  if (model.failed.load()) fail("--embedding-model", model.error);
+  if (model.decoder_scheduler) model.decoder_scheduler->stop();
+  if (model.failed.load()) fail(model.failed_option, model.error);
   std::fprintf(stderr, "headcount serve: stopped\n");
 }
 
