@@ -53,9 +53,9 @@ def offline_embeddings(texts, *extra):
 class Server:
     """One `headcount serve` process on a free loopback port (--port 0: the port it printed)."""
 
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, models=("--embedding-model", MODEL)):
         threads = [] if "--threads" in args else ["--threads", "2"]
-        self.proc = subprocess.Popen([CLI, "serve", "--embedding-model", MODEL, "--port", "0", *threads, *args],
+        self.proc = subprocess.Popen([CLI, "serve", *models, "--port", "0", *threads, *args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **(env or {})})
         self.log = []
