@@ -272,6 +272,52 @@ TEST(LlamaDecoderSmall, PrefillThenDecodeEqualsOnePrefill) {
   }
 }
 
+// Chunked prefill (Transformer::prefill): a prompt prefilled in chunks of any size gives every
+// row the bits one prefill of the whole prompt gives it, across the streaming kernel's key
+// tiles (96 keys) and past the 512 keys from which it packs each head's K and V, on 1 and 2
+// threads; a decode step after it reads the same cache, so it gives the same bits too. That is
+// what lets the server prefill a long prompt between other requests' decode steps.
+TEST(LlamaDecoderSmall, ChunkedPrefillIsBitwiseOnePrefill) {
+  model::Weights weights = small_llama();
+  weights.config.context = 1024;  // rotary positions: no table to grow
+  const Transformer model(weights);
+  const i64 n = HEADCOUNT_TEST_SANITIZED ? 200 : 600, vocab = 40;
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
+  for (i64 i = 0; i < n; ++i)
+    ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7 + i / 13) % 40);
+  const std::span<const std::int32_t> prompt(ids);
+  const std::int32_t next = 5;
+  auto same_bits = [](const Tensor& a, const float* b, i64 floats) {
+    return std::memcmp(a.data<const float>(), b,
+                       static_cast<std::size_t>(floats) * sizeof(float)) == 0;
+  };
+  for (const int threads : {1, 2}) {
+    Context ctx({.threads = threads});
+    KvCache whole = model.make_cache(n + 1);
+    const Tensor all = model.forward(ctx, prompt, whole, Logits::all);
+    const Tensor after = model.forward(ctx, std::span<const std::int32_t>(&next, 1), whole);
+    for (const i64 chunk : {i64{1}, i64{7}, i64{96}, i64{100}, i64{250}, n - 1}) {
+      KvCache cache = model.make_cache(n + 1);
+      for (i64 at = 0; at < n; at += chunk) {
+        const i64 len = std::min(chunk, n - at);
+        const Tensor part = model.prefill(
+            ctx, prompt.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(len)), cache,
+            Logits::all);
+        ASSERT_TRUE(same_bits(part, all.data<const float>() + at * vocab, len * vocab))
+            << "threads " << threads << ", chunk " << chunk << ", rows from " << at;
+      }
+      const Tensor step = model.forward(ctx, std::span<const std::int32_t>(&next, 1), cache);
+      EXPECT_TRUE(same_bits(step, after.data<const float>(), vocab)) << "chunk " << chunk;
+    }
+  }
+  // The chunks after the first read the cached keys as they are: a bf16 cache has rounded them.
+  Context ctx;
+  KvCache bf16 = model.make_cache(n, CacheDType::bf16);
+  (void)model.prefill(ctx, prompt.subspan(0, 10), bf16);
+  testing::expect_error([&] { (void)model.prefill(ctx, prompt.subspan(10, 10), bf16); },
+                        {"kv cache dtype", "fp32 to continue a prefill", "bf16"});
+}
+
 // The K/V sweep (compress/sweeps.h) on the small Llama (4 query heads over 2 K/V heads): the MHA
 // export (4 K/V heads, each repeated for its group) gives the loaded model's logits bit for bit
 // (every score and weighted sum is the same arithmetic on the same values), so the same
@@ -1032,6 +1078,41 @@ namespace {
 // its own cache, then 12 steps in which every sequence advances by one greedy token in one
 // pass over the weights. Each sequence's logits must be bitwise those it gets decoding alone,
 // on the fp32 weights and on the file's own quantized blocks.
+// Chunked prefill on the real model, on the file's own Q4_1 blocks and on fp32 weights: the last
+// row of each 64-token chunk is bitwise that row of one prefill of the whole prompt.
+TEST_F(SmolLM2, ChunkedPrefillIsBitwiseOnePrefill) {
+  Context ctx({.threads = 2});
+  const LlamaDecoder quantized = LlamaDecoder::load(kModel.string(), {.quantized = true});
+  std::string text;
+  for (int i = 0; i < (HEADCOUNT_TEST_SANITIZED ? 2 : 8); ++i)
+    text +=
+        "The history of the printing press begins in the fifteenth century, when a goldsmith "
+        "in Mainz cast movable type from an alloy of lead and tin. ";
+  for (const LlamaDecoder* decoder :
+       {static_cast<const LlamaDecoder*>(decoder_.get()), &quantized}) {
+    SCOPED_TRACE(decoder->weights_name());
+    const Transformer& model = decoder->executor();
+    const std::vector<std::int32_t> ids = decoder->tokenizer().encode(text);
+    const i64 n = static_cast<i64>(ids.size()), vocab = model.config().vocab, chunk = 64;
+    KvCache whole = model.make_cache(n);
+    const Tensor all = model.forward(ctx, ids, whole, Logits::all);
+    KvCache cache = model.make_cache(n);
+    for (i64 at = 0; at < n; at += chunk) {
+      const i64 len = std::min(chunk, n - at);
+      const Tensor last =
+          model.prefill(ctx,
+                        std::span<const std::int32_t>(ids).subspan(static_cast<std::size_t>(at),
+                                                                   static_cast<std::size_t>(len)),
+                        cache);
+      EXPECT_EQ(
+          std::memcmp(last.data<const float>(), all.data<const float>() + (at + len - 1) * vocab,
+                      static_cast<std::size_t>(vocab) * sizeof(float)),
+          0)
+          << "chunk ending at row " << at + len - 1 << " of " << n;
+    }
+  }
+}
+
 TEST_F(SmolLM2, BatchedDecodingGivesEachSequenceItsOwnBits) {
   Context ctx({.threads = 2});
   const LlamaDecoder quantized = LlamaDecoder::load(kModel.string(), {.quantized = true});

@@ -135,7 +135,10 @@ class MultiHeadAttention {
   // prompt_lengths[b] tokens; rows past it are padding, their outputs meaningless). Its keys
   // and values are appended to the cache, which must hold nothing yet for this layer, and out
   // [B, n, d_model] is the causal forward over the prompt (from the fp32 projections; later
-  // steps read the cache in its own dtype).
+  // steps read the cache in its own dtype). Or a prefill continued in chunks: B = 1 and an
+  // fp32 cache holding the prompt's first rows from earlier prefill calls; x is the next rows,
+  // and out is bitwise what one prefill of the whole prompt gives those rows (the streaming
+  // kernel reads the cached keys in the same tiles as its own).
   LayerStats prefill(Context& ctx, const TensorView& x, KvCache& cache, std::int64_t layer,
                      const TensorView& out, const PrefillOptions& options = {}) const;
   // decode_step: x_new [B, t, d_model], t = 1..16 new tokens per sequence: their K/V are

@@ -96,6 +96,14 @@ class Transformer {
   // logits [1 or n, vocab] (a model with an LM head).
   Tensor forward(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
                  Logits which = Logits::last, const TransformerForwardOptions& options = {}) const;
+  // A prompt's prefill in chunks: `ids` are the prompt's rows after those an earlier prefill()
+  // (or the first forward()) put in `cache`, which must be fp32. Returns logits as forward()
+  // does, each row bitwise what one forward() of the whole prompt gives it (the chunk attends
+  // through the prefill's streaming kernel, not the decode kernel that forward() uses after a
+  // cached prefix), so a server can prefill a long prompt between other sequences' decode
+  // steps without changing any bit of what it computes. On an empty cache: forward().
+  Tensor prefill(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
+                 Logits which = Logits::last) const;
   // One decode step of B sequences, each with its own cache (make_cache's, holding at least its
   // prompt): ids[b] is sequence b's next token. Returns logits [B, vocab]; row b is bitwise
   // what forward(ids[b], *caches[b]) returns alone: every projection, the FFN and the head are
@@ -109,8 +117,11 @@ class Transformer {
  private:
   struct Impl;
   void run(Context& ctx, std::span<const std::int32_t> ids, std::int64_t batch, std::int64_t n,
-           float* x, std::span<KvCache* const> caches,
-           const TransformerForwardOptions& options) const;
+           float* x, std::span<KvCache* const> caches, const TransformerForwardOptions& options,
+           bool continue_prefill = false) const;
+  Tensor forward_cached(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
+                        Logits which, const TransformerForwardOptions& options,
+                        bool continue_prefill) const;
   void check_cache(const KvCache& cache, std::int64_t tokens) const;
   Transformer();
   std::unique_ptr<Impl> impl_;

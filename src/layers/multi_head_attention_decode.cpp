@@ -5,6 +5,9 @@
 //        (rotary positions, if any, turn Q and K in place: positions 0 .. n-1)
 //     2. append the k and v column ranges to the cache            (quantised to its dtype)
 //     3. causal attention over the prompt from the fp32 projections, then W_O (as forward())
+//   prefill continued (one sequence whose fp32 cache holds the prompt's first `start` rows):
+//     the same steps for the next rows (positions start ..), step 3 reading every key from the
+//     cache: each row gets the bits a prefill of the whole prompt gives it (chunked prefill).
 //   decode_step(x_new [B, t, d_model], t = 1..16):
 //     1. project the t new tokens: [B*t, q | k | v] (rotary: at positions length .. length+t-1)
 //     2. append their k, v to the cache
@@ -95,7 +98,17 @@ LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCach
   const i64 batch = x.shape[0], len = x.shape[1];
   HEADCOUNT_CHECK(cache.config().batch == batch, "kv cache batch",
                   concat(batch, " (the batch of x)"), cache.config().batch);
-  for (i64 b = 0; b < batch; ++b)
+  // A prefill continued in chunks: one sequence, after a part of its prompt that an earlier
+  // prefill put in an fp32 cache (those keys are the projections' own values, bit for bit).
+  const i64 start = cache.length(layer, 0);
+  if (start > 0) {
+    HEADCOUNT_CHECK(batch == 1 && options.prompt_lengths.empty(), "prefill after a cached part",
+                    "one sequence (batch 1, no prompt_lengths)", concat("batch ", batch));
+    HEADCOUNT_CHECK(cache.config().dtype == CacheDType::f32, "kv cache dtype",
+                    "fp32 to continue a prefill (a bf16 or int8 cache holds rounded keys)",
+                    cache_dtype_name(cache.config().dtype));
+  }
+  for (i64 b = 1; b < batch; ++b)
     HEADCOUNT_CHECK(cache.length(layer, b) == 0,
                     concat("kv cache length (layer ", layer, ", sequence ", b, ")"),
                     "0 before prefill (extend a cached sequence with decode_step)",
@@ -113,12 +126,24 @@ LayerStats MultiHeadAttention::prefill(Context& ctx, const TensorView& x, KvCach
   // 1-2. Project once; the k and v column ranges go into the cache.
   const i64 width = qkv_width_;
   float* qkv = project_qkv(ctx, x);
-  for (i64 b = 0; b < batch; ++b) rotate(ctx, qkv + b * len * width, len, 0);
+  for (i64 b = 0; b < batch; ++b) rotate(ctx, qkv + b * len * width, len, start);
   AttentionParams params;
   params.q = head_view(qkv, width, 0, batch, len, c.heads, c.head_dim);
   params.k = head_view(qkv, width, q_width(), batch, len, c.kv_heads, c.head_dim);
   params.v = head_view(qkv, width, q_width() + k_width(), batch, len, c.kv_heads, c.v_head_dim);
   cache.append(layer, params.k, params.v, options.prompt_lengths);
+  if (start > 0) {
+    // The chunk's queries against every key so far, read from the cache: the causal mask
+    // aligns them bottom-right (query i at position start + i), and the streaming kernel's key
+    // tiles start at multiples of its tile from key 0 whatever the query rows, so each row sums
+    // the same keys in the same order as in a prefill of the whole prompt: the same bits.
+    auto prefix = [&](TensorView all) {
+      all.shape[1] = start + len;  // the cached keys, of the cache's capacity
+      return all;
+    };
+    params.k = prefix(cache.k_tensor(layer));
+    params.v = prefix(cache.v_tensor(layer));
+  }
 
   // 3. Causal attention over the prompt, then W_O.
   LayerStats stats = attend_and_mix(ctx, params, batch, len, out,

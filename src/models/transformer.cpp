@@ -311,8 +311,8 @@ KvCache Transformer::make_cache(i64 capacity, CacheDType dtype) const {
 }
 
 void Transformer::run(Context& ctx, std::span<const std::int32_t> ids, i64 B, i64 n, float* x,
-                      std::span<KvCache* const> caches,
-                      const TransformerForwardOptions& options) const {
+                      std::span<KvCache* const> caches, const TransformerForwardOptions& options,
+                      bool continue_prefill) const {
   const Impl& m = *impl_;
   const model::Config& c = m.config;
   const i64 d = c.d_model, rows = B * n;
@@ -386,8 +386,8 @@ void Transformer::run(Context& ctx, std::span<const std::int32_t> ids, i64 B, i6
       layer.attention.forward(ctx, in, sub_view, attention);
     } else if (per_sequence) {
       layer.attention.decode_rows(ctx, in, caches, l, sub_view, {.scale = c.scale});
-    } else if (start == 0) {
-      // The prompt: its K/V into the cache, causal streaming attention over it.
+    } else if (start == 0 || continue_prefill) {
+      // The prompt (or its next chunk): its K/V into the cache, causal streaming attention.
       layer.attention.prefill(
           ctx, in, *caches[0], l, sub_view,
           PrefillOptions{
@@ -500,6 +500,17 @@ void Transformer::forward(Context& ctx, const TokenBatch& batch, const TensorVie
 
 Tensor Transformer::forward(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
                             Logits which, const TransformerForwardOptions& options) const {
+  return forward_cached(ctx, ids, cache, which, options, /*continue_prefill=*/false);
+}
+
+Tensor Transformer::prefill(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
+                            Logits which) const {
+  return forward_cached(ctx, ids, cache, which, {}, /*continue_prefill=*/true);
+}
+
+Tensor Transformer::forward_cached(Context& ctx, std::span<const std::int32_t> ids, KvCache& cache,
+                                   Logits which, const TransformerForwardOptions& options,
+                                   bool continue_prefill) const {
   const model::Config& c = impl_->config;
   const i64 n = static_cast<i64>(ids.size()), d = c.d_model;
   check(n >= 1, "ids", "at least one token", "none");
@@ -519,7 +530,7 @@ Tensor Transformer::forward(Context& ctx, std::span<const std::int32_t> ids, KvC
   float* x = static_cast<float*>(
       ctx.workspace(kSlotResidual, static_cast<std::size_t>(n * d) * sizeof(float)));
   KvCache* one[] = {&cache};
-  run(ctx, ids, 1, n, x, one, options);
+  run(ctx, ids, 1, n, x, one, options, continue_prefill);
   const i64 rows = which == Logits::all ? n : 1;
   Tensor out(DType::f32, {rows, c.vocab});
   logits(ctx, x + (n - rows) * d, rows, out.data<float>());
