@@ -54,6 +54,11 @@ def complete(server, body, path="/v1/completions"):
     return json.loads(data)
 
 
+def metric(server, name):
+    status, _, data = server.request("GET", "/metrics")
+    return float(next(line.split(" ")[1] for line in data.decode().splitlines() if line.startswith(name + " ")))
+
+
 def stream(server, body, path="/v1/chat/completions"):
     """The server-sent events of one streamed request, as (events, raw text)."""
     conn = socket.create_connection((server.host, server.port), timeout=120)
@@ -116,6 +121,30 @@ def test_concurrent_requests_are_each_their_offline_completion(server):
     status, _, data = server.request("GET", "/metrics")
     rows = {line.split(" ")[0]: float(line.split(" ")[1]) for line in data.decode().splitlines() if line.startswith("headcount_decode_batch_rows_")}
     assert rows["headcount_decode_batch_rows_sum"] > rows["headcount_decode_batch_rows_count"]
+
+
+def test_long_prompt_prefilled_in_chunks_between_steps_keeps_every_bit(server):
+    """A 300-token prompt arriving while three streams decode is prefilled 32 tokens per step
+    (--prefill-chunk): its completion and its prompt's log-probabilities are the bits it gets
+    alone (one prefill), and the running streams' completions are theirs too."""
+    long_prompt = " ".join(f"item {i}," for i in range(100))
+    body = {"prompt": long_prompt, "max_tokens": 12, "temperature": 0, "echo": True, "logprobs": 1}
+    alone = complete(server, body)
+    assert alone["usage"]["prompt_tokens"] > 250
+    refs = [offline(p, 150) for p in PROMPTS[:3]]
+    with ThreadPoolExecutor(4) as pool:
+        running = [pool.submit(stream, server, {"prompt": p, "max_tokens": 150, "temperature": 0}, "/v1/completions")
+                   for p in PROMPTS[:3]]
+        time.sleep(0.5)  # the three are decoding
+        calls = metric(server, "headcount_prefill_calls_total")
+        loaded = complete(server, body)
+        chunks = metric(server, "headcount_prefill_calls_total") - calls
+        streams = [r.result(timeout=120) for r in running]
+    assert loaded["choices"][0] == alone["choices"][0]
+    assert chunks >= alone["usage"]["prompt_tokens"] // 32, chunks  # it was cut into chunks
+    assert loaded["choices"][0]["text"] == long_prompt + offline(long_prompt, 12)["text"]
+    for ref, events in zip(refs, streams):
+        assert "".join(e["choices"][0]["text"] for e in events) == ref["text"]
 
 
 def test_openai_chat_streamed_and_not_is_generate_chat(server):

@@ -25,8 +25,8 @@ struct ServeArgs {
   std::string embedding_model, model, weights = "auto", kv_dtype = "fp32", host = "127.0.0.1",
                                       api_key, cors_origin;
   int port = 8080, threads = 0, parallel = 4;
-  std::int64_t max_connections = 128, max_body_bytes = 4 << 20, max_input_tokens = 0,
-               max_queue = 256, max_batch_tokens = 8192;
+  std::int64_t prefill_chunk = 32, max_connections = 128, max_body_bytes = 4 << 20,
+               max_input_tokens = 0, max_queue = 256, max_batch_tokens = 8192;
   double timeout_s = 300;
 };
 
@@ -41,6 +41,8 @@ void run_serve(const ServeArgs& a) {
   check(a.timeout_s > 0 && a.timeout_s <= 86400, "--timeout-s", "> 0 and <= 86400 seconds",
         a.timeout_s);
   check(a.parallel >= 1 && a.parallel <= 256, "--parallel", "1 to 256", a.parallel);
+  check(a.prefill_chunk >= 0, "--prefill-chunk", "0 (whole prompts) or a number of tokens",
+        a.prefill_chunk);
   const CacheDType kv_dtype = parse_kv_dtype(a.kv_dtype);
   if (a.weights != "auto") (void)parse_decoder_weights(a.weights, "--weights");
   const int threads = resolve_threads(a.threads);
@@ -94,6 +96,7 @@ void run_serve(const ServeArgs& a) {
                      .decoder_weights = a.weights,
                      .kv_dtype = kv_dtype,
                      .parallel = a.parallel,
+                     .prefill_chunk = a.prefill_chunk,
                      .host = a.host,
                      .port = a.port,
                      .threads = threads,
@@ -131,6 +134,10 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--parallel", a->parallel,
                   "Completion requests decoding at once (continuous batching slots)")
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", a->prefill_chunk,
+                  "Prompt tokens prefilled between two decode steps while other requests decode "
+                  "(bitwise the whole prompt's prefill; 0: whole prompts)")
       ->capture_default_str();
   cmd->add_option("--host", a->host, "Address to listen on (0.0.0.0: every interface)")
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include <exception>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "api_error.h"
 #include "headcount/decoder.h"
@@ -99,14 +100,18 @@ struct DecoderScheduler::Waiting {
 };
 
 struct DecoderScheduler::Slot {
-  std::shared_ptr<DecodeStream> stream;
+  std::shared_ptr<Waiting> request;
   KvCache cache;
-  TokenChooser chooser;
+  std::optional<TokenChooser> chooser;
+  std::int64_t prefilled = 0;  // prompt rows in the cache; the request decodes once all are
+  std::vector<TokenLogprob> prompt_scored;
   std::int32_t last = 0;      // the token to feed back at the next step
   std::int64_t produced = 0;  // new tokens so far
-  std::int64_t max_tokens = 0;
-  int top_logprobs = -1;
-  Clock::time_point deadline;
+
+  bool decoding() const {
+    return prefilled == static_cast<std::int64_t>(request->job.prompt.size());
+  }
+  DecodeStream& stream() const { return *request->stream; }
 };
 
 DecoderScheduler::DecoderScheduler(const Transformer& model, const DecoderSchedulerOptions& options,
@@ -150,117 +155,149 @@ std::shared_ptr<DecodeStream> DecoderScheduler::submit(DecodeJob job) {
 
 void DecoderScheduler::loop() {
   Context ctx({.threads = options_.threads});
-  std::vector<Slot> running;
+  std::vector<Slot> slots;  // in admission order
   while (true) {
-    std::shared_ptr<Waiting> next;
+    std::vector<std::shared_ptr<Waiting>> admitted;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running.empty(); });
-      if (queue_.empty() && running.empty()) break;  // only when stopping
-      // One admission per step: a new prompt's prefill runs between two steps of the running
-      // requests, so a burst of arrivals does not stall them for a whole burst of prefills.
-      if (!queue_.empty() && running.size() < static_cast<std::size_t>(options_.parallel)) {
-        next = std::move(queue_.front());
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !slots.empty(); });
+      if (queue_.empty() && slots.empty()) break;  // only when stopping
+      while (!queue_.empty() &&
+             slots.size() + admitted.size() < static_cast<std::size_t>(options_.parallel)) {
+        admitted.push_back(std::move(queue_.front()));
         queue_.pop_front();
-        metrics_.set_decoder_queue_depth(static_cast<std::int64_t>(queue_.size()));
       }
+      metrics_.set_decoder_queue_depth(static_cast<std::int64_t>(queue_.size()));
     }
     try {
-      if (next) admit(ctx, *next, running);
-      step(ctx, running);
+      for (std::shared_ptr<Waiting>& w : admitted) {
+        if (w->stream->cancelled()) continue;  // its client left while it waited
+        if (Clock::now() >= w->job.deadline) {
+          w->stream->finish("", 504,
+                            "the request waited for a slot past its deadline (--timeout-s)");
+          continue;
+        }
+        // As generate_tokens: the prompt and every new token but the last (never fed back).
+        const auto n = static_cast<std::int64_t>(w->job.prompt.size());
+        KvCache cache = model_.make_cache(n + std::max<std::int64_t>(w->job.max_tokens, 1) - 1,
+                                          options_.kv_dtype);
+        slots.push_back(Slot{.request = std::move(w), .cache = std::move(cache)});
+      }
+      // Requests whose client left, or whose deadline passed, leave before any work.
+      const Clock::time_point now = Clock::now();
+      std::erase_if(slots, [&](Slot& slot) {
+        if (slot.stream().cancelled()) return true;
+        if (now < slot.request->job.deadline) return false;
+        slot.stream().finish("", 504, "the request took longer than its deadline (--timeout-s)");
+        return true;
+      });
+      prefill(ctx, slots);
+      step(ctx, slots);
     } catch (const std::exception& e) {
       // Not expected (the routes check every input): end what was in flight, keep serving.
       const std::string message = std::string("internal error: ") + e.what();
-      if (next) next->stream->finish("", 500, message);
-      for (Slot& slot : running) slot.stream->finish("", 500, message);
-      running.clear();
+      for (Slot& slot : slots) slot.stream().finish("", 500, message);
+      slots.clear();
     }
-    metrics_.set_decoder_running(static_cast<std::int64_t>(running.size()));
+    std::int64_t decoding = 0;
+    for (const Slot& slot : slots) decoding += slot.decoding() ? 1 : 0;
+    metrics_.set_decoder_running(decoding);
   }
 }
 
-void DecoderScheduler::admit(Context& ctx, Waiting& waiting, std::vector<Slot>& running) {
-  DecodeStream& stream = *waiting.stream;
-  const DecodeJob& job = waiting.job;
-  if (stream.cancelled()) return;  // its client left (or its deadline passed) while it waited
-  if (Clock::now() >= job.deadline)
-    return stream.finish("", 504, "the request waited for a slot past its deadline (--timeout-s)");
+void DecoderScheduler::prefill(Context& ctx, std::vector<Slot>& slots) {
+  const auto it =
+      std::find_if(slots.begin(), slots.end(), [](const Slot& slot) { return !slot.decoding(); });
+  if (it == slots.end()) return;
+  Slot& slot = *it;
+  const DecodeJob& job = slot.request->job;
+  DecodeStream& stream = slot.stream();
   const auto n = static_cast<std::int64_t>(job.prompt.size());
   const std::int64_t vocab = model_.config().vocab;
-  // As generate_tokens: the prompt and every new token but the last (never fed back).
-  KvCache cache =
-      model_.make_cache(n + std::max<std::int64_t>(job.max_tokens, 1) - 1, options_.kv_dtype);
+  const bool others_decoding =
+      std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.decoding(); });
+  const bool chunked = options_.prefill_chunk > 0 && options_.kv_dtype == CacheDType::f32;
+  const std::int64_t len = chunked && others_decoding
+                               ? std::min(options_.prefill_chunk, n - slot.prefilled)
+                               : n - slot.prefilled;
+  const std::span<const std::int32_t> rows =
+      std::span<const std::int32_t>(job.prompt)
+          .subspan(static_cast<std::size_t>(slot.prefilled), static_cast<std::size_t>(len));
   const Tensor logits =
-      model_.forward(ctx, job.prompt, cache, job.prompt_logprobs ? Logits::all : Logits::last);
-  const float* rows = logits.data<const float>();
-  if (job.prompt_logprobs) {
-    std::vector<TokenLogprob> scored;
-    for (std::int64_t i = 0; i + 1 < n; ++i)
-      scored.push_back(token_logprob({rows + i * vocab, static_cast<std::size_t>(vocab)},
-                                     job.prompt[static_cast<std::size_t>(i + 1)],
-                                     std::max(job.top_logprobs, 0)));
-    std::lock_guard lock(stream.mutex_);  // published before the first token or done
-    stream.prompt_logprobs_ = std::move(scored);
+      model_.prefill(ctx, rows, slot.cache, job.prompt_logprobs ? Logits::all : Logits::last);
+  const float* out = logits.data<const float>();
+  if (job.prompt_logprobs)  // row i predicts prompt token i + 1
+    for (std::int64_t i = 0; i < len && slot.prefilled + i + 1 < n; ++i)
+      slot.prompt_scored.push_back(
+          token_logprob({out + i * vocab, static_cast<std::size_t>(vocab)},
+                        job.prompt[static_cast<std::size_t>(slot.prefilled + i + 1)],
+                        std::max(job.top_logprobs, 0)));
+  slot.prefilled += len;
+  metrics_.record_prompt(len);
+  if (!slot.decoding()) return;
+
+  // The prompt is in: publish its scores, then choose the first token from its last row.
+  {
+    std::lock_guard lock(stream.mutex_);  // before the first token or done
+    stream.prompt_logprobs_ = std::move(slot.prompt_scored);
   }
-  metrics_.record_prompt(n);
-  if (job.max_tokens == 0) return stream.finish("length");
-  const std::span<const float> last(rows + (job.prompt_logprobs ? (n - 1) * vocab : 0),
+  if (job.max_tokens == 0) {  // echo alone: the prompt scored, nothing generated
+    stream.finish("length");
+    slots.erase(it);
+    return;
+  }
+  const std::span<const float> last(out + (job.prompt_logprobs ? (len - 1) * vocab : 0),
                                     static_cast<std::size_t>(vocab));
-  Slot slot{.stream = waiting.stream,
-            .cache = std::move(cache),
-            .chooser = TokenChooser(job.temperature, job.top_p, job.seed),
-            .max_tokens = job.max_tokens,
-            .top_logprobs = job.top_logprobs,
-            .deadline = job.deadline};
-  slot.last = slot.chooser(last);
+  slot.chooser.emplace(job.temperature, job.top_p, job.seed);
+  slot.last = (*slot.chooser)(last);
   slot.produced = 1;
   stream.push(job.top_logprobs >= 0 ? token_logprob(last, slot.last, job.top_logprobs)
                                     : TokenLogprob{.token = slot.last});
   metrics_.record_first_token(
-      std::chrono::duration<double>(Clock::now() - waiting.submitted).count());
+      std::chrono::duration<double>(Clock::now() - slot.request->submitted).count());
   metrics_.record_generated(1);
-  if (slot.last == options_.eos) return stream.finish("stop");
-  if (slot.produced >= slot.max_tokens) return stream.finish("length");
-  running.push_back(std::move(slot));
+  if (slot.last == options_.eos)
+    stream.finish("stop");
+  else if (slot.produced >= job.max_tokens)
+    stream.finish("length");
+  else
+    return;
+  slots.erase(it);
 }
 
-void DecoderScheduler::step(Context& ctx, std::vector<Slot>& running) {
-  // Requests whose client left, or whose deadline passed, leave before the step.
-  const Clock::time_point now = Clock::now();
-  std::erase_if(running, [&](Slot& slot) {
-    if (slot.stream->cancelled()) return true;
-    if (now < slot.deadline) return false;
-    slot.stream->finish("", 504, "the request took longer than its deadline (--timeout-s)");
-    return true;
-  });
-  if (running.empty()) return;
+void DecoderScheduler::step(Context& ctx, std::vector<Slot>& slots) {
   std::vector<std::int32_t> ids;
   std::vector<KvCache*> caches;
-  for (Slot& slot : running) {
-    ids.push_back(slot.last);
-    caches.push_back(&slot.cache);
-  }
+  std::vector<Slot*> running;
+  for (Slot& slot : slots)
+    if (slot.decoding()) {
+      ids.push_back(slot.last);
+      caches.push_back(&slot.cache);
+      running.push_back(&slot);
+    }
+  if (running.empty()) return;
   const Tensor logits = model_.decode(ctx, ids, caches);
   const std::int64_t vocab = model_.config().vocab;
   metrics_.record_decode_step(static_cast<std::int64_t>(running.size()));
   for (std::size_t b = 0; b < running.size(); ++b) {
-    Slot& slot = running[b];
+    Slot& slot = *running[b];
+    const DecodeJob& job = slot.request->job;
     const std::span<const float> row(
         logits.data<const float>() + static_cast<std::int64_t>(b) * vocab,
         static_cast<std::size_t>(vocab));
-    slot.last = slot.chooser(row);
+    slot.last = (*slot.chooser)(row);
     ++slot.produced;
-    slot.stream->push(slot.top_logprobs >= 0 ? token_logprob(row, slot.last, slot.top_logprobs)
+    slot.stream().push(job.top_logprobs >= 0 ? token_logprob(row, slot.last, job.top_logprobs)
                                              : TokenLogprob{.token = slot.last});
     if (slot.last == options_.eos)
-      slot.stream->finish("stop");
-    else if (slot.produced >= slot.max_tokens)
-      slot.stream->finish("length");
+      slot.stream().finish("stop");
+    else if (slot.produced >= job.max_tokens)
+      slot.stream().finish("length");
   }
   metrics_.record_generated(static_cast<std::int64_t>(running.size()));
-  std::erase_if(running, [](const Slot& slot) {
-    std::lock_guard lock(slot.stream->mutex_);
-    return slot.stream->done_;
+  std::erase_if(slots, [](const Slot& slot) {
+    std::lock_guard lock(slot.stream().mutex_);
+    return slot.stream().done_;
   });
 }
 

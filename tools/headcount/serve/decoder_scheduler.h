@@ -1,14 +1,20 @@
 // Continuous batching for the decoder. The HTTP threads tokenize and submit; ONE scheduler thread
-// owns the model's Context and runs, in turn:
-//   - admit: the next waiting request, when a slot is free (at most --parallel run at once): its
-//     prompt through the executor's prefill (forward with a fresh KvCache, as generate does) and
-//     its first token chosen;
-//   - step: one Transformer::decode over every running request, each with its own cache and
-//     position (one pass over the weights for all of them), and each one's next token chosen.
-// A request joins or leaves between steps. Every row of decode() is bitwise what the sequence's
-// own forward gives alone, and each request has its own TokenChooser (generate's seeded draws),
-// so a completion is bitwise `headcount generate`'s for the same prompt, options and seed,
-// whatever else is running: the result does not depend on the load.
+// owns the model's Context and loops:
+//   - admit: waiting requests take free slots (at most --parallel hold one), in arrival order;
+//   - prefill: the oldest slot still prefilling gets its prompt's next chunk of
+//     --prefill-chunk tokens (Transformer::prefill into its own KvCache: every chunk's rows are
+//     bitwise those of one prefill of the whole prompt, as generate runs it); with no request
+//     decoding, the whole rest of the prompt at once. The last chunk chooses the first token;
+//   - step: one Transformer::decode over every request that is decoding, each with its own
+//     cache and position (one pass over the weights for all of them), each one's next token
+//     chosen.
+// So a long prompt delays the running streams by one chunk per step, not by its whole prefill.
+// Every row of decode() is bitwise what the sequence's own forward gives alone, and each
+// request has its own TokenChooser (generate's seeded draws), so a completion is bitwise
+// `headcount generate`'s for the same prompt, options and seed, whatever else is running: the
+// result does not depend on the load. (A bf16 or int8 KV cache holds rounded keys, which a
+// later chunk would read where the one-shot prefill reads the exact projections: with those
+// the prompt is prefilled whole.)
 // A request whose client has gone (cancel) or whose deadline has passed leaves at the next step.
 #pragma once
 
@@ -36,7 +42,8 @@ struct DecoderSchedulerOptions {
   int parallel = 4;             // requests decoding at once (--parallel)
   std::size_t max_queue = 256;  // requests waiting for a slot; one more is refused (503)
   CacheDType kv_dtype = CacheDType::f32;
-  std::int32_t eos = -1;  // ends a request (finish_reason "stop"); -1: none
+  std::int32_t eos = -1;            // ends a request (finish_reason "stop"); -1: none
+  std::int64_t prefill_chunk = 32;  // prompt tokens per prefill call between steps; 0: whole
 };
 
 struct DecodeJob {
@@ -112,8 +119,10 @@ class DecoderScheduler {
   struct Waiting;
   struct Slot;
   void loop();
-  void admit(Context& ctx, Waiting& waiting, std::vector<Slot>& running);
-  void step(Context& ctx, std::vector<Slot>& running);
+  // A prefill chunk of the oldest slot still prefilling (the whole rest of its prompt when no
+  // slot is decoding); its last chunk chooses the first token.
+  void prefill(Context& ctx, std::vector<Slot>& slots);
+  void step(Context& ctx, std::vector<Slot>& slots);
 
   const Transformer& model_;
   DecoderSchedulerOptions options_;

@@ -68,6 +68,7 @@ void Metrics::record_first_token(double seconds) {
 void Metrics::record_prompt(std::int64_t tokens) {
   std::lock_guard lock(mutex_);
   prompt_tokens_ += static_cast<std::uint64_t>(tokens);
+  ++prefill_calls_;
 }
 
 void Metrics::record_generated(std::int64_t tokens) {
@@ -134,6 +135,9 @@ std::string Metrics::render() const {
   out += "# HELP headcount_prompt_tokens_total Prompt tokens prefilled.\n";
   out += "# TYPE headcount_prompt_tokens_total counter\n";
   out += "headcount_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+  out += "# HELP headcount_prefill_calls_total Prefill calls (a prompt's chunks).\n";
+  out += "# TYPE headcount_prefill_calls_total counter\n";
+  out += "headcount_prefill_calls_total " + std::to_string(prefill_calls_) + "\n";
   out += "# HELP headcount_generated_tokens_total Tokens generated.\n";
   out += "# TYPE headcount_generated_tokens_total counter\n";
   out += "headcount_generated_tokens_total " + std::to_string(generated_tokens_) + "\n";

@@ -10,6 +10,7 @@
 //   headcount_decode_batch_rows                  histogram, requests per decode step
 //   headcount_time_to_first_token_seconds        histogram, from queueing to the first token
 //   headcount_prompt_tokens_total                counter, prompt tokens prefilled
+//   headcount_prefill_calls_total                counter, prefill calls (a prompt's chunks)
 //   headcount_generated_tokens_total             counter, tokens generated (tokens/s: its rate)
 // Routes outside the served set are counted as route="other", so a scan of random paths
 // cannot grow the label set without bound.
@@ -53,7 +54,7 @@ class Metrics {
   void set_decoder_running(std::int64_t running) { decoder_running_.store(running); }
   void record_decode_step(std::int64_t rows);
   void record_first_token(double seconds);
-  void record_prompt(std::int64_t tokens);
+  void record_prompt(std::int64_t tokens);  // one prefill call of `tokens` rows
   void record_generated(std::int64_t tokens);
   std::string render() const;
 
@@ -65,7 +66,7 @@ class Metrics {
   std::uint64_t sentences_ = 0, tokens_ = 0;
   std::atomic<std::int64_t> queue_depth_{0};
   Histogram decode_rows_, first_token_;
-  std::uint64_t prompt_tokens_ = 0, generated_tokens_ = 0;
+  std::uint64_t prompt_tokens_ = 0, prefill_calls_ = 0, generated_tokens_ = 0;
   std::atomic<std::int64_t> decoder_queue_depth_{0}, decoder_running_{0};
 };
 

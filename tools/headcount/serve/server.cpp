@@ -409,7 +409,8 @@ void run_server(const ServeOptions& o) {
                                     .parallel = o.parallel,
                                     .max_queue = o.max_queue,
                                     .kv_dtype = o.kv_dtype,
-                                    .eos = model.decoder->tokenizer().eos_id()},
+                                    .eos = model.decoder->tokenizer().eos_id(),
+                                    .prefill_chunk = o.prefill_chunk},
             metrics);
         const std::int64_t context = model.decoder->config().context;
         model.completions = std::make_unique<CompletionRoutes>(

@@ -23,7 +23,8 @@ struct ServeOptions {
   std::string decoder_name;  // its id in the API (the file's name without .gguf)
   std::string decoder_weights = "auto";  // as generate's --weights
   CacheDType kv_dtype = CacheDType::f32;
-  int parallel = 4;  // completion requests decoding at once
+  int parallel = 4;                 // completion requests decoding at once
+  std::int64_t prefill_chunk = 32;  // prompt tokens prefilled between two decode steps
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (the line on stderr says which)
   int threads = 1;  // the encoder's worker pool
