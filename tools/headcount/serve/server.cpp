@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "api_error.h"
 #include "completion_routes.h"
@@ -23,6 +24,7 @@
 #include "headcount/error.h"
 #include "headcount/gguf.h"
 #include "metrics.h"
+#include "page.h"
 #include "scheduler.h"
 
 namespace headcount::serve {
@@ -95,12 +97,16 @@ struct Model {
   std::string models() const {
     check_ready();
     std::string out = "{\"object\":\"list\",\"data\":[";
-    for (const std::string* name :
-         {routes ? &routes->name() : nullptr, completions ? &completions->name() : nullptr}) {
+    // "kind" (not OpenAI's) tells a client, and the page at /, which routes take the model.
+    const std::pair<const std::string*, const char*> served[] = {
+        {routes ? &routes->name() : nullptr, "embedding"},
+        {completions ? &completions->name() : nullptr, "completion"}};
+    for (const auto& [name, kind] : served) {
       if (name == nullptr) continue;
       if (out.back() == '}') out += ',';
       out += "{\"id\":" + json_string(*name) +
-             ",\"object\":\"model\",\"created\":0,\"owned_by\":\"headcount\"}";
+             ",\"object\":\"model\",\"created\":0,\"owned_by\":\"headcount\",\"kind\":\"" + kind +
+             "\"}";
     }
     return out + "]}";
   }
@@ -298,6 +304,11 @@ void run_server(const ServeOptions& o) {
                      "authentication_error", "", "invalid_api_key");
   };
 
+  // The page needs no key (it holds no data); the requests it sends carry the key typed into it.
+  server.Get("/", [&](const Request&, Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    reply(res, 200, index_page(), "text/html; charset=utf-8");
+  });
   server.Get("/health", [&](const Request&, Response& res) {
     if (model.ready.load(std::memory_order_acquire))
       reply(res, 200, R"({"status":"ok"})");
