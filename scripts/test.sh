@@ -42,7 +42,7 @@ FUZZ_BUILD="$root/build-asan" "$root/scripts/fuzz.sh" 40
 
 # Hardening (issue 15): the threads under ThreadSanitizer and the kernels with the instruction set
 # forced down.
-section "ThreadSanitizer: thread pool, kernel, decode and encoder tests"
+section "ThreadSanitizer: thread pool, kernel, decode, encoder and serve scheduler tests"
 # clang, like the ASan tree: on 2 cores this section took 7.7 min with GCC's TSan build and 3 min
 # with clang's (150 s build + 32 s of tests, 2026-12-02); both report a planted race.
 HEADCOUNT_TARGET=headcount_tsan_tests "$root/scripts/build.sh" "$root/build-tsan" \
@@ -52,6 +52,10 @@ HEADCOUNT_TARGET=headcount_tsan_tests "$root/scripts/build.sh" "$root/build-tsan
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 GTEST_TOTAL_SHARDS=10 GTEST_SHARD_INDEX=0 \
   "$root/build-tsan/headcount_tsan_tests" --gtest_filter='Context.*:CaseTable/*:Cases/DecodeKernel.*:LayerDecode.*'
 TSAN_OPTIONS=halt_on_error=1 "$root/build-tsan/headcount_tsan_tests" --gtest_filter='MiniLM.*'
+# headcount serve's schedulers (continuous batching with chunked prefill, dynamic batching) fed
+# from four threads, with cancels and deadlines: the scheduler threads, the readers, the pool.
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$root/build-tsan/headcount_tsan_tests" \
+  --gtest_filter='DecoderScheduler.*:EmbeddingScheduler.*'
 # The streaming kernel's two regions per chunk of copied K/V heads (long keys; wide V rows, k600),
 # and its finiteness check on the pool (the case table's shard above may not hold these cases).
 TSAN_OPTIONS=halt_on_error=1 "$root/build-tsan/headcount_tsan_tests" \
