@@ -2,11 +2,12 @@
 """Completions over HTTP: continuous batching measured from the client's side (issue 52's decoder
 targets), on loopback, bounded in count and time.
 
-It starts `headcount serve --model FILE.gguf --parallel P --threads T --port 0`. For each
-concurrency C in --concurrency, C client threads each send streamed greedy completion requests
-(POST /v1/completions, stream true, max_tokens --tokens, prompts of about 32 tokens) until
+It starts `headcount serve --model FILE.gguf --parallel P --prefill-chunk K --threads T --port 0`.
+For each concurrency C in --concurrency, C client threads each send streamed greedy completion
+requests (POST /v1/completions, stream true, ignore_eos so every request makes --tokens tokens,
+prompts of about 20 tokens) until
 --requests-per-client each have finished; every answer's text is checked against `headcount
-generate --json` of the same prompt (the offline bits). Reported per C: aggregate generated
+generate --ignore-eos --json` of the same prompt (the offline bits). Reported per C: aggregate generated
 tokens/s (all tokens / wall time of the pass), time to first token (p50, p99), inter-token
 latency (p50, p99: the gaps between a stream's events), and the load generator's CPU seconds
 (it shares the host's cores with the server).
@@ -55,14 +56,16 @@ def percentile(values, q):
 
 def offline_text(cli, model, prompt, tokens, threads):
     out = subprocess.run([cli, "generate", "--model", model, "--prompt", prompt, "--max-tokens", str(tokens),
-                          "--threads", str(threads), "--json"], check=True, capture_output=True, text=True).stdout
+                          "--threads", str(threads), "--ignore-eos", "--json"], check=True, capture_output=True,
+                         text=True).stdout
     return json.loads(out)
 
 
 class ServerProcess:
-    def __init__(self, cli, model, threads, parallel):
+    def __init__(self, cli, model, threads, parallel, prefill_chunk):
         self.proc = subprocess.Popen([cli, "serve", "--model", model, "--port", "0", "--threads", str(threads),
-                                      "--parallel", str(parallel), "--max-queue", "1024"],
+                                      "--parallel", str(parallel), "--prefill-chunk", str(prefill_chunk),
+                                      "--max-queue", "1024"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         m = re.search(r"listening on http://([0-9.]+):(\d+)", self.proc.stderr.readline())
         self.host, self.port = m.group(1), int(m.group(2))
@@ -79,7 +82,7 @@ class ServerProcess:
         """(text, completion tokens, event times) of one streamed greedy completion."""
         c = http.client.HTTPConnection(self.host, self.port, timeout=600)
         c.request("POST", "/v1/completions", json.dumps({"model": self.name, "prompt": prompt, "max_tokens": tokens,
-                                                         "temperature": 0, "stream": True,
+                                                         "temperature": 0, "stream": True, "ignore_eos": True,
                                                          "stream_options": {"include_usage": True}}),
                   {"Content-Type": "application/json"})
         start = time.perf_counter()
@@ -178,6 +181,7 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--prefill-chunk", type=int, default=32)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--requests-per-client", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=128)
@@ -187,14 +191,15 @@ def main():
 
     references = {p: offline_text(a.cli, a.model, p, a.tokens, a.threads) for p in PROMPTS}
     one_stream = statistics.median(r["decode_tokens_per_second"] for r in references.values())
-    server = ServerProcess(a.cli, a.model, a.threads, a.parallel)
+    server = ServerProcess(a.cli, a.model, a.threads, a.parallel, a.prefill_chunk)
     try:
         server.stream(PROMPTS[0], 8)  # warm-up
         passes = [run_pass(server, c, a.requests_per_client, a.tokens, references) for c in a.concurrency]
         interference = prefill_interference(server, a.parallel, a.long_prompt_tokens)
     finally:
         server.stop()
-    report = {"model": os.path.basename(a.model), "threads": a.threads, "parallel": a.parallel, "tokens": a.tokens,
+    report = {"model": os.path.basename(a.model), "threads": a.threads, "parallel": a.parallel,
+              "prefill_chunk": a.prefill_chunk, "tokens": a.tokens,
               "offline_one_stream_decode_tokens_per_second": one_stream, "passes": passes,
               "prefill_interference": interference}
     if a.json:

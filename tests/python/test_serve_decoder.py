@@ -99,6 +99,12 @@ def test_greedy_completion_is_generates(server):
         assert got["usage"]["completion_tokens"] == len(ref["tokens"])
         assert got["usage"]["prompt_tokens"] == len(ref["prompt_tokens"])
         assert c["finish_reason"] == ("stop" if len(ref["tokens"]) < 24 else "length")
+    # ignore_eos (llama.cpp's extension) runs to max_tokens, as generate --ignore-eos.
+    ref = offline("What is 2+2?", 40, "--chat", "--ignore-eos")
+    got = complete(server, {"messages": [{"role": "user", "content": "What is 2+2?"}], "max_tokens": 40,
+                            "temperature": 0, "ignore_eos": True}, "/v1/chat/completions")
+    assert got["usage"]["completion_tokens"] == len(ref["tokens"]) == 40
+    assert got["choices"][0]["message"]["content"] == ref["text"] and got["choices"][0]["finish_reason"] == "length"
 
 
 def test_concurrent_requests_are_each_their_offline_completion(server):

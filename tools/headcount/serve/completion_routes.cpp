@@ -292,6 +292,7 @@ std::unique_ptr<Completion> CompletionRoutes::start(const std::string& body, boo
                 .temperature = request.temperature,
                 .top_p = request.top_p,
                 .seed = request.seed,
+                .stop_at_eos = !request.ignore_eos,
                 .top_logprobs = request.top_logprobs,
                 .prompt_logprobs = request.echo && request.top_logprobs >= 0,
                 .deadline = deadline};

@@ -256,7 +256,7 @@ void DecoderScheduler::prefill(Context& ctx, std::vector<Slot>& slots) {
   metrics_.record_first_token(
       std::chrono::duration<double>(Clock::now() - slot.request->submitted).count());
   metrics_.record_generated(1);
-  if (slot.last == options_.eos)
+  if (job.stop_at_eos && slot.last == options_.eos)
     stream.finish("stop");
   else if (slot.produced >= job.max_tokens)
     stream.finish("length");
@@ -289,7 +289,7 @@ void DecoderScheduler::step(Context& ctx, std::vector<Slot>& slots) {
     ++slot.produced;
     slot.stream().push(job.top_logprobs >= 0 ? token_logprob(row, slot.last, job.top_logprobs)
                                              : TokenLogprob{.token = slot.last});
-    if (slot.last == options_.eos)
+    if (job.stop_at_eos && slot.last == options_.eos)
       slot.stream().finish("stop");
     else if (slot.produced >= job.max_tokens)
       slot.stream().finish("length");

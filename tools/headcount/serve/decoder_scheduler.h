@@ -51,6 +51,7 @@ struct DecodeJob {
   std::int64_t max_tokens = 16;      // new tokens at most; 0: the prompt is only scored (echo)
   float temperature = 1, top_p = 1;
   std::uint64_t seed = 0;
+  bool stop_at_eos = true;       // false: run to max_tokens (ignore_eos)
   int top_logprobs = -1;         // -1: no log-probabilities; else alternatives per token
   bool prompt_logprobs = false;  // each prompt token's log-probability too (echo)
   Clock::time_point deadline;

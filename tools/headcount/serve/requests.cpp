@@ -239,6 +239,7 @@ CompletionRequest parse_completion_request(std::string_view body, bool chat) {
       if (r.stop[i].empty())
         throw invalid_field("stop[" + std::to_string(i) + "]", "a non-empty string", "\"\"");
   }
+  r.ignore_eos = optional_bool(object, "ignore_eos", false);
   r.stream = optional_bool(object, "stream", false);
   if (const auto it = object.find("stream_options"); it != object.end() && !it->is_null()) {
     if (!it->is_object()) throw invalid_field("stream_options", "an object", type_name(*it));

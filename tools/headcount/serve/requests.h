@@ -52,7 +52,8 @@ TokenizeRequest parse_tokenize_request(std::string_view body);
 //   both:        "model", "max_tokens" (chat: or "max_completion_tokens"), "temperature" (default
 //                1, as OpenAI's), "top_p", "seed" (default 0, as generate's: the same request
 //                gives the same completion), "stop" (a string or up to 4), "stream",
-//                "stream_options": {"include_usage": bool}, "n" (1 only), "user".
+//                "stream_options": {"include_usage": bool}, "n" (1 only), "user", and
+//                llama.cpp's "ignore_eos" (as generate --ignore-eos).
 // Fields OpenAI has and this server does not implement (presence/frequency penalties,
 // logit_bias, tools, response_format, n > 1) are refused with 400 naming them, rather than
 // silently ignored: an answer that ignored them would not be the one the client asked for.
@@ -72,8 +73,9 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
-  bool echo = false;      // completions: the prompt's text (and its logprobs) before the answer
-  int top_logprobs = -1;  // -1: no logprobs; else the alternatives per token (0-5 / 0-20)
+  bool echo = false;        // completions: the prompt's text (and its logprobs) before the answer
+  bool ignore_eos = false;  // llama.cpp's extension: run to max_tokens (benchmarks)
+  int top_logprobs = -1;    // -1: no logprobs; else the alternatives per token (0-5 / 0-20)
 };
 CompletionRequest parse_completion_request(std::string_view body, bool chat);
 
