@@ -316,3 +316,45 @@ def test_full_queue_and_deadline():
         assert json.loads(last[len("data: "):])["error"]["code"] == "timeout"
     finally:
         assert s.stop() == 0
+
+
+def chat_template_replaced(path, old, new):
+    """A copy of the GGUF file whose tokenizer.chat_template has `old` replaced by `new` (the same
+    length, so every offset of the file stays valid)."""
+    assert len(old) == len(new)
+    data = bytearray(open(GGUF, "rb").read())
+    key = b"tokenizer.chat_template"
+    at = data.index(key) + len(key)
+    kind, length = int.from_bytes(data[at:at + 4], "little"), int.from_bytes(data[at + 4:at + 12], "little")
+    assert kind == 8  # a string
+    start = at + 12
+    value = bytes(data[start:start + length])
+    assert old in value
+    data[start:start + length] = value.replace(old, new)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+@pytest.mark.parametrize("args,names", [
+    (["--parallel", "0"], "--parallel"),
+    (["--prefill-chunk", "-1"], "--prefill-chunk"),
+    (["--kv-dtype", "fp8"], "--kv-dtype"),
+    (["--weights", "int4"], "--weights"),
+    (["--model", "/nonexistent.gguf"], "/nonexistent.gguf"),
+    (["--model", os.path.join(ROOT, "README.md")], "--model"),
+])
+def test_bad_decoder_options_are_one_line_and_exit_2(args, names):
+    base = [CLI, "serve", "--port", "0"] + ([] if "--model" in args else ["--model", GGUF])
+    r = subprocess.run(base + args, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and names in lines[0] and lines[0].startswith("headcount: error:"), r.stderr
+
+
+def test_a_chat_template_other_than_chatml_is_refused_at_start(tmp_path):
+    other = tmp_path / "other-template.gguf"
+    chat_template_replaced(other, b"<|im_start|>", b"<|xx_start|>")
+    r = subprocess.run([CLI, "serve", "--model", str(other), "--port", "0"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "--model" in r.stderr and "not ChatML" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "listening" not in r.stderr

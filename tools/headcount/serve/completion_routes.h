@@ -70,8 +70,8 @@ class CompletionRoutes {
  public:
   // `name`: the model's id; `max_input_tokens`: the most prompt tokens one request may have
   // (<= the model's context - 1). `chat_system`: the system turn put first when a chat has
-  // none (SmolLM2's template's default; "" for none); `chat`: whether the file's chat template
-  // is ChatML (else /v1/chat/completions answers 400).
+  // none (SmolLM2's template's default; "" for none); `chat`: whether the file has a chat
+  // template (ChatML: run_server refuses any other at start); without, chat answers 400.
   CompletionRoutes(const LlamaDecoder& decoder, DecoderScheduler& scheduler, std::string name,
                    std::int64_t max_input_tokens, bool chat, std::string chat_system);
 

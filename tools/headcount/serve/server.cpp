@@ -115,6 +115,7 @@ struct Model {
 // Whether a GGUF file's chat template is ChatML (what format_chatml renders), and the system
 // turn it puts first when a conversation has none (SmolLM2's; "" when it names none).
 struct ChatTemplate {
+  bool present = false;  // the file has tokenizer.chat_template
   bool chatml = false;
   std::string default_system;
 };
@@ -123,7 +124,8 @@ ChatTemplate read_chat_template(const std::string& gguf_path) {
   const GgufValue* value = file.find("tokenizer.chat_template");
   if (value == nullptr) return {};
   const std::string& text = value->text;
-  ChatTemplate t{.chatml = text.find("<|im_start|>") != std::string::npos &&
+  ChatTemplate t{.present = true,
+                 .chatml = text.find("<|im_start|>") != std::string::npos &&
                            text.find("<|im_end|>") != std::string::npos};
   if (text.find(kSmolLM2SystemPrompt) != std::string::npos)
     t.default_system = std::string(kSmolLM2SystemPrompt);
@@ -372,6 +374,21 @@ void run_server(const ServeOptions& o) {
     });
   });
 
+  // 0. The decoder's file is a GGUF file whose chat template, if it has one, is ChatML (what
+  // /v1/chat/completions renders): refused before anything binds or loads.
+  ChatTemplate chat;
+  if (!o.decoder_path.empty()) {
+    try {
+      chat = read_chat_template(o.decoder_path);
+    } catch (const Error& e) {
+      fail("--model", e.what());
+    }
+    if (chat.present && !chat.chatml)
+      fail("--model", o.decoder_path +
+                          ": tokenizer.chat_template is not ChatML (<|im_start|> ... <|im_end|>); "
+                          "headcount serve renders chats in ChatML only");
+  }
+
   // 1. Bind: a busy port or a bad address is the user's to fix (exit 2).
   int port = o.port;
   if (port == 0) {
@@ -409,7 +426,6 @@ void run_server(const ServeOptions& o) {
       }
       option = "--model";
       if (!o.decoder_path.empty()) {
-        const ChatTemplate chat = read_chat_template(o.decoder_path);
         const std::string weights =
             o.decoder_weights == "auto" ? auto_decoder_weights(o.decoder_path) : o.decoder_weights;
         model.decoder = std::make_unique<LlamaDecoder>(
