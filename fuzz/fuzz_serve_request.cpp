@@ -79,7 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       // shown is taken back by a later stop), a prefix of the body with no stop string in it.
       headcount::serve::TextStream shown(r.stop), at_end(r.stop);
       std::string streamed;
-      for (std::size_t at = 0, k = 1; at < body.size() && !shown.stopped(); at += k, k = k % 7 + 1) {
+      for (std::size_t at = 0, k = 1; at < body.size() && !shown.stopped();
+           at += k, k = k % 7 + 1) {
         shown.append(body.substr(at, k));
         at_end.append(body.substr(at, k));
         streamed += shown.take(false);
