@@ -602,13 +602,23 @@ TEST(LayerDecode, BadCachesSayWhatWasExpected) {
         layer.decode_step(ctx, x.view(), small, 0, out.view());
       },
       {"kv cache append (layer 0, sequence 0)", "capacity = 4", "got 3 + 3 = 6"});
+  // A second prefill continues a cached prompt (chunked prefill) for one sequence in an fp32
+  // cache only: a batch, or a cache holding rounded keys, is an error before anything is added.
   expect_error(
       [&] {
-        KvCache cache({.kv_heads = 2, .head_dim = 8, .capacity = 8});
+        Tensor x2(DType::f32, {2, 3, 32}), out2(DType::f32, {2, 3, 32});
+        KvCache cache({.batch = 2, .kv_heads = 2, .head_dim = 8, .capacity = 8});
+        layer.prefill(ctx, x2.view(), cache, 0, out2.view());
+        layer.prefill(ctx, x2.view(), cache, 0, out2.view());
+      },
+      {"prefill after a cached part", "one sequence", "batch 2"});
+  expect_error(
+      [&] {
+        KvCache cache({.kv_heads = 2, .head_dim = 8, .capacity = 8, .dtype = CacheDType::bf16});
         layer.prefill(ctx, x.view(), cache, 0, out.view());
         layer.prefill(ctx, x.view(), cache, 0, out.view());
       },
-      {"kv cache length (layer 0, sequence 0)", "expected 0 before prefill", "got 3"});
+      {"kv cache dtype", "fp32 to continue a prefill", "bf16"});
   expect_error(
       [] { (void)resolve(MultiHeadAttentionConfig{.d_model = 32, .heads = 4, .kv_heads = 3}); },
       {"kv_heads", "expected a divisor of heads = 4", "got 3"});
