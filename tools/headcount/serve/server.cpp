@@ -237,6 +237,10 @@ void run_server(const ServeOptions& o) {
   server.new_task_queue = [n = o.max_connections] { return new httplib::ThreadPool(n); };
   server.set_payload_max_length(o.max_body_bytes);
   server.set_keep_alive_timeout(5);
+  // A response goes out in several writes (headers, body; a stream's events one by one): with
+  // Nagle's algorithm on, each write after the first waits for the client's delayed ACK (40 ms
+  // on Linux), which was most of an embedding request's latency at concurrency 16.
+  server.set_tcp_nodelay(true);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server
   // started on the same port binds too and silently takes half the connections. A busy port
   // must be an error.
