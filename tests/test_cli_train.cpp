@@ -115,9 +115,30 @@ TEST(CliTrain, RunResumeInitialCheckpointAndBatches) {
 TEST(CliTrain, HelpListsPresetsAndConfigFields) {
   const CliResult r = run_cli("train --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* part :
-       {"nanogpt-cpu", "copy", "assoc-recall", "multi-relation", "warmup_steps", "attention_only"})
+  for (const char* part : {"nanogpt-cpu", "llama-char", "copy", "assoc-recall", "multi-relation",
+                           "warmup_steps", "attention_only"})
     EXPECT_NE(r.out.find(part), std::string::npos) << part;
+}
+
+// llama-char: a Llama-style model (RMSNorm, SwiGLU, rotary, GQA, no biases, tied head) trained
+// here runs on the inference executor: generate with a KV cache, the family named.
+TEST(CliTrain, LlamaCharPresetTrainsAModelGenerateRuns) {
+  const fs::path dir = fresh_dir("llama-char");
+  CliResult r = run_cli("train --preset llama-char --steps 20 --quiet --threads 2 --out '" +
+                        dir.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json config =
+      nlohmann::json::parse(std::ifstream(dir / "checkpoint.json"))["config"]["model"];
+  EXPECT_EQ(config["kv_heads"], 2);
+  EXPECT_EQ(config["swiglu"], true);
+  EXPECT_EQ(config["rms_norm"], true);
+  r = run_cli("generate --model '" + dir.string() +
+              "' --prompt 'It is a truth' --max-tokens 8 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out.at("model"), "headcount checkpoint (llama family, step 20)");
+  EXPECT_EQ(out.at("tokens").size(), 8u);
+  fs::remove_all(dir);
 }
 
 // The train benchmark runs and reports a consistent split (timing itself is not tested).

@@ -33,6 +33,21 @@ constexpr Row kPresets[] = {
                    "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.1, "grad_clip": 1.0},
          "train": {"steps": 2000, "batch": 12, "seed": 1, "eval_every": 250, "eval_batches": 20,
                    "checkpoint_every": 250, "log_every": 10}})"},
+    // llama-char: the char-lm task on a Llama-style model (the decoder's pieces: pre-norm RMSNorm,
+    // SwiGLU, rotary positions, grouped-query attention, no biases, tied head), small enough to
+    // train on 2 cores in well under a minute, so a model trained here can be run by generate,
+    // heads and the other commands in CI.
+    {"llama-char",
+     "char LM on Llama's pieces (RMSNorm, SwiGLU, rotary, 6 heads over 2 K/V heads, no biases, "
+     "tied head); 3 layers, d_model 96, context 64, 1000 steps",
+     R"({"task": {"name": "char-lm", "seq_len": 64},
+         "model": {"layers": 3, "heads": 6, "kv_heads": 2, "d_model": 96, "d_ff": 256, "context": 64,
+                   "norm": "pre", "rms_norm": true, "rope_base": 10000, "swiglu": true, "biases": false,
+                   "tied_head": true, "causal": true},
+         "optim": {"lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 100, "decay_steps": 1000, "beta2": 0.99,
+                   "weight_decay": 0.1, "grad_clip": 1.0},
+         "train": {"steps": 1000, "batch": 16, "seed": 1, "eval_every": 250, "eval_batches": 10,
+                   "checkpoint_every": 250, "log_every": 50}})"},
     {"copy",
      "copy/induction: 8 symbols, separator, the 8 again; 2 layers x 2 heads, d_model 32, 500 steps",
      R"({"task": {"name": "copy", "seq_len": 16, "alphabet": 8},
