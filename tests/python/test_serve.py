@@ -382,3 +382,31 @@ def test_port_in_use_is_exit_2(server):
     r = subprocess.run([CLI, "serve", "--embedding-model", MODEL, "--port", str(server.port)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and str(server.port) in r.stderr and "--port" in r.stderr, r.stderr
+
+
+def test_64_clients_connecting_at_once_keep_their_connections(server, reference):
+    """64 clients connect at the same moment and send 12 requests each on one keep-alive
+    connection: none is refused or reset (httplib 0.11's defaults, a listen backlog of 5 and 5
+    requests per connection, reset clients at 64), and every answer is the offline bits."""
+    import http.client
+    barrier = threading.Barrier(64)
+
+    def client(k):
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=120)
+        barrier.wait()
+        conn.connect()
+        sock = conn.sock
+        for i in range(12):
+            s = (k + i) % len(SENTENCES)
+            conn.request("POST", "/v1/embeddings", json.dumps({"input": SENTENCES[s], "model": NAME, "encoding_format": "base64"}),
+                         {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+            r = conn.getresponse()
+            body = r.read()
+            assert r.status == 200, body
+            row = np.frombuffer(base64.b64decode(json.loads(body)["data"][0]["embedding"]), dtype="<f4")
+            assert np.array_equal(row.view(np.uint32), reference[s].view(np.uint32))
+            assert conn.sock is sock  # the same connection throughout
+        conn.close()
+
+    with ThreadPoolExecutor(64) as pool:
+        list(pool.map(client, range(64)))

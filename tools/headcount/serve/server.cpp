@@ -7,9 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -244,10 +246,18 @@ void run_server(const ServeOptions& o) {
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server
   // started on the same port binds too and silently takes half the connections. A busy port
   // must be an error.
-  server.set_socket_options([](socket_t sock) {
+  // The listening socket is remembered to raise its backlog after httplib's listen() (below).
+  socket_t listening = INVALID_SOCKET;
+  server.set_socket_options([&listening](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening = sock;
   });
+  // httplib 0.11's defaults close a keep-alive connection after 5 requests, so a client holding
+  // one connection reconnects every 5 requests; with the listen backlog of 5 (compiled into the
+  // library) 64 clients reconnecting at once overflowed the accept queue and got resets
+  // (bench/serve_peers.py at concurrency 64). A connection now lives until its keep-alive timeout.
+  server.set_keep_alive_max_count(std::numeric_limits<int>::max());
   const auto timeout =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.timeout_seconds));
 
@@ -402,6 +412,11 @@ void run_server(const ServeOptions& o) {
     fail("--host/--port",
          detail::concat("cannot listen on ", o.host, ":", port, " (address in use or not local)"));
   }
+  // listen() again on a listening socket sets its backlog (Linux): --max-connections at least,
+  // so a burst of that many clients connecting at once waits to be accepted instead of being
+  // refused.
+  if (listening != INVALID_SOCKET)
+    ::listen(listening, static_cast<int>(std::max<std::size_t>(o.max_connections, 128)));
   const std::string names = o.model_name.empty()     ? o.decoder_name
                             : o.decoder_name.empty() ? o.model_name
                                                      : o.model_name + " and " + o.decoder_name;
