@@ -97,6 +97,10 @@ struct Experiment {
   double budget_seconds = 0;  // the default budget the probe sizes the steps for (R10)
   int evaluation_seeds = 0;   // n of the test stage (R2), fixed in the pre-registration
   int pilot_seed = 101;
+  // Seeds per pilot point, pilot_seed onwards: 1 (R4, the registrations before the third
+  // edition), or 3 (R-pilot3: each point is the mean over seeds 101-103, and picks within the
+  // best mean's standard error tie; stages.h).
+  int pilot_seeds = 1;
   // Sets a cell's learning rate (default: optim.lr = lr, optim.min_lr = lr / 10).
   std::function<void(train::TrainConfig&, double lr)> set_lr;
 };

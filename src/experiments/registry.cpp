@@ -59,6 +59,11 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-D, the long budget: mqar-headdim-v4 on MQAR's rung 2 (256 keys) at 7,700 "
                   "steps, own pilot, fresh seeds 801-805",
        .make = make_mqar_headdim_v4_long},
+      {.name = "mqar-headdim-nopos",
+       .summary = "E-D without the position confound: MQAR (4 pairs) at 16 / 64 / 256 keys, h = "
+                  "4, 16, 32 of 64/h, learned positions; R-pilot3, success counts on seeds "
+                  "1301-1308",
+       .make = make_mqar_headdim_nopos},
       {.name = "head-sweep-tuned",
        .summary = "E-C: char LM, h = 1..32 heads of 64/h at fixed d_model, lr per cell from a "
                   "pilot on dev, 5 paired seeds on test, plus head_dim 16 at h = 32",
