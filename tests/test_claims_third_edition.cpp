@@ -121,10 +121,10 @@ TEST(ClaimsThirdEdition, MqarHeaddimNoposCellsAreTheRegistrations) {
 }
 
 TEST(ClaimsThirdEdition, ThreeSeedPilotAndItsTestStageRun) {
-  // A tiny pilot of the quick grid (64 keys, h = 4 and 32) at 20 steps: every point has three
+  // A tiny pilot of the quick grid (64 keys, h = 4 and 32) at 5 steps: every point has three
   // seeds, the envelope names them, and the test stage reads it and judges with counts.
   Context ctx({.threads = 2});
-  ExperimentOptions pilot_options{.steps = 20, .quick = true, .threads = 2, .stage = Stage::pilot};
+  ExperimentOptions pilot_options{.steps = 5, .quick = true, .threads = 2, .stage = Stage::pilot};
   const Experiment e = make_mqar_headdim_nopos(pilot_options);
   ASSERT_EQ(e.cells.size(), 2u);
   Experiment grid;
@@ -140,7 +140,7 @@ TEST(ClaimsThirdEdition, ThreeSeedPilotAndItsTestStageRun) {
 
   ExperimentOptions test_options{.seeds = 8,
                                  .first_seed = 1301,
-                                 .steps = 20,
+                                 .steps = 5,
                                  .quick = true,
                                  .threads = 2,
                                  .stage = Stage::test,
@@ -152,6 +152,51 @@ TEST(ClaimsThirdEdition, ThreeSeedPilotAndItsTestStageRun) {
   EXPECT_EQ(test.verdicts[0].verdict, Verdict::not_shown);
   EXPECT_TRUE(test.verdicts[0].numbers.contains("successes"));
   EXPECT_EQ(test.runs_of(0).front()->seed, 1301u);
+}
+
+TEST(ClaimsThirdEdition, KvCapacityMatchedTwinsMatchMhasWeightsAndMultiplyAdds) {
+  const Experiment e = make_kv_capacity_matched({.stage = Stage::probe});
+  ASSERT_EQ(e.cells.size(), 6u);
+  EXPECT_EQ(e.pilot_seeds, 3);
+  EXPECT_EQ(e.evaluation_seeds, 8);
+  EXPECT_EQ(e.prereg, "bench/prereg/kv-capacity-matched-v1.md");
+  // The registration's table (MQAR at 256 keys: vocab 256 + 64 + 1).
+  const std::map<std::string, std::pair<std::int64_t, std::int64_t>> table = {
+      {"kv8", {140416, 188841984}},       {"kv2", {128128, 169967616}},
+      {"kv1", {126080, 166821888}},       {"kv2-ff304", {140416, 188841984}},
+      {"kv1-ff312", {140416, 188841984}}, {"kv1-hd64", {255104, 409042944}}};
+  for (const Cell& c : e.cells) {
+    train::ModelConfig m = c.config.model;
+    m.vocab = 256 + 64 + 1;
+    const ModelCost cost = model_cost(train::resolve(m), 32, 16);
+    EXPECT_EQ(cost.weights, table.at(c.id).first) << c.id;
+    EXPECT_EQ(cost.train_macs, table.at(c.id).second) << c.id;
+    EXPECT_GT(c.config.model.rope_base, 0.0f) << c.id;
+    // Only the equal-KV-bytes arm has its own grid, extended down to 1e-4 from the start.
+    if (c.id == "kv1-hd64")
+      EXPECT_EQ(c.lr_grid, (std::vector<double>{1e-4, 3e-4, 1e-3, 3e-3}));
+    else
+      EXPECT_TRUE(c.lr_grid.empty()) << c.id;
+  }
+  EXPECT_EQ(e.cells.front().config.steps, 14000);  // the probe times the registered steps
+}
+
+TEST(ClaimsThirdEdition, ACellsOwnPilotGridIsRunAndRecorded) {
+  // kv-capacity-matched's quick grid (kv8, kv1-ff312) at 5 steps, kv1-ff312 given its own grid
+  // from 1e-4 as kv1-hd64 has: 3 + 4 points (plus any edge point), three seeds each.
+  Context ctx({.threads = 2});
+  ExperimentOptions options{.steps = 5, .quick = true, .threads = 2, .stage = Stage::pilot};
+  Experiment e = make_kv_capacity_matched(options);
+  ASSERT_EQ(e.cells.size(), 2u);
+  e.cells[1].lr_grid = {1e-4, 3e-4, 1e-3, 3e-3};
+  Experiment grid;
+  const ExperimentResult pilot = run_pilot(ctx, e, options, false, grid);
+  const json& own = pilot.envelope.at("cells").at(e.cells[1].id);
+  EXPECT_EQ(own.at("grid"), json({1e-4, 3e-4, 1e-3, 3e-3}));
+  EXPECT_GE(own.at("points").size(), 4u);
+  EXPECT_EQ(own.at("points").front().at("lr").get<double>(), 1e-4);
+  EXPECT_FALSE(pilot.envelope.at("cells").at(e.cells[0].id).contains("grid"));
+  EXPECT_GE(pilot.envelope.at("cells").at(e.cells[0].id).at("points").size(), 3u);
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ struct Cell {
   std::string id;             // unique within the experiment, e.g. "h=8"
   nlohmann::json labels;      // what the cell varies, e.g. {"series": "d/h", "heads": 8}
   train::TrainConfig config;  // the seed is set per run; steps as the experiment decided
+  // This cell's pilot grid where it differs from the experiment's (ascending; empty: the
+  // experiment's lr_grid), e.g. an arm whose grid a registration extends down from the start.
+  std::vector<double> lr_grid;
 };
 
 // The claims protocol's stages (rules R4 and R10, stages.h). `run` is the earlier designs'

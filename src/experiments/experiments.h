@@ -29,6 +29,8 @@ Experiment make_mqar_headdim_v4_long(
     const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v4 at rung 2, 256 keys)
 Experiment make_mqar_headdim_nopos(
     const ExperimentOptions& options);  // mqar_headdim_nopos.cpp (E-D, learned positions, keys)
+Experiment make_kv_capacity_matched(
+    const ExperimentOptions& options);  // kv_capacity_matched.cpp (E-F, weight-matched twins)
 Experiment make_scale_envelope(const ExperimentOptions& options);  // scale_envelope.cpp (E-E)
 Experiment make_scale_envelope_long(
     const ExperimentOptions& options);                             // scale_envelope.cpp (E-E at 4N)

@@ -112,6 +112,11 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-F's char-LM arm (long budget): E-C's char LM, 8 query heads of 8 over kv 8 / "
                   "2 / 1 at 4N = 9,600 steps, mean-pooling and uptraining with controls A and B",
        .make = make_kv_capacity_charlm_long},
+      {.name = "kv-capacity-matched",
+       .summary = "E-F with weight-matched twins: MQAR at 256 keys, kv 8 / 2 / 1, kv 2 and 1 "
+                  "with d_ff raised to MHA's weights, kv 1 of head_dim 64; R-pilot3, success "
+                  "counts on seeds 1401-1408",
+       .make = make_kv_capacity_matched},
   };
 }
 

@@ -35,6 +35,11 @@ std::string lr_text(double lr) {
   return text;
 }
 
+// The pilot grid of `cell`: its own where it has one, else the experiment's.
+const std::vector<double>& grid_of(const Experiment& e, const Cell& cell) {
+  return cell.lr_grid.empty() ? e.lr_grid : cell.lr_grid;
+}
+
 // The pilot's cells: every cell of `e` at each lr of `lrs`, "<id> lr=<lr>".
 std::vector<Cell> lr_cells(const Experiment& e, const Cell& cell, const std::vector<double>& lrs) {
   std::vector<Cell> out;
@@ -113,8 +118,6 @@ json run_probe(const Experiment& e, const ExperimentOptions& options, bool progr
                   concat(e.budget_seconds, " s, ", e.evaluation_seeds, " seeds"));
   Context ctx({.threads = 1});
   const double load_before = load_average();
-  const auto runs_per_cell =
-      static_cast<double>(e.lr_grid.size() * e.pilot_seeds) + e.evaluation_seeds;
   json cells = json::array();
   double seconds_per_step_of_grid = 0;  // sum over every run of the grid of one step's time
   for (const Cell& cell : e.cells) {
@@ -132,6 +135,8 @@ json run_probe(const Experiment& e, const ExperimentOptions& options, bool progr
     }
     std::sort(times.begin(), times.end());
     const double median = times[times.size() / 2];
+    const auto runs_per_cell =
+        static_cast<double>(grid_of(e, cell).size() * e.pilot_seeds) + e.evaluation_seeds;
     seconds_per_step_of_grid += median * runs_per_cell;
     cells.push_back({{"id", cell.id}, {"median_step_seconds", median}});
     if (progress)
@@ -165,7 +170,7 @@ ExperimentResult run_pilot(Context& ctx, const Experiment& e, const ExperimentOp
   grid.judge = nullptr;
   grid.summarize = nullptr;
   for (const Cell& cell : e.cells)
-    for (Cell& c : lr_cells(e, cell, e.lr_grid)) grid.cells.push_back(std::move(c));
+    for (Cell& c : lr_cells(e, cell, grid_of(e, cell))) grid.cells.push_back(std::move(c));
   ExperimentOptions pilot_options = options;
   pilot_options.seeds = e.pilot_seeds;
   pilot_options.first_seed = e.pilot_seed;
@@ -204,9 +209,10 @@ ExperimentResult run_pilot(Context& ctx, const Experiment& e, const ExperimentOp
     const std::vector<PilotPoint> points = points_of(result, grid, cell);
     const double chosen = pick_pilot_point(points, e.metric_kind).lr;
     std::vector<double> more;
-    if (chosen == e.lr_grid.front() && e.lr_extension.front() < chosen)
+    const std::vector<double>& own = grid_of(e, cell);
+    if (chosen == own.front() && e.lr_extension.front() < chosen)
       more.push_back(e.lr_extension.front());
-    if (chosen == e.lr_grid.back() && e.lr_extension.back() > chosen)
+    if (chosen == own.back() && e.lr_extension.back() > chosen)
       more.push_back(e.lr_extension.back());
     for (Cell& c : lr_cells(e, cell, more)) extension.cells.push_back(std::move(c));
   }
@@ -246,6 +252,7 @@ ExperimentResult run_pilot(Context& ctx, const Experiment& e, const ExperimentOp
     cells[cell.id] = {{"lr", chosen.lr},
                       {"at_edge", chosen.lr == points.front().lr || chosen.lr == points.back().lr},
                       {"points", listed}};
+    if (!cell.lr_grid.empty()) cells[cell.id]["grid"] = cell.lr_grid;
   }
   result.envelope = {{"metric", e.metric},
                      {"metric_kind", metric_kind_name(e.metric_kind)},
