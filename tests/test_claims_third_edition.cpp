@@ -199,5 +199,21 @@ TEST(ClaimsThirdEdition, ACellsOwnPilotGridIsRunAndRecorded) {
   EXPECT_GE(pilot.envelope.at("cells").at(e.cells[0].id).at("points").size(), 3u);
 }
 
+TEST(ClaimsThirdEdition, HeadSweepTunedBIsHFourAgainstHThirtyTwoAtN) {
+  const Experiment e = make_head_sweep_tuned_b({.stage = Stage::probe});
+  ASSERT_EQ(e.cells.size(), 2u);
+  EXPECT_EQ(e.cells[0].id, "h=4");
+  EXPECT_EQ(e.cells[1].id, "h=32");
+  EXPECT_EQ(e.cells[1].config.model.head_dim, 2);
+  for (const Cell& c : e.cells) EXPECT_EQ(c.config.steps, 2400) << c.id;
+  EXPECT_EQ(e.pilot_seeds, 3);
+  EXPECT_EQ(e.evaluation_seeds, 15);
+  EXPECT_EQ(e.metric_kind, MetricKind::loss);
+  EXPECT_EQ(e.lr_grid, (std::vector<double>{1e-3, 3e-3, 1e-2}));
+  EXPECT_EQ(e.lr_extension, (std::vector<double>{3e-4, 3e-2}));
+  EXPECT_EQ(e.prereg, "bench/prereg/head-sweep-tuned-b-v2.md");
+  EXPECT_NE(e.budget.find("seeds 1001-1015"), std::string::npos) << e.budget;
+}
+
 }  // namespace
 }  // namespace headcount::experiments
