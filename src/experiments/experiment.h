@@ -25,6 +25,9 @@ struct Cell {
   std::string id;             // unique within the experiment, e.g. "h=8"
   nlohmann::json labels;      // what the cell varies, e.g. {"series": "d/h", "heads": 8}
   train::TrainConfig config;  // the seed is set per run; steps as the experiment decided
+  // This cell's pilot grid where it differs from the experiment's (ascending; empty: the
+  // experiment's lr_grid), e.g. an arm whose grid a registration extends down from the start.
+  std::vector<double> lr_grid;
 };
 
 // The claims protocol's stages (rules R4 and R10, stages.h). `run` is the earlier designs'
@@ -97,6 +100,10 @@ struct Experiment {
   double budget_seconds = 0;  // the default budget the probe sizes the steps for (R10)
   int evaluation_seeds = 0;   // n of the test stage (R2), fixed in the pre-registration
   int pilot_seed = 101;
+  // Seeds per pilot point, pilot_seed onwards: 1 (R4, the registrations before the third
+  // edition), or 3 (R-pilot3: each point is the mean over seeds 101-103, and picks within the
+  // best mean's standard error tie; stages.h).
+  int pilot_seeds = 1;
   // Sets a cell's learning rate (default: optim.lr = lr, optim.min_lr = lr / 10).
   std::function<void(train::TrainConfig&, double lr)> set_lr;
 };

@@ -27,6 +27,12 @@ Experiment make_mqar_headdim_v3(const ExperimentOptions& options);  // mqar_head
 Experiment make_mqar_headdim_v4(const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v4)
 Experiment make_mqar_headdim_v4_long(
     const ExperimentOptions& options);  // mqar_headdim.cpp (E-D v4 at rung 2, 256 keys)
+Experiment make_mqar_headdim_nopos(
+    const ExperimentOptions& options);  // mqar_headdim_nopos.cpp (E-D, learned positions, keys)
+Experiment make_kv_capacity_matched(
+    const ExperimentOptions& options);  // kv_capacity_matched.cpp (E-F, weight-matched twins)
+Experiment make_head_sweep_tuned_b(
+    const ExperimentOptions& options);  // head_sweep_tuned.cpp (E-C (b), third edition, at N)
 Experiment make_scale_envelope(const ExperimentOptions& options);  // scale_envelope.cpp (E-E)
 Experiment make_scale_envelope_long(
     const ExperimentOptions& options);                             // scale_envelope.cpp (E-E at 4N)

@@ -263,6 +263,85 @@ Experiment make_head_sweep_budget_long(const ExperimentOptions& o) {
   return e;
 }
 
+namespace {
+
+// E-C (b) re-registered under the third edition (bench/prereg/head-sweep-tuned-b-v2.md): h = 4
+// against h = 32 at N, the t-rule on test loss (continuous, unimodal), R-words' refuted: an
+// interval above 0 (the wrong sign) or inside the floor (it excludes the predicted size).
+constexpr int kBEvaluationSeeds = 15;  // seeds 1001-1015 (--first-seed 1001)
+// The 15 committed seeds of E-C (1-5, 201-205, 501-505) pooled, recomputed from the three JSON
+// files' per-seed test losses before the registration was committed: exploratory, never judged.
+constexpr const char* kBPooledLine =
+    "exploratory, never the verdict: the 15 committed seeds (1-5, 201-205, 501-505) pooled, "
+    "h=4 - h=32 = -0.014 [-0.023, -0.005] nats/char (df 14), from the registration";
+
+std::vector<ClaimVerdict> judge_b(const ExperimentResult& r, std::int64_t steps) {
+  const MetricKind loss = MetricKind::loss;
+  const std::string split = main_id(4), many = main_id(kControlHeads);
+  const double bigram = r.task.value("bigram_loss", 0.0);
+  const Gate g = gate(concat("h = 4 test loss <= bigram baseline ", bigram, " - ", kGateMargin),
+                      loss, bigram - kGateMargin, r.stats(split).mean);
+  ClaimVerdict b = verdict_from(
+      "head-sweep-tuned-b.too-many-hurt",
+      "too many heads hurt: at d_model 64, 32 heads of 2 reach a higher test loss than 4 heads "
+      "of 16",
+      "bench/prereg/head-sweep-tuned-b-v2.md: gate: h = 4 test mean <= bigram - 0.25; h = 4 - "
+      "h = 32 paired test loss, 95 % t-interval, floor 0.01: confirmed iff the interval lies "
+      "below 0 and |mean| > 0.01; refuted iff it lies above 0 (the wrong sign) or inside "
+      "(-0.01, +0.01); else not shown at this size");
+  const std::string at = concat(steps, " steps, 2 layers, d_model 64");
+  b.numbers["gate"] = to_json(g);
+  b.numbers["at"] = at;
+  b.numbers["exploratory_pooled_committed_seeds"] = kBPooledLine;
+  if (!g.passed) {
+    b.verdict = Verdict::not_learned;
+    b.reason = concat("the gate failed: h = 4's test loss ", g.measured, " is above ", g.level);
+  } else if (r.stats(split).n < 2) {
+    b.verdict = Verdict::not_shown;
+    b.reason = "one seed: no paired interval (a --quick smoke run)";
+  } else {
+    const PairedComparison p = paired_compare(r.stats(split), r.stats(many), loss);
+    b.numbers["primary"] = to_json(p);
+    b.numbers["per_seed_test_loss"] = {{split, r.stats(split).values},
+                                       {many, r.stats(many).values}};
+    b.verdict = p.winner == split             ? Verdict::confirmed
+                : (p.low > 0 || p.equivalent) ? Verdict::refuted
+                                              : Verdict::not_shown;
+    b.reason = concat("h=4 - h=32 = ", p.mean, " nats/char [", p.low, ", ", p.high, "], n ", p.n);
+  }
+  b.numbers["worded"] = worded_verdict(b.verdict, at);
+  return {b};
+}
+
+}  // namespace
+
+// bench/prereg/head-sweep-tuned-b-v2.md at N: E-C's h = 4 and h = 32 cells at 2,400 steps,
+// R-pilot3 (seeds 101-103, lowest mean dev loss, a tie within the standard error to the lower lr),
+// fresh seeds 1001-1015. The 4N budget of that registration is not built yet.
+Experiment make_head_sweep_tuned_b(const ExperimentOptions& o) {
+  Experiment e = make_head_sweep_tuned(o);
+  e.name = "head-sweep-tuned-b";
+  e.summary =
+      "E-C (b) re-registered (third edition): h = 4 against h = 32 on the char LM at N = 2,400 "
+      "steps, R-pilot3, 15 fresh seeds (1001-1015)";
+  e.claim = "too many heads hurt: 32 heads of 2 reach a higher test loss than 4 heads of 16";
+  e.prereg = "bench/prereg/head-sweep-tuned-b-v2.md";
+  e.budget_seconds = 3600;  // <= 60 minutes for the pilot and the test on 2 idle cores
+  e.evaluation_seeds = kBEvaluationSeeds;
+  e.pilot_seeds = 3;
+  std::erase_if(
+      e.cells, [&](const Cell& c) { return c.id != main_id(4) && c.id != main_id(kControlHeads); });
+  if (!o.quick)
+    restate_budget(e,
+                   "lr per cell from the pilot on dev (seed 101), then seeds 1-5 scored once on "
+                   "test; steps from the probe (20 minutes on 2 idle cores for pilot and test).",
+                   "lr per cell from the pilot on dev (R-pilot3: seeds 101-103, the mean dev "
+                   "loss), then seeds 1001-1015 scored once on test; E-C's N.");
+  const std::int64_t steps = e.cells.front().config.steps;
+  e.judge = [steps](const ExperimentResult& r) { return judge_b(r, steps); };
+  return e;
+}
+
 Experiment make_head_sweep_tuned(const ExperimentOptions& o) {
   const std::int64_t steps = o.steps > 0 ? o.steps : o.quick ? kQuickSteps : kSteps;
   // Pilots pick on dev; the test stage (and a --quick smoke run) score test.

@@ -59,6 +59,11 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-D, the long budget: mqar-headdim-v4 on MQAR's rung 2 (256 keys) at 7,700 "
                   "steps, own pilot, fresh seeds 801-805",
        .make = make_mqar_headdim_v4_long},
+      {.name = "mqar-headdim-nopos",
+       .summary = "E-D without the position confound: MQAR (4 pairs) at 16 / 64 / 256 keys, h = "
+                  "4, 16, 32 of 64/h, learned positions; R-pilot3, success counts on seeds "
+                  "1301-1308",
+       .make = make_mqar_headdim_nopos},
       {.name = "head-sweep-tuned",
        .summary = "E-C: char LM, h = 1..32 heads of 64/h at fixed d_model, lr per cell from a "
                   "pilot on dev, 5 paired seeds on test, plus head_dim 16 at h = 32",
@@ -71,6 +76,10 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-C (d), the long budget: h = 1, 4, 8 at 4N = 9,600 steps with their own "
                   "pilot; the gap h=4 - h=1 against the N test on the same seeds (--compare-with)",
        .make = make_head_sweep_budget_long},
+      {.name = "head-sweep-tuned-b",
+       .summary = "E-C (b) re-registered: h = 4 against h = 32 on the char LM at N = 2,400 steps, "
+                  "R-pilot3, 15 fresh seeds (1001-1015), the t-rule on test loss",
+       .make = make_head_sweep_tuned_b},
       {.name = "scale-envelope",
        .summary = "E-E: E-C's char LM at h = 1 and 16, score scale none / 1/sqrt(d_k) / "
                   "1/sqrt(d), W_Q/W_K init 0.02 or 0.125 (10 cells), lr per cell from a pilot",
@@ -107,6 +116,11 @@ std::vector<ExperimentSpec> experiment_specs() {
        .summary = "E-F's char-LM arm (long budget): E-C's char LM, 8 query heads of 8 over kv 8 / "
                   "2 / 1 at 4N = 9,600 steps, mean-pooling and uptraining with controls A and B",
        .make = make_kv_capacity_charlm_long},
+      {.name = "kv-capacity-matched",
+       .summary = "E-F with weight-matched twins: MQAR at 256 keys, kv 8 / 2 / 1, kv 2 and 1 "
+                  "with d_ff raised to MHA's weights, kv 1 of head_dim 64; R-pilot3, success "
+                  "counts on seeds 1401-1408",
+       .make = make_kv_capacity_matched},
   };
 }
 

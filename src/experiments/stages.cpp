@@ -35,6 +35,11 @@ std::string lr_text(double lr) {
   return text;
 }
 
+// The pilot grid of `cell`: its own where it has one, else the experiment's.
+const std::vector<double>& grid_of(const Experiment& e, const Cell& cell) {
+  return cell.lr_grid.empty() ? e.lr_grid : cell.lr_grid;
+}
+
 // The pilot's cells: every cell of `e` at each lr of `lrs`, "<id> lr=<lr>".
 std::vector<Cell> lr_cells(const Experiment& e, const Cell& cell, const std::vector<double>& lrs) {
   std::vector<Cell> out;
@@ -49,25 +54,34 @@ std::vector<Cell> lr_cells(const Experiment& e, const Cell& cell, const std::vec
   return out;
 }
 
-struct Point {
-  double lr = 0, metric = 0, loss = 0;
-};
+}  // namespace
 
-// R4's pick: the lowest loss, or the highest accuracy with ties to the lower dev loss; then the
-// lower lr (points are in ascending lr).
-const Point& pick(const std::vector<Point>& points, MetricKind kind) {
-  const Point* best = &points.front();
-  for (const Point& p : points) {
+const PilotPoint& pick_pilot_point(const std::vector<PilotPoint>& points, MetricKind kind) {
+  HEADCOUNT_CHECK(!points.empty(), "pilot", "at least one lr point per cell", "none");
+  const auto better_metric = [kind](double a, double b) {
+    return kind == MetricKind::loss ? a < b : a > b;
+  };
+  // R4: the best metric, an accuracy's exact ties to the lower dev loss, then the lower lr.
+  const PilotPoint* best = &points.front();
+  for (const PilotPoint& p : points) {
     const bool better =
-        kind == MetricKind::loss
-            ? p.metric < best->metric
-            : p.metric > best->metric || (p.metric == best->metric && p.loss < best->loss);
+        better_metric(p.metric, best->metric) ||
+        (kind == MetricKind::accuracy && p.metric == best->metric && p.loss < best->loss);
     if (better) best = &p;
   }
-  return *best;
+  const bool several_seeds = std::any_of(points.begin(), points.end(),
+                                         [](const PilotPoint& p) { return p.metrics.size() > 1; });
+  if (!several_seeds) return *best;
+  // R-pilot3: every point within the best mean's standard error ties with it; the tie goes to
+  // the lower dev loss (accuracy) or straight to the lower lr (loss), then the lower lr.
+  const double reach = best->standard_error;
+  const PilotPoint* chosen = nullptr;
+  for (const PilotPoint& p : points) {
+    if (!(std::abs(p.metric - best->metric) <= reach)) continue;  // a NaN never ties
+    if (chosen == nullptr || (kind == MetricKind::accuracy && p.loss < chosen->loss)) chosen = &p;
+  }
+  return *chosen;
 }
-
-}  // namespace
 
 double load_average() {
   std::ifstream in("/proc/loadavg");
@@ -104,7 +118,6 @@ json run_probe(const Experiment& e, const ExperimentOptions& options, bool progr
                   concat(e.budget_seconds, " s, ", e.evaluation_seeds, " seeds"));
   Context ctx({.threads = 1});
   const double load_before = load_average();
-  const auto runs_per_cell = static_cast<double>(e.lr_grid.size()) + e.evaluation_seeds;
   json cells = json::array();
   double seconds_per_step_of_grid = 0;  // sum over every run of the grid of one step's time
   for (const Cell& cell : e.cells) {
@@ -122,6 +135,8 @@ json run_probe(const Experiment& e, const ExperimentOptions& options, bool progr
     }
     std::sort(times.begin(), times.end());
     const double median = times[times.size() / 2];
+    const auto runs_per_cell =
+        static_cast<double>(grid_of(e, cell).size() * e.pilot_seeds) + e.evaluation_seeds;
     seconds_per_step_of_grid += median * runs_per_cell;
     cells.push_back({{"id", cell.id}, {"median_step_seconds", median}});
     if (progress)
@@ -138,7 +153,8 @@ json run_probe(const Experiment& e, const ExperimentOptions& options, bool progr
            concat("steps = the largest multiple of 100 with sum over runs of steps x t_cell <= ",
                   kBudgetShare, " x budget x ", kLanes, " lanes")},
           {"budget_seconds", e.budget_seconds},
-          {"runs_per_cell", {{"pilot", e.lr_grid.size()}, {"test", e.evaluation_seeds}}},
+          {"runs_per_cell",
+           {{"pilot", e.lr_grid.size() * e.pilot_seeds}, {"test", e.evaluation_seeds}}},
           {"cells", cells},
           {"load_average_before", load_before},
           {"load_average_after", load_average()},
@@ -154,35 +170,49 @@ ExperimentResult run_pilot(Context& ctx, const Experiment& e, const ExperimentOp
   grid.judge = nullptr;
   grid.summarize = nullptr;
   for (const Cell& cell : e.cells)
-    for (Cell& c : lr_cells(e, cell, e.lr_grid)) grid.cells.push_back(std::move(c));
+    for (Cell& c : lr_cells(e, cell, grid_of(e, cell))) grid.cells.push_back(std::move(c));
   ExperimentOptions pilot_options = options;
-  pilot_options.seeds = 1;
+  pilot_options.seeds = e.pilot_seeds;
   pilot_options.first_seed = e.pilot_seed;
   ExperimentResult result = run_experiment(ctx, grid, pilot_options, progress);
 
   // Each cell's points in ascending lr; cells picked at an edge get the next point (R4).
   const auto points_of = [&](const ExperimentResult& r, const Experiment& g, const Cell& cell) {
-    std::vector<Point> points;
+    std::vector<PilotPoint> points;
     for (std::size_t i = 0; i < g.cells.size(); ++i) {
       if (g.cells[i].labels.at("cell") != cell.id) continue;
-      const RunRecord& run = *r.runs_of(i).front();
-      points.push_back({.lr = g.cells[i].labels.at("lr").get<double>(),
-                        .metric = final_metric(run, e.metric),
-                        .loss = run.final.loss});
+      PilotPoint p{.lr = g.cells[i].labels.at("lr").get<double>()};
+      double loss = 0;
+      for (const RunRecord* run : r.runs_of(i)) {
+        p.metrics.push_back(final_metric(*run, e.metric));
+        loss += run->final.loss;
+      }
+      // Plain sums, not cell_stats: a diverged pilot run (a non-finite loss) is a point that is
+      // never picked, not an error that ends the pilot.
+      const auto n = static_cast<double>(p.metrics.size());
+      double sum = 0;
+      for (double m : p.metrics) sum += m;
+      p.metric = sum / n;
+      p.loss = loss / n;
+      double squares = 0;
+      for (double m : p.metrics) squares += (m - p.metric) * (m - p.metric);
+      p.standard_error = n > 1 ? std::sqrt(squares / (n - 1)) / std::sqrt(n) : 0;
+      points.push_back(std::move(p));
     }
     std::sort(points.begin(), points.end(),
-              [](const Point& a, const Point& b) { return a.lr < b.lr; });
+              [](const PilotPoint& a, const PilotPoint& b) { return a.lr < b.lr; });
     return points;
   };
   Experiment extension = grid;
   extension.cells.clear();
   for (const Cell& cell : e.cells) {
-    const std::vector<Point> points = points_of(result, grid, cell);
-    const double chosen = pick(points, e.metric_kind).lr;
+    const std::vector<PilotPoint> points = points_of(result, grid, cell);
+    const double chosen = pick_pilot_point(points, e.metric_kind).lr;
     std::vector<double> more;
-    if (chosen == e.lr_grid.front() && e.lr_extension.front() < chosen)
+    const std::vector<double>& own = grid_of(e, cell);
+    if (chosen == own.front() && e.lr_extension.front() < chosen)
       more.push_back(e.lr_extension.front());
-    if (chosen == e.lr_grid.back() && e.lr_extension.back() > chosen)
+    if (chosen == own.back() && e.lr_extension.back() > chosen)
       more.push_back(e.lr_extension.back());
     for (Cell& c : lr_cells(e, cell, more)) extension.cells.push_back(std::move(c));
   }
@@ -202,19 +232,27 @@ ExperimentResult run_pilot(Context& ctx, const Experiment& e, const ExperimentOp
   }
   result.experiment = &grid;
   result.options = options;
-  result.options.seeds = 1;
+  result.options.seeds = e.pilot_seeds;
   result.options.first_seed = e.pilot_seed;
 
+  const bool r_pilot3 = e.pilot_seeds > 1;
   json cells = json::object();
   for (const Cell& cell : e.cells) {
-    const std::vector<Point> points = points_of(result, grid, cell);
-    const Point& chosen = pick(points, e.metric_kind);
+    const std::vector<PilotPoint> points = points_of(result, grid, cell);
+    const PilotPoint& chosen = pick_pilot_point(points, e.metric_kind);
     json listed = json::array();
-    for (const Point& p : points)
-      listed.push_back({{"lr", p.lr}, {"metric", p.metric}, {"validation_loss", p.loss}});
+    for (const PilotPoint& p : points) {
+      json point = {{"lr", p.lr}, {"metric", p.metric}, {"validation_loss", p.loss}};
+      if (r_pilot3) {
+        point["standard_error"] = p.standard_error;
+        point["per_seed"] = p.metrics;
+      }
+      listed.push_back(std::move(point));
+    }
     cells[cell.id] = {{"lr", chosen.lr},
                       {"at_edge", chosen.lr == points.front().lr || chosen.lr == points.back().lr},
                       {"points", listed}};
+    if (!cell.lr_grid.empty()) cells[cell.id]["grid"] = cell.lr_grid;
   }
   result.envelope = {{"metric", e.metric},
                      {"metric_kind", metric_kind_name(e.metric_kind)},
@@ -224,6 +262,15 @@ ExperimentResult run_pilot(Context& ctx, const Experiment& e, const ExperimentOp
                       "lowest loss, or highest accuracy with ties to the lower validation loss, "
                       "then the lower lr; a pick at an edge adds the next point and picks again"},
                      {"cells", cells}};
+  if (r_pilot3) {
+    result.envelope["seeds"] = e.pilot_seeds;
+    result.envelope["rule"] = concat(
+        "R-pilot3: each point the mean over seeds ", e.pilot_seed, "-",
+        e.pilot_seed + e.pilot_seeds - 1,
+        "; the best mean, and every point within its standard error ties with it: the tie goes "
+        "to the lower mean validation loss (an accuracy metric), then the lower lr; a pick at an "
+        "edge adds the next point and picks again");
+  }
   return result;
 }
 

@@ -8,6 +8,10 @@
 //          the dev metric (lowest loss; highest accuracy, ties to the lower dev loss, then the
 //          lower lr); a pick at an edge of the grid adds the next point (3e-4 or 3e-2) and picks
 //          again. The envelope (the metric at every lr) is kept in the JSON.
+//          R-pilot3 (Experiment::pilot_seeds = 3): each point is the mean over seeds 101-103;
+//          every point whose mean is within the best mean's standard error (sd / sqrt(n)) of it
+//          ties with it, and the tie goes to the lower mean dev loss (an accuracy metric) or to
+//          the lower lr (a loss metric), then to the lower lr (pick_rpilot3).
 //   test   each cell at its pilot lr, the evaluation seeds (1..n), the verdicts.
 #pragma once
 
@@ -27,6 +31,16 @@ Experiment as_long_budget(Experiment base, std::string name, std::string summary
 // long budget: `from`, which must be there (an Error naming the experiment otherwise, so a
 // default's reworded text cannot leave a long budget describing the default's steps or seeds).
 void restate_budget(Experiment& e, std::string_view from, std::string_view to);
+
+// One point of a pilot envelope: a cell at one lr, its dev metric and dev loss as means over
+// the pilot's seeds, and the standard error of the metric's mean (0 for one seed).
+struct PilotPoint {
+  double lr = 0, metric = 0, loss = 0, standard_error = 0;
+  std::vector<double> metrics;  // per seed, seed order
+};
+// The pick among `points` (ascending lr): R4's rule when every point has one seed, R-pilot3's
+// otherwise (above). Throws Error on no points.
+const PilotPoint& pick_pilot_point(const std::vector<PilotPoint>& points, MetricKind kind);
 
 // The probe's JSON document ("format": kProbeFormat). Runs each cell on a 1-thread Context.
 inline constexpr const char* kProbeFormat = "headcount-experiment-probe-v1";

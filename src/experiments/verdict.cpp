@@ -248,6 +248,20 @@ FisherComparison fisher_compare(std::string a, std::int64_t successes_a, std::in
   return c;
 }
 
+Verdict more_successes_verdict(const FisherComparison& a_over_b, std::int64_t refute_at) {
+  if (a_over_b.a_beats_b) return Verdict::confirmed;
+  if (a_over_b.successes_b >= refute_at && a_over_b.successes_b >= a_over_b.successes_a)
+    return Verdict::refuted;
+  return Verdict::not_shown;
+}
+
+Verdict fewer_at_larger_verdict(const FisherComparison& small_over_large,
+                                const FisherComparison& large_over_small, bool control_holds) {
+  if (small_over_large.a_beats_b && control_holds) return Verdict::confirmed;
+  if (large_over_small.a_beats_b) return Verdict::refuted;
+  return Verdict::not_shown;
+}
+
 Gate gate(std::string name, MetricKind kind, double level, double measured) {
   HEADCOUNT_CHECK(std::isfinite(level), concat("gate ", name, " level"), "a finite value", level);
   // A diverged reference run (NaN, inf) fails its gate rather than passing as a number.

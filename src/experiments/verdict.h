@@ -112,6 +112,18 @@ FisherComparison fisher_compare(std::string a, std::int64_t successes_a, std::in
                                 std::string b, std::int64_t successes_b, std::int64_t runs_b,
                                 double alpha = 0.05);
 
+// R-counts (claims protocol, third edition, §5): success-count rules on Fisher comparisons.
+// "A succeeds more often than B": confirmed iff Fisher says A beats B (a_over_b.a_beats_b);
+// refuted iff B succeeds in at least `refute_at` runs and no less often than A; else not shown.
+Verdict more_successes_verdict(const FisherComparison& a_over_b, std::int64_t refute_at);
+// "An arm succeeds less often as the task grows" (a ladder): confirmed iff the arm's count at
+// the small rung beats its count at the large one (small_over_large.a_beats_b) while
+// `control_holds` (the reference arm keeps learning at the large rung); refuted iff the count at
+// the large rung beats the small one's (large_over_small.a_beats_b, the wrong sign); else not
+// shown.
+Verdict fewer_at_larger_verdict(const FisherComparison& small_over_large,
+                                const FisherComparison& large_over_small, bool control_holds);
+
 // Rule R6: a positive-control gate, "the reference arm reaches `level`" (a loss at or below it,
 // an accuracy at or above it). A failed gate makes the experiment's verdict not_learned.
 struct Gate {
