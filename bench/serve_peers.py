@@ -6,6 +6,7 @@ Servers (each started by this script on a free 127.0.0.1 port, measured, then st
 come from bench/peers/setup_serve_peers.sh, and a peer that is not there is reported as skipped):
   decoder     headcount serve --model GGUF --parallel P --threads T
               llama-server -m GGUF -np P -t T      (llama.cpp inside llama-cpp-python 0.3.36's sdist)
+              python -m llama_cpp.server --n_threads T  (llama-cpp-python[server] on that build's libllama)
   embeddings  headcount serve --embedding-model DIR --threads T
               infinity_emb v2 --engine torch       (OMP_NUM_THREADS=T, HF_HUB_OFFLINE=1)
               infinity_emb v2 --engine optimum
@@ -62,9 +63,9 @@ def free_port():
 
 
 class Server:
-    """A server process on a free loopback port; ready once GET /health answers 200."""
+    """A server process on a free loopback port; ready once GET `health` answers 200."""
 
-    def __init__(self, name, argv, env=None, ready_s=300):
+    def __init__(self, name, argv, env=None, ready_s=300, health="/health"):
         self.name, self.host, self.port = name, "127.0.0.1", free_port()
         argv = [a.replace("{port}", str(self.port)) for a in argv]
         self.log = tempfile.NamedTemporaryFile("w+", prefix="serve_peers-", suffix=".log", delete=False)
@@ -78,7 +79,7 @@ class Server:
                 self.stop()
                 raise RuntimeError(f"{name} not ready after {ready_s} s: {self.tail()}")
             try:
-                status, _ = self.get("/health")
+                status, _ = self.get(health)
                 if status == 200:
                     break
             except OSError:
@@ -269,6 +270,16 @@ def decoder_servers(a):
             "-c", str(a.parallel * 2048), "--host", "127.0.0.1", "--port", "{port}"])
     else:
         yield "llama-server", None
+    venv_python = os.path.join(PEERS, ".venv-llamacpp-server", "bin", "python")
+    if os.access(llama, os.X_OK) and os.access(venv_python, os.X_OK):
+        # One Llama object behind a lock: requests are served one at a time (no slots).
+        env = dict(os.environ, LLAMA_CPP_LIB_PATH=os.path.dirname(llama))
+        yield "llama-cpp-python", lambda: Server("llama-cpp-python", [
+            venv_python, "-m", "llama_cpp.server", "--model", a.model, "--n_threads", str(a.threads),
+            "--n_threads_batch", str(a.threads), "--n_ctx", "2048", "--host", "127.0.0.1", "--port", "{port}"],
+            env=env, health="/v1/models")
+    else:
+        yield "llama-cpp-python", None
 
 
 def embedding_servers(a):
@@ -385,9 +396,10 @@ def markdown(result):
                              f"| {p['ttft_p50']:.3f} / {p['ttft_p99']:.3f} | {p['latency_p50']:.2f} / "
                              f"{p['latency_p99']:.2f} | {1e3 * p['itl_p50']:.1f} | {p['matches_generate']}/"
                              f"{p['requests']} | {p['client_cpu_seconds']:.1f} |")
-        ratios = ratio_line(dec["servers"], "headcount", ["llama-server"], "tokens_per_second")
-        if ratios:
-            lines += ["", "headcount / llama-server, aggregate tokens/s: " + ratios]
+        for peer in ("llama-server", "llama-cpp-python"):
+            ratios = ratio_line(dec["servers"], "headcount", [peer], "tokens_per_second")
+            if ratios:
+                lines += ["", f"headcount / {peer}, aggregate tokens/s: " + ratios]
         lines.append("")
     emb = result.get("embeddings")
     if emb:

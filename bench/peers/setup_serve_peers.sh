@@ -4,12 +4,18 @@
 #                               llama-cpp-python 0.3.36's source distribution on PyPI
 #                               (vendor/llama.cpp), with setup_llama_cpp.sh's ISA flags (named one by
 #                               one, no -march=native: llama.cpp's AMX path dies on the Intel host);
+#                               (shared libraries, so that the next one loads the same build);
+#   bench/peers/.venv-llamacpp-server/  llama-cpp-python[server] 0.3.36 from the same sdist, its
+#                               Python package only (LLAMA_BUILD=OFF): run with
+#                               LLAMA_CPP_LIB_PATH=bench/peers/.llama-server/build/bin, it calls the
+#                               libllama built above, so both llama.cpp servers run the same kernels;
 #   bench/peers/.venv-infinity/ infinity-emb (torch and optimum engines) in its own venv.
-# All git-ignored; never used by CI or by headcount itself. SERVE_PEERS=llama or =infinity makes one.
+# All git-ignored; never used by CI or by headcount itself. SERVE_PEERS="llama llamacpp-python"
+# (or any subset of llama, llamacpp-python, infinity) makes only those.
 # Run it under `nice -n 19` on a shared host: the llama.cpp build takes several minutes on 2 cores.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-which=${SERVE_PEERS:-llama infinity}
+which=${SERVE_PEERS:-llama llamacpp-python infinity}
 version=0.3.36
 has() { grep -qw "$1" /proc/cpuinfo; }
 
@@ -38,10 +44,27 @@ if [[ " $which " == *" llama "* ]]; then
     # shellcheck disable=SC2086
     cmake -S "$dir/src/vendor/llama.cpp" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release $cmake_args \
       -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >"$dir/cmake.log"
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=ON >"$dir/cmake.log"
     cmake --build "$dir/build" --target llama-server -j "$(nproc)" >"$dir/build.log"
   fi
   echo "setup_serve_peers: $("$bin" --version 2>&1 | grep -m1 version)" >&2
+fi
+
+if [[ " $which " == *" llamacpp-python "* ]]; then
+  dir=$here/.llama-server
+  venv=$here/.venv-llamacpp-server
+  if [[ ! -f $dir/build/bin/libllama.so ]]; then
+    echo "setup_serve_peers: llama-cpp-python's server needs the llama build first (SERVE_PEERS=llama)" >&2
+    exit 1
+  fi
+  if ! LLAMA_CPP_LIB_PATH=$dir/build/bin "$venv/bin/python" -c 'import llama_cpp.server.app' 2>/dev/null; then
+    echo "setup_serve_peers: creating $venv (llama-cpp-python[server]==$version, LLAMA_BUILD=OFF)" >&2
+    python3 -m venv "$venv"
+    CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" "$venv/bin/python" -m pip install --quiet \
+      --disable-pip-version-check "llama-cpp-python[server] @ file://$dir/llama_cpp_python-$version.tar.gz"
+  fi
+  LLAMA_CPP_LIB_PATH=$dir/build/bin "$venv/bin/python" -c 'import llama_cpp; print("setup_serve_peers:
+    llama-cpp-python", llama_cpp.__version__, "on", getattr(llama_cpp.llama_cpp, "_base_path", "?"))' >&2
 fi
 
 if [[ " $which " == *" infinity "* ]]; then
