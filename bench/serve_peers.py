@@ -65,12 +65,12 @@ def free_port():
 class Server:
     """A server process on a free loopback port; ready once GET `health` answers 200."""
 
-    def __init__(self, name, argv, env=None, ready_s=300, health="/health"):
+    def __init__(self, name, argv, env=None, ready_s=300, health="/health", cwd=None):
         self.name, self.host, self.port = name, "127.0.0.1", free_port()
         argv = [a.replace("{port}", str(self.port)) for a in argv]
         self.log = tempfile.NamedTemporaryFile("w+", prefix="serve_peers-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
+                                     cwd=cwd, start_new_session=True)
         t0 = time.perf_counter()
         while True:
             if self.proc.poll() is not None:
@@ -219,16 +219,21 @@ def embed_pass(server, sentences, concurrency, reference=None, bitwise=False):
                 return
             body = json.dumps({"input": sentences[i], "model": server.model, "encoding_format": "base64"})
             start = time.perf_counter()
-            conn.request("POST", "/v1/embeddings", body=body, headers={"Content-Type": "application/json"})
-            r = conn.getresponse()
-            data = r.read()
-            latencies[i] = time.perf_counter() - start
-            if r.status != 200:
-                errors.append((i, r.status, data[:200]))
-                continue
-            emb = json.loads(data)["data"][0]["embedding"]
-            rows[i] = (np.frombuffer(base64.b64decode(emb), dtype="<f4") if isinstance(emb, str)
-                       else np.asarray(emb, dtype=np.float32))
+            try:
+                conn.request("POST", "/v1/embeddings", body=body, headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                data = r.read()
+                latencies[i] = time.perf_counter() - start
+                if r.status != 200:
+                    errors.append((i, r.status, data[:200]))
+                    continue
+                emb = json.loads(data)["data"][0]["embedding"]
+                rows[i] = (np.frombuffer(base64.b64decode(emb), dtype="<f4") if isinstance(emb, str)
+                           else np.asarray(emb, dtype=np.float32))
+            except Exception as e:  # noqa: BLE001 - a failed request is counted, not fatal
+                errors.append((i, type(e).__name__, str(e)[:200]))
+                conn.close()
+                conn = http.client.HTTPConnection(server.host, server.port, timeout=120)
 
     cpu0, start = time.process_time(), time.perf_counter()
     workers = [threading.Thread(target=client) for _ in range(concurrency)]
@@ -297,10 +302,17 @@ def embedding_servers(a):
             continue
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=str(a.threads),
                    MKL_NUM_THREADS=str(a.threads), INFINITY_ANONYMOUS_USAGE_STATS="0", DO_NOT_TRACK="1")
-        yield name, (lambda env=env, engine=engine, name=name: Server(name, [
-            venv_python, "-m", "infinity_emb.cli", "v2", "--model-id", a.embedding_model, "--engine", engine,
+        # The optimum engine reads a model.onnx in the model's directory: setup_serve_peers.sh
+        # exports the same local weights there. infinity 0.0.78 hands optimum 2.x that file's path
+        # where optimum matches a file name, which agree only for a model directory given as ".":
+        # so it runs from that directory, its ORT-optimized copy in a cache of its own.
+        model_dir, cwd = (a.embedding_model, None) if engine == "torch" else (".", a.onnx_model)
+        if engine == "optimum":
+            env["HF_HUB_CACHE"] = os.path.join(PEERS, ".infinity-hf-cache")
+        yield name, (lambda env=env, engine=engine, name=name, model_dir=model_dir, cwd=cwd: Server(name, [
+            venv_python, "-m", "infinity_emb.cli", "v2", "--model-id", model_dir, "--engine", engine,
             "--device", "cpu", "--url-prefix", "/v1", "--host", "127.0.0.1", "--port", "{port}",
-            "--no-model-warmup"], env=env, ready_s=600))
+            "--no-model-warmup"], env=env, ready_s=600, cwd=cwd))
 
 
 def run_decoder(a, log):
@@ -500,6 +512,8 @@ def main():
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "headcount"))
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--embedding-model", default=os.path.join(ROOT, "models", "all-MiniLM-L6-v2"))
+    ap.add_argument("--onnx-model", default=os.path.join(PEERS, ".infinity-minilm-onnx"),
+                    help="the encoder exported to ONNX, for infinity-emb's optimum engine")
     ap.add_argument("--sts", default=None, help="STS-B test TSV (default: ../shared/data/stsb/sts-test.tsv if "
                     "present, else tests/testdata/heads/sts-pairs.tsv)")
     ap.add_argument("--part", nargs="+", default=["decoder", "embeddings"], choices=["decoder", "embeddings"])
@@ -524,6 +538,7 @@ def main():
             a.sts = shared if os.path.exists(shared) else os.path.join(ROOT, "tests", "testdata", "heads",
                                                                        "sts-pairs.tsv")
         a.model, a.embedding_model = os.path.abspath(a.model), os.path.abspath(a.embedding_model)
+        a.onnx_model = os.path.abspath(a.onnx_model)
         t0 = time.perf_counter()
 
         def log(msg):

@@ -9,7 +9,10 @@
 #                               Python package only (LLAMA_BUILD=OFF): run with
 #                               LLAMA_CPP_LIB_PATH=bench/peers/.llama-server/build/bin, it calls the
 #                               libllama built above, so both llama.cpp servers run the same kernels;
-#   bench/peers/.venv-infinity/ infinity-emb (torch and optimum engines) in its own venv.
+#   bench/peers/.venv-infinity/ infinity-emb (torch and optimum engines) in its own venv;
+#   bench/peers/.infinity-minilm-onnx/  models/all-MiniLM-L6-v2 exported to ONNX by that venv's
+#                               optimum-cli (infinity's optimum engine reads only a model.onnx in
+#                               the model's directory, and the local copy has the safetensors only).
 # All git-ignored; never used by CI or by headcount itself. SERVE_PEERS="llama llamacpp-python"
 # (or any subset of llama, llamacpp-python, infinity) makes only those.
 # Run it under `nice -n 19` on a shared host: the llama.cpp build takes several minutes on 2 cores.
@@ -78,6 +81,14 @@ if [[ " $which " == *" infinity "* ]]; then
     python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${packages[@]}"
+  fi
+  onnx=$here/.infinity-minilm-onnx
+  minilm=${MINILM_DIR:-$here/../../models/all-MiniLM-L6-v2}
+  if [[ ! -f $onnx/model.onnx ]]; then
+    HF_HUB_OFFLINE=1 "$venv/bin/optimum-cli" export onnx --model "$minilm" --task feature-extraction \
+      --library-name transformers "$onnx" >&2
+    cp -r "$minilm"/1_Pooling "$minilm"/modules.json "$minilm"/sentence_bert_config.json \
+      "$minilm"/config_sentence_transformers.json "$onnx"/
   fi
   "$venv/bin/python" -c 'import infinity_emb, torch; print("setup_serve_peers: infinity-emb",
     infinity_emb.__version__, "torch", torch.__version__)' >&2
