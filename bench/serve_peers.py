@@ -209,7 +209,7 @@ def embed_pass(server, sentences, concurrency, reference=None, bitwise=False):
     next_index, lock = [0], threading.Lock()
 
     def client():
-        conn = http.client.HTTPConnection(server.host, server.port, timeout=120)
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
         while True:
             with lock:
                 i = next_index[0]
@@ -233,7 +233,7 @@ def embed_pass(server, sentences, concurrency, reference=None, bitwise=False):
             except Exception as e:  # noqa: BLE001 - a failed request is counted, not fatal
                 errors.append((i, type(e).__name__, str(e)[:200]))
                 conn.close()
-                conn = http.client.HTTPConnection(server.host, server.port, timeout=120)
+                conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
 
     cpu0, start = time.process_time(), time.perf_counter()
     workers = [threading.Thread(target=client) for _ in range(concurrency)]
@@ -305,14 +305,17 @@ def embedding_servers(a):
         # The optimum engine reads a model.onnx in the model's directory: setup_serve_peers.sh
         # exports the same local weights there. infinity 0.0.78 hands optimum 2.x that file's path
         # where optimum matches a file name, which agree only for a model directory given as ".":
-        # so it runs from that directory, its ORT-optimized copy in a cache of its own.
+        # so it runs from that directory, its ORT-optimized copy in a cache of its own. Its pooling
+        # is named (MiniLM's mean pooling): left to "auto" it took the [CLS] row (cosine 0.48 to
+        # the model's own sentence embeddings).
         model_dir, cwd = (a.embedding_model, None) if engine == "torch" else (".", a.onnx_model)
         if engine == "optimum":
             env["HF_HUB_CACHE"] = os.path.join(PEERS, ".infinity-hf-cache")
         yield name, (lambda env=env, engine=engine, name=name, model_dir=model_dir, cwd=cwd: Server(name, [
             venv_python, "-m", "infinity_emb.cli", "v2", "--model-id", model_dir, "--engine", engine,
             "--device", "cpu", "--url-prefix", "/v1", "--host", "127.0.0.1", "--port", "{port}",
-            "--no-model-warmup"], env=env, ready_s=600, cwd=cwd))
+            "--no-model-warmup"] + (["--pooling-method", "mean"] if engine == "optimum" else []),
+            env=env, ready_s=600, cwd=cwd))
 
 
 def run_decoder(a, log):
@@ -320,6 +323,8 @@ def run_decoder(a, log):
     references = {p: offline_text(a.cli, a.model, p, a.tokens, a.threads) for p in PROMPTS}
     out = []
     for name, start in decoder_servers(a):
+        if a.servers and name not in a.servers:
+            continue
         if start is None:
             out.append({"server": name, "skipped": "not built (bench/peers/setup_serve_peers.sh)"})
             log(f"decoder: {name} skipped")
@@ -359,6 +364,8 @@ def run_embeddings(a, log):
         reference = np.load(npy)
     out = []
     for name, start in embedding_servers(a):
+        if a.servers and name not in a.servers:
+            continue
         if start is None:
             out.append({"server": name, "skipped": "not installed (bench/peers/setup_serve_peers.sh)"})
             log(f"embeddings: {name} skipped")
@@ -372,13 +379,18 @@ def run_embeddings(a, log):
         try:
             passes = []
             for c in a.concurrency:
-                embed_pass(server, sentences[:64], c)  # warm-up: connections, batch shapes
+                warm = embed_pass(server, sentences[:64], c)  # warm-up: connections, batch shapes
+                if warm["errors"]:
+                    raise RuntimeError(f"warm-up failed: {warm['first_error']}")
                 p = embed_pass(server, sentences, c, reference, bitwise=name == "headcount")
                 passes.append(p)
                 log(f"embeddings: {name} C={c}: {p['sentences_per_second']:.1f} sentences/s, "
                     f"p50 {1e3 * p['latency_p50']:.1f} ms, errors {p['errors']}")
             out.append({"server": name, "model_id": server.model, "ready_seconds": server.ready_s,
                         "rss_mib": server.rss_mib(), "passes": passes})
+        except RuntimeError as e:
+            out.append({"server": name, "skipped": str(e)[:600]})
+            log(f"embeddings: {name}: {e}")
         finally:
             server.stop()
     return out
@@ -523,6 +535,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--requests", type=int, default=None, help="completions per pass (default max(C, 8))")
     ap.add_argument("--sentences", type=int, default=1024)
+    ap.add_argument("--servers", nargs="+", help="only these servers (names as in the tables)")
     ap.add_argument("--json-out")
     ap.add_argument("--svg")
     ap.add_argument("--report", nargs="+", help="print the tables (and --svg) of earlier --json-out files")

@@ -66,8 +66,8 @@ if [[ " $which " == *" llamacpp-python "* ]]; then
     CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" "$venv/bin/python" -m pip install --quiet \
       --disable-pip-version-check "llama-cpp-python[server] @ file://$dir/llama_cpp_python-$version.tar.gz"
   fi
-  LLAMA_CPP_LIB_PATH=$dir/build/bin "$venv/bin/python" -c 'import llama_cpp; print("setup_serve_peers:
-    llama-cpp-python", llama_cpp.__version__, "on", getattr(llama_cpp.llama_cpp, "_base_path", "?"))' >&2
+  LLAMA_CPP_LIB_PATH=$dir/build/bin "$venv/bin/python" -c 'import llama_cpp; print("setup_serve_peers:",
+    "llama-cpp-python", llama_cpp.__version__, "on", getattr(llama_cpp.llama_cpp, "_base_path", "?"))' >&2
 fi
 
 if [[ " $which " == *" infinity "* ]]; then
