@@ -245,8 +245,8 @@ def embed_pass(server, sentences, concurrency, reference=None, bitwise=False):
     cpu = time.process_time() - cpu0
     out = {"concurrency": concurrency, "sentences": len(sentences), "seconds": wall,
            "sentences_per_second": len(sentences) / wall, "errors": len(errors),
-           "latency_p50": percentile(latencies, 50) if not errors else float("nan"),
-           "latency_p99": percentile(latencies, 99) if not errors else float("nan"),
+           "latency_p50": percentile([x for x in latencies if x is not None], 50),
+           "latency_p99": percentile([x for x in latencies if x is not None], 99),
            "client_cpu_seconds": cpu}
     if errors:
         out["first_error"] = repr(errors[0])
@@ -277,11 +277,13 @@ def decoder_servers(a):
         yield "llama-server", None
     venv_python = os.path.join(PEERS, ".venv-llamacpp-server", "bin", "python")
     if os.access(llama, os.X_OK) and os.access(venv_python, os.X_OK):
-        # One Llama object behind a lock: requests are served one at a time (no slots).
+        # One Llama object behind a lock: requests are served one at a time (no slots). By default
+        # (interrupt_requests) a new request cuts the streaming one short; here each waits its turn.
         env = dict(os.environ, LLAMA_CPP_LIB_PATH=os.path.dirname(llama))
         yield "llama-cpp-python", lambda: Server("llama-cpp-python", [
             venv_python, "-m", "llama_cpp.server", "--model", a.model, "--n_threads", str(a.threads),
-            "--n_threads_batch", str(a.threads), "--n_ctx", "2048", "--host", "127.0.0.1", "--port", "{port}"],
+            "--n_threads_batch", str(a.threads), "--n_ctx", "2048", "--interrupt_requests", "False", "--host", "127.0.0.1",
+            "--port", "{port}"],
             env=env, health="/v1/models")
     else:
         yield "llama-cpp-python", None
@@ -348,6 +350,10 @@ def run_decoder(a, log):
                         "rss_mib": server.rss_mib(), "passes": passes})
         finally:
             server.stop()
+        if a.json_out:  # what is done so far, should a later server hang past the run's bound
+            with open(a.json_out + ".partial", "w") as f:
+                json.dump({"decoder": {"model": os.path.basename(a.model), "threads": a.threads,
+                                       "parallel": a.parallel, "tokens": a.tokens, "servers": out}}, f, indent=1)
     return out
 
 
