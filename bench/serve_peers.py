@@ -502,8 +502,8 @@ def svg(result):
         else:
             top = max(ys) * 1.1
             fy = lambda y: oy + ph - y / top * ph  # noqa: E731
-            step = 10 ** np.floor(np.log10(top / 5))
-            step *= 2 if top / step > 10 else 1
+            base = 10 ** np.floor(np.log10(top / 5))
+            step = next(base * m for m in (1, 2, 5, 10) if top / (base * m) <= 8)
             ticks = list(np.arange(0, top, step))
         fx = lambda c: ox + (np.log2(c) - xmin) / (xmax - xmin) * pw  # noqa: E731
         out.append(f'<text x="{ox + pw / 2}" y="{oy - 15}" text-anchor="middle" font-size="13">{title}</text>')
