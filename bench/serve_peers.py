@@ -9,7 +9,7 @@ come from bench/peers/setup_serve_peers.sh, and a peer that is not there is repo
               python -m llama_cpp.server --n_threads T  (llama-cpp-python[server] on that build's libllama)
   embeddings  headcount serve --embedding-model DIR --threads T
               infinity_emb v2 --engine torch       (OMP_NUM_THREADS=T, HF_HUB_OFFLINE=1)
-              infinity_emb v2 --engine optimum
+              infinity_emb v2 --engine optimum     (the same weights exported to ONNX by setup)
 
 For each concurrency C (1 4 16 64), C client threads take requests from one shared list until it
 is empty:
@@ -27,7 +27,7 @@ is empty:
 The load generator's CPU seconds are reported per pass: it shares the host's cores with the server.
 
 Usage: .venv/bin/python bench/serve_peers.py [--cli build/headcount] [--part decoder embeddings]
-         [--concurrency 1 4 16 64] [--json-out F.json] [--svg F.svg] [--markdown]
+         [--servers NAME ...] [--concurrency 1 4 16 64] [--json-out F.json] [--svg F.svg]
        .venv/bin/python bench/serve_peers.py --report A.json [B.json ...] [--svg F.svg]
 Standard library and numpy only (the peers run in their own processes).
 """

@@ -30,8 +30,6 @@ if [[ " $which " == *" llama "* ]]; then
     sdist=$dir/llama_cpp_python-$version.tar.gz
     if [[ ! -f $sdist ]]; then
       python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-        --no-build-isolation -d "$dir" "llama-cpp-python==$version" ||
-      python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
         -d "$dir" "llama-cpp-python==$version"
     fi
     rm -rf "$dir/src" && mkdir -p "$dir/src"
