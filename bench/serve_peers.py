@@ -483,7 +483,7 @@ def svg(result):
     cols = 2
     rows = (len(panels) + 1) // 2
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W * cols}" height="{H * rows}" '
-           f'font-family="sans-serif" font-size="11">', f'<rect width="100%" height="100%" fill="white"/>']
+           f'font-family="sans-serif" font-size="11">', '<rect width="100%" height="100%" fill="white"/>']
     for k, (title, part, key, scale, logy) in enumerate(panels):
         ox, oy = (k % cols) * W + ml, (k // cols) * H + mt
         series = [(s["server"], [(p["concurrency"], p[key] * scale) for p in s["passes"]
