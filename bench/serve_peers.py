@@ -49,7 +49,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_decoder_load import PROMPTS, offline_text, percentile  # noqa: E402
+from serve_decoder_load import PROMPTS, percentile  # noqa: E402
 from serve_load import read_sentences  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -130,6 +130,14 @@ class Server:
         except ProcessLookupError:
             pass
         os.unlink(self.log.name)
+
+
+def offline_text(cli, model, prompt, tokens, threads):
+    """`generate --json` of the prompt, stopping at EOS as the servers' requests here do (not
+    serve_decoder_load.py's --ignore-eos: llama-cpp-python's server has no ignore_eos)."""
+    out = subprocess.run([cli, "generate", "--model", model, "--prompt", prompt, "--max-tokens", str(tokens),
+                          "--threads", str(threads), "--json"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
 
 
 # ---- the one client, for every server ----------------------------------------------------------
