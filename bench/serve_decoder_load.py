@@ -54,11 +54,52 @@ def percentile(values, q):
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
 
 
-def offline_text(cli, model, prompt, tokens, threads):
+def offline_text(cli, model, prompt, tokens, threads, ignore_eos=True):
+    """`headcount generate --json` of the prompt: the offline bits a served completion must have.
+    ignore_eos as the requests: serve_peers.py's stop at EOS (llama-cpp-python has no ignore_eos)."""
     out = subprocess.run([cli, "generate", "--model", model, "--prompt", prompt, "--max-tokens", str(tokens),
-                          "--threads", str(threads), "--ignore-eos", "--json"], check=True, capture_output=True,
-                         text=True).stdout
+                          "--threads", str(threads), "--json"] + (["--ignore-eos"] if ignore_eos else []),
+                         check=True, capture_output=True, text=True).stdout
     return json.loads(out)
+
+
+def stream_completion(host, port, model, prompt, tokens, **fields):
+    """One streamed greedy POST /v1/completions (plus `fields`, e.g. ignore_eos=True), read as its
+    server-sent events arrive: (text, completion tokens, where they were counted: "usage", or
+    "events" for a server that sends no usage, event times from the request, total seconds).
+    The one client of this script and of serve_peers.py, for every server."""
+    c = http.client.HTTPConnection(host, port, timeout=600)
+    body = {"model": model, "prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}, **fields}
+    start = time.perf_counter()
+    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"HTTP {r.status}: {r.read()[:300]!r}")
+    text, times, usage, counted, events = [], [], None, "usage", 0
+    while True:
+        line = r.fp.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith(b"data: "):
+            continue
+        data = line[len(b"data: "):]
+        if data == b"[DONE]":
+            break
+        event = json.loads(data)
+        if event.get("usage"):
+            usage = event["usage"]["completion_tokens"]
+        for choice in event.get("choices") or []:
+            if choice.get("text"):
+                text.append(choice["text"])
+                times.append(time.perf_counter() - start)
+                events += 1
+    total = time.perf_counter() - start
+    c.close()
+    if usage is None:
+        usage, counted = events, "events"
+    return "".join(text), usage, counted, times, total
 
 
 class ServerProcess:
@@ -79,34 +120,9 @@ class ServerProcess:
         self.name = os.path.basename(model)[:-len(".gguf")]
 
     def stream(self, prompt, tokens):
-        """(text, completion tokens, event times) of one streamed greedy completion."""
-        c = http.client.HTTPConnection(self.host, self.port, timeout=600)
-        c.request("POST", "/v1/completions", json.dumps({"model": self.name, "prompt": prompt, "max_tokens": tokens,
-                                                         "temperature": 0, "stream": True, "ignore_eos": True,
-                                                         "stream_options": {"include_usage": True}}),
-                  {"Content-Type": "application/json"})
-        start = time.perf_counter()
-        r = c.getresponse()
-        text, times, usage, buf = [], [], None, b""
-        while True:
-            line = r.fp.readline()
-            if not line:
-                break
-            line = line.strip()
-            if not line.startswith(b"data: "):
-                continue
-            data = line[len(b"data: "):]
-            if data == b"[DONE]":
-                break
-            event = json.loads(data)
-            if event.get("usage"):
-                usage = event["usage"]["completion_tokens"]
-            for choice in event["choices"]:
-                if choice["text"]:
-                    text.append(choice["text"])
-                    times.append(time.perf_counter() - start)
-        c.close()
-        return "".join(text), usage, times
+        """(text, completion tokens, event times) of one streamed greedy completion to max_tokens."""
+        text, usage, _, times, _ = stream_completion(self.host, self.port, self.name, prompt, tokens, ignore_eos=True)
+        return text, usage, times
 
     def stop(self):
         self.proc.terminate()

@@ -49,7 +49,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_decoder_load import PROMPTS, percentile  # noqa: E402
+from serve_decoder_load import PROMPTS, offline_text, percentile  # noqa: E402
+from serve_decoder_load import stream_completion as shared_stream_completion  # noqa: E402
 from serve_load import read_sentences  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -132,50 +133,14 @@ class Server:
         os.unlink(self.log.name)
 
 
-def offline_text(cli, model, prompt, tokens, threads):
-    """`generate --json` of the prompt, stopping at EOS as the servers' requests here do (not
-    serve_decoder_load.py's --ignore-eos: llama-cpp-python's server has no ignore_eos)."""
-    out = subprocess.run([cli, "generate", "--model", model, "--prompt", prompt, "--max-tokens", str(tokens),
-                          "--threads", str(threads), "--json"], check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
-
-
-# ---- the one client, for every server ----------------------------------------------------------
+# ---- the one client, for every server (serve_decoder_load.py's) ------------------------------
 
 def stream_completion(server, prompt, tokens):
     """(text, completion tokens, where they were counted, event times, total seconds)."""
-    c = http.client.HTTPConnection(server.host, server.port, timeout=600)
-    body = {"model": server.model, "prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}}
-    start = time.perf_counter()
-    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    if r.status != 200:
-        raise RuntimeError(f"{server.name}: HTTP {r.status}: {r.read()[:300]!r}")
-    text, times, usage, counted, events = [], [], None, "usage", 0
-    while True:
-        line = r.fp.readline()
-        if not line:
-            break
-        line = line.strip()
-        if not line.startswith(b"data: "):
-            continue
-        data = line[len(b"data: "):]
-        if data == b"[DONE]":
-            break
-        event = json.loads(data)
-        if event.get("usage"):
-            usage = event["usage"]["completion_tokens"]
-        for choice in event.get("choices") or []:
-            if choice.get("text"):
-                text.append(choice["text"])
-                times.append(time.perf_counter() - start)
-                events += 1
-    total = time.perf_counter() - start
-    c.close()
-    if usage is None:
-        usage, counted = events, "events"
-    return "".join(text), usage, counted, times, total
+    try:
+        return shared_stream_completion(server.host, server.port, server.model, prompt, tokens)
+    except RuntimeError as e:
+        raise RuntimeError(f"{server.name}: {e}") from None
 
 
 def decoder_pass(server, concurrency, requests, tokens, references):
@@ -330,7 +295,7 @@ def embedding_servers(a):
 
 def run_decoder(a, log):
     log(f"decoder: references from headcount generate --json ({len(PROMPTS)} prompts, {a.tokens} tokens)")
-    references = {p: offline_text(a.cli, a.model, p, a.tokens, a.threads) for p in PROMPTS}
+    references = {p: offline_text(a.cli, a.model, p, a.tokens, a.threads, ignore_eos=False) for p in PROMPTS}
     out = []
     for name, start in decoder_servers(a):
         if a.servers and name not in a.servers:
