@@ -23,6 +23,8 @@
 namespace headcount::experiments {
 namespace {
 
+using Count = SuccessCount;
+
 using detail::concat;
 using nlohmann::json;
 
@@ -72,33 +74,14 @@ train::TrainConfig cell_config(const Arm& arm, std::int64_t steps, const std::st
   return c;
 }
 
-struct Count {
-  std::int64_t successes = 0, runs = 0;
-};
 Count successes(const ExperimentResult& r, const std::string& id) {
-  Count c;
-  for (const RunRecord* run : r.runs_of(r.cell_index(id))) {
-    ++c.runs;
-    c.successes += run->final.accuracy >= kSuccess;
-  }
-  return c;
+  return success_count(r, id, kSuccess);
 }
-std::string count_text(const Count& c) { return concat(c.successes, "/", c.runs); }
 
 json paired_line(const ExperimentResult& r, const std::string& a, const std::string& b) {
   if (!r.has_cell(a) || !r.has_cell(b) || r.stats(a).n < 2 || r.stats(a).n != r.stats(b).n)
     return nullptr;
   return to_json(paired_compare(r.stats(a), r.stats(b), MetricKind::accuracy));
-}
-
-// kv8's mean dev accuracy at its pick; without a pilot (a --quick run), its own test mean.
-double pilot_accuracy_at_pick(const ExperimentResult& r, const std::string& id) {
-  if (!r.options.pilot.is_object()) return r.stats(id).mean;
-  const json& cell = r.options.pilot.at("envelope").at("cells").at(id);
-  const double lr = cell.at("lr").get<double>();
-  for (const json& point : cell.at("points"))
-    if (point.at("lr").get<double>() == lr) return point.at("metric").get<double>();
-  fail("--envelope", concat("expected a point at the pick of ", id, ", got none"));
 }
 
 // Whether any pilot seed of `id` reached 0.90 dev accuracy at any lr (the pilot's per-seed
@@ -133,7 +116,7 @@ std::vector<ClaimVerdict> judge(const ExperimentResult& r, std::int64_t steps) {
           "else not shown at this size"};
   const bool smoke = !r.has_cell(kPrimary);
   const Count mha = successes(r, kMha);
-  const double pilot = pilot_accuracy_at_pick(r, kMha);
+  const double pilot = pilot_metric_at_pick(r, kMha);
   const Gate pilot_gate = gate("kv8's mean pilot dev accuracy at its pick >= 0.90",
                                MetricKind::accuracy, kSuccess, pilot);
   const bool test_passed = mha.successes >= std::min(kGateSuccesses, mha.runs);

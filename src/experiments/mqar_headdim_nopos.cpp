@@ -25,6 +25,8 @@
 namespace headcount::experiments {
 namespace {
 
+using Count = SuccessCount;
+
 using detail::concat;
 using nlohmann::json;
 
@@ -63,32 +65,8 @@ train::TrainConfig cell_config(std::int64_t keys, std::int64_t heads, std::int64
   return c;
 }
 
-struct Count {
-  std::int64_t successes = 0, runs = 0;
-};
-
 Count successes(const ExperimentResult& r, const std::string& id) {
-  Count c;
-  for (const RunRecord* run : r.runs_of(r.cell_index(id))) {
-    ++c.runs;
-    c.successes += run->final.accuracy >= kSuccess;
-  }
-  return c;
-}
-
-std::string count_text(const Count& c) { return concat(c.successes, "/", c.runs); }
-
-// h = 4's mean dev accuracy over the pilot seeds at its pick, from the pilot document a test
-// result carries; without a pilot (a --quick run), the mean of its own runs.
-double pilot_accuracy_at_pick(const ExperimentResult& r, const std::string& id) {
-  if (r.options.pilot.is_object()) {
-    const json& cell = r.options.pilot.at("envelope").at("cells").at(id);
-    const double lr = cell.at("lr").get<double>();
-    for (const json& point : cell.at("points"))
-      if (point.at("lr").get<double>() == lr) return point.at("metric").get<double>();
-    fail("--envelope", concat("expected a point at the pick of ", id, ", got none"));
-  }
-  return r.stats(id).mean;
+  return success_count(r, id, kSuccess);
 }
 
 json per_seed(const ExperimentResult& r, const std::string& id) { return r.stats(id).values; }
@@ -111,7 +89,7 @@ struct RungGate {
 
 RungGate rung_gate(const ExperimentResult& r, std::int64_t keys) {
   const std::string wide = cell_id(keys, kWide);
-  const double pilot = pilot_accuracy_at_pick(r, wide);
+  const double pilot = pilot_metric_at_pick(r, wide);
   const Count test = successes(r, wide);
   const Gate pilot_gate =
       gate(concat("h = 4's mean pilot dev accuracy at its pick >= 0.90 (", keys, " keys)"),

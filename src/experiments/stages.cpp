@@ -349,4 +349,27 @@ void restate_budget(Experiment& e, std::string_view from, std::string_view to) {
   e.budget.replace(at, from.size(), to);
 }
 
+SuccessCount success_count(const ExperimentResult& result, const std::string& cell,
+                           double threshold) {
+  SuccessCount c;
+  for (const RunRecord* run : result.runs_of(result.cell_index(cell))) {
+    ++c.runs;
+    c.successes += run->final.accuracy >= threshold;
+  }
+  return c;
+}
+
+std::string count_text(const SuccessCount& count) {
+  return detail::concat(count.successes, "/", count.runs);
+}
+
+double pilot_metric_at_pick(const ExperimentResult& result, const std::string& cell) {
+  if (!result.options.pilot.is_object()) return result.stats(cell).mean;
+  const nlohmann::json& c = result.options.pilot.at("envelope").at("cells").at(cell);
+  const double lr = c.at("lr").get<double>();
+  for (const nlohmann::json& point : c.at("points"))
+    if (point.at("lr").get<double>() == lr) return point.at("metric").get<double>();
+  fail("--envelope", detail::concat("expected a point at the pick of ", cell, ", got none"));
+}
+
 }  // namespace headcount::experiments

@@ -62,6 +62,20 @@ Experiment with_envelope(const Experiment& experiment, const nlohmann::json& pil
 ExperimentResult run_test(Context& ctx, const Experiment& experiment,
                           const ExperimentOptions& options, bool progress, Experiment& grid);
 
+// R-counts' input: how many of a cell's test runs reached `threshold` final accuracy, of how
+// many; and "k/n" for the verdicts' words.
+struct SuccessCount {
+  std::int64_t successes = 0, runs = 0;
+};
+SuccessCount success_count(const ExperimentResult& result, const std::string& cell,
+                           double threshold);
+std::string count_text(const SuccessCount& count);
+
+// A cell's mean dev metric at its pilot pick, read from the pilot document a test result
+// carries (options.pilot); without a pilot (a --quick run), the mean of its own runs. Error
+// naming --envelope when the document has no point at the pick.
+double pilot_metric_at_pick(const ExperimentResult& result, const std::string& cell);
+
 // The host's 1-minute load average, or -1 where /proc/loadavg cannot be read: recorded beside
 // every timing the protocol asks for on an idle host (R10), never used in a decision.
 double load_average();
