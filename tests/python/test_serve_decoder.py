@@ -59,6 +59,18 @@ def metric(server, name):
     return float(next(line.split(" ")[1] for line in data.decode().splitlines() if line.startswith(name + " ")))
 
 
+def dechunk(payload):
+    """The body of an HTTP/1.1 chunked transfer: size line, data, CRLF, ..., a zero size."""
+    data, rest = b"", payload
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        data, rest = data + rest[:size], rest[size + 2:]
+    return data
+
+
 def stream(server, body, path="/v1/chat/completions"):
     """The server-sent events of one streamed request, as (events, raw text)."""
     conn = socket.create_connection((server.host, server.port), timeout=120)
@@ -71,15 +83,7 @@ def stream(server, body, path="/v1/chat/completions"):
     conn.close()
     head, _, body_bytes = raw.partition(b"\r\n\r\n")
     assert b"200" in head.split(b"\r\n")[0] and b"text/event-stream" in head, head
-    # Chunked transfer encoding: size line, data, CRLF.
-    data, rest = b"", body_bytes
-    while rest:
-        size_line, _, rest = rest.partition(b"\r\n")
-        size = int(size_line, 16)
-        if size == 0:
-            break
-        data, rest = data + rest[:size], rest[size + 2:]
-    events = [e[len("data: "):] for e in data.decode().split("\n\n") if e]
+    events = [e[len("data: "):] for e in dechunk(body_bytes).decode().split("\n\n") if e]
     assert events[-1] == "[DONE]", events[-3:]
     return [json.loads(e) for e in events[:-1]]
 

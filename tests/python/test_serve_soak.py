@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from test_serve import MODEL, NAME as ENCODER, SENTENCES, Server, offline_embeddings
-from test_serve_decoder import GGUF, NAME as DECODER, PROMPTS, offline
+from test_serve_decoder import GGUF, NAME as DECODER, PROMPTS, dechunk, offline
 
 pytestmark = pytest.mark.skipif(not (os.path.isfile(GGUF) and os.path.isdir(MODEL)), reason="no models")
 SECONDS = float(os.environ.get("HEADCOUNT_SOAK_SECONDS", "60"))
@@ -56,16 +56,7 @@ def raw_request(server, method, path, body=b"", read=True, close_after=None):
         s.close()
     status = int(raw.split(b" ", 2)[1])
     headers, _, payload = raw.partition(b"\r\n\r\n")
-    if b"chunked" in headers.lower():
-        out, rest = b"", payload
-        while rest:
-            size_line, _, rest = rest.partition(b"\r\n")
-            size = int(size_line, 16)
-            if size == 0:
-                break
-            out, rest = out + rest[:size], rest[size + 2:]
-        payload = out
-    return status, payload
+    return status, dechunk(payload) if b"chunked" in headers.lower() else payload
 
 
 def test_soak_mixed_load_stays_up_correct_and_bounded_in_memory():
