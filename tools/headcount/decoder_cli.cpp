@@ -4,6 +4,7 @@
 
 #include "encoder_cli.h"
 #include "headcount/error.h"
+#include "headcount/model_files.h"
 
 namespace headcount::cli {
 
@@ -15,10 +16,15 @@ CacheDType parse_kv_dtype(const std::string& name) {
 }
 
 bool is_checkpoint_dir(const std::string& path) {
+  // model_files.h's content test; anything it does not know is not a checkpoint here (the caller
+  // then says what it expected).
   std::error_code ec;
-  return std::filesystem::is_directory(path, ec) &&
-         std::filesystem::is_regular_file(std::filesystem::path(path) / "checkpoint.safetensors",
-                                          ec);
+  if (!std::filesystem::is_directory(path, ec)) return false;
+  try {
+    return model_format(path) == ModelFormat::checkpoint;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 std::string resolve_decoder_model(const std::string& flag, bool checkpoint_allowed) {

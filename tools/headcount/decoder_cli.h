@@ -12,8 +12,8 @@ namespace headcount::cli {
 // --kv-dtype: fp32, bf16 or int8; anything else is one line naming the option and the value.
 CacheDType parse_kv_dtype(const std::string& name);
 
-// A directory holding checkpoint.safetensors: a model headcount trained (`headcount train --out
-// DIR`), which generate runs on the same inference executor as a GGUF file.
+// Whether `path` is a headcount checkpoint directory (`headcount train --out DIR`) by
+// model_format's content test: generate runs it on the same inference executor as a GGUF file.
 bool is_checkpoint_dir(const std::string& path);
 
 // The decoder's file, found as the encoder's directory is (encoder_cli.h): --model if given,
