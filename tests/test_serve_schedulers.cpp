@@ -94,6 +94,9 @@ TEST(DecoderScheduler, ConcurrentRequestsAreEachTheirOfflineGeneration) {
     EXPECT_EQ(outcomes[r].finish_reason, "length") << "request " << r;
     EXPECT_EQ(outcomes[r].error_status, 0);
   }
+  // The gauges are set after each loop of the scheduler, which may still be running when the
+  // last client has its last token: read them once it has stopped.
+  scheduler.stop();
   const std::string text = metrics.render();
   EXPECT_NE(text.find("headcount_decoder_running 0"), std::string::npos);
   EXPECT_NE(text.find("headcount_decoder_queue_depth 0"), std::string::npos);
